@@ -1,0 +1,45 @@
+# Entry points: `make site` runs the main job, `make test` runs the tests.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CLUSTER := $(PY) tests/cluster/cluster.py
+# Where ansible finds this checkout as kubegpu.scheduling.
+COLLECTIONS = $(shell $(PY) tests/collection.py)
+
+.PHONY: venv cluster-build cluster-up cluster-down cluster-status site test unit integration lint sanity clean
+
+$(VENV)/.installed: requirements.txt test-requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r test-requirements.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+cluster-build: venv
+	$(CLUSTER) build
+
+cluster-up: venv
+	@$(CLUSTER) up
+
+cluster-down: venv
+	@$(CLUSTER) down
+
+cluster-status: venv
+	@$(CLUSTER) status
+
+# The main job: the site playbook against KUBECONFIG if given, else the local simulated GPU cluster.
+site: venv
+	@kubeconfig="$${KUBECONFIG:-$$($(CLUSTER) up | tail -n 1)}" && \
+	ANSIBLE_COLLECTIONS_PATH="$(COLLECTIONS)" K8S_AUTH_KUBECONFIG="$$kubeconfig" \
+	  $(VENV)/bin/ansible-playbook playbooks/site.yml
+
+test: venv
+	$(PY) -m pytest
+
+unit: venv
+	$(PY) -m pytest tests/unit
+
+integration: venv
+	$(PY) -m pytest tests/integration

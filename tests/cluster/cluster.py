@@ -1,0 +1,418 @@
+"""Start and stop the local GPU cluster: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and KWOK, every one on 127.0.0.1, with the simulated fleet of fleet.yaml.
+
+    python tests/cluster/cluster.py up      # prints the admin kubeconfig path as its last line
+    python tests/cluster/cluster.py down
+    python tests/cluster/cluster.py status
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import build  # noqa: E402
+import fleet  # noqa: E402
+import versions  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+LOOPBACK = "127.0.0.1"
+ETCD_PORT = int(os.environ.get("KUBEGPU_ETCD_PORT", "32379"))
+APISERVER_PORT = int(os.environ.get("KUBEGPU_APISERVER_PORT", "36443"))
+KWOK_PORT = int(os.environ.get("KUBEGPU_KWOK_PORT", "30250"))
+PROCESS_ORDER = ("etcd", "kube-apiserver", "kwok", "kube-controller-manager", "kube-scheduler")
+
+
+class ClusterStartError(RuntimeError):
+    pass
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("KUBEGPU_CLUSTER_DIR", versions.cache_root() / "cluster"))
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def pids(self) -> Path:
+        return self.root / "pids.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "admin.kubeconfig"
+
+    def component_kubeconfig(self, name: str) -> Path:
+        return self.root / f"{name}.kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://{LOOPBACK}:{APISERVER_PORT}"
+
+
+# --- certificates -----------------------------------------------------------------------
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _issue(pki: Path, name: str, subject: str, *, server_sans: str = "", client: bool = True) -> None:
+    usages = ["clientAuth"] if client else []
+    if server_sans:
+        usages.insert(0, "serverAuth")
+    ext = [
+        "basicConstraints=CA:FALSE",
+        "keyUsage=critical,digitalSignature,keyEncipherment",
+        f"extendedKeyUsage={','.join(usages)}",
+    ]
+    if server_sans:
+        ext.append(f"subjectAltName={server_sans}")
+    (pki / f"{name}.ext").write_text("\n".join(ext) + "\n")
+    _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+             "-subj", subject, cwd=pki)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+             "-days", "3650", "-sha256", "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=pki)
+
+
+def make_pki(pki: Path) -> None:
+    """A CA and one certificate per identity; all serving names are loopback."""
+    if (pki / "done").exists():
+        return
+    pki.mkdir(parents=True, exist_ok=True)
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+             "-days", "3650", "-subj", "/CN=kubegpu-local-ca", cwd=pki)
+    sans = ("IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,"
+            "DNS:kubernetes.default.svc.cluster.local")
+    _issue(pki, "apiserver", "/CN=kube-apiserver", server_sans=sans, client=False)
+    _issue(pki, "admin", "/O=system:masters/CN=kubegpu-admin")
+    _issue(pki, "apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client")
+    _issue(pki, "kube-controller-manager", "/CN=system:kube-controller-manager")
+    _issue(pki, "kube-scheduler", "/CN=system:kube-scheduler")
+    _issue(pki, "kwok", "/O=system:masters/CN=kwok-controller", server_sans="IP:127.0.0.1,DNS:localhost")
+    _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
+    (pki / "done").write_text("")
+
+
+def write_kubeconfig(path: Path, layout: Layout, cert: str) -> None:
+    pki = layout.pki
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubegpu-local", "cluster": {
+            "server": layout.server, "certificate-authority": str(pki / "ca.crt")}}],
+        "users": [{"name": cert, "user": {
+            "client-certificate": str(pki / f"{cert}.crt"), "client-key": str(pki / f"{cert}.key")}}],
+        "contexts": [{"name": "kubegpu-local", "context": {"cluster": "kubegpu-local", "user": cert}}],
+        "current-context": "kubegpu-local",
+    }
+    path.write_text(json.dumps(config, indent=2))
+    path.chmod(0o600)
+
+
+# --- a minimal API client (no dependency beyond the standard library) -------------------
+
+class Api:
+    def __init__(self, layout: Layout):
+        self.base = layout.server
+        self.context = ssl.create_default_context(cafile=str(layout.pki / "ca.crt"))
+        self.context.load_cert_chain(str(layout.pki / "admin.crt"), str(layout.pki / "admin.key"))
+
+    def request(self, method: str, path: str, body: dict | None = None, content_type: str = "application/json",
+                timeout: float = 10) -> tuple[int, dict | str]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": content_type, "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, context=self.context, timeout=timeout) as resp:
+                status, raw = resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            status, raw = exc.code, exc.read()
+        text = raw.decode("utf-8", "replace")
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+    def ensure(self, path: str, body: dict) -> None:
+        """Create an object; an existing one is left as it is."""
+        status, reply = self.request("POST", path, body)
+        if status not in (200, 201, 409):
+            raise ClusterStartError(f"creating {body['kind']} {body['metadata']['name']} failed: {status} {reply}")
+
+
+# --- processes ---------------------------------------------------------------------------
+
+def command_lines(layout: Layout, bins: Path) -> dict[str, list[str]]:
+    pki = layout.pki
+    etcd_url = f"http://{LOOPBACK}:{ETCD_PORT}"
+    peer_url = f"http://{LOOPBACK}:{ETCD_PORT + 1}"
+    return {
+        "etcd": [
+            str(bins / "etcd"), "--name=kubegpu", f"--data-dir={layout.root / 'etcd'}",
+            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=kubegpu={peer_url}", "--listen-metrics-urls=",
+            "--unsafe-no-fsync", "--quota-backend-bytes=4294967296", "--auto-compaction-retention=1",
+            "--log-level=warn",
+        ],
+        "kube-apiserver": [
+            str(bins / "kube-apiserver"), f"--etcd-servers={etcd_url}",
+            f"--bind-address={LOOPBACK}", f"--secure-port={APISERVER_PORT}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--service-account-key-file={pki / 'sa.key'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.96.0.0/16", "--endpoint-reconciler-type=none",
+            "--authorization-mode=Node,RBAC", "--allow-privileged=true", "--profiling=false",
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+            f"--cert-dir={layout.root / 'apiserver-certs'}",
+        ],
+        "kwok": [
+            str(bins / "kwok"), f"--kubeconfig={layout.component_kubeconfig('kwok')}",
+            f"--config={layout.root / 'kwok.yaml'}",
+            "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={fleet.FAKE_NODE_ANNOTATION}=fake",
+            f"--node-ip={LOOPBACK}", "--node-name=localhost", f"--node-port={KWOK_PORT}",
+            f"--server-address={LOOPBACK}:{KWOK_PORT}", "--node-lease-duration-seconds=40",
+            f"--tls-cert-file={pki / 'kwok.crt'}", f"--tls-private-key-file={pki / 'kwok.key'}",
+        ],
+        "kube-controller-manager": [
+            str(bins / "kube-controller-manager"),
+            f"--kubeconfig={layout.component_kubeconfig('kube-controller-manager')}",
+            "--leader-elect=false", f"--bind-address={LOOPBACK}", "--secure-port=0",
+            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+            "--use-service-account-credentials=true", "--controllers=*,-cloud-node-lifecycle-controller",
+        ],
+        "kube-scheduler": [
+            str(bins / "kube-scheduler"), f"--kubeconfig={layout.component_kubeconfig('kube-scheduler')}",
+            f"--authentication-kubeconfig={layout.component_kubeconfig('kube-scheduler')}",
+            f"--authorization-kubeconfig={layout.component_kubeconfig('kube-scheduler')}",
+            "--leader-elect=false", f"--bind-address={LOOPBACK}", "--secure-port=0",
+        ],
+    }
+
+
+def write_kwok_config(layout: Layout) -> None:
+    log_file = layout.root / "sample-workload.log"
+    log_file.write_text((HERE / "logs" / "tensorflow-mnist.log").read_text())
+    head = (
+        "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\n"
+        "options:\n  enableCRDs: []\n"
+        "---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata:\n  name: sample-workload\n"
+        "spec:\n  selector:\n    matchNames: [tensorflow-mnist]\n"
+        f"  logs:\n  - logsFile: {json.dumps(str(log_file))}\n    follow: false\n"
+    )
+    (layout.root / "kwok.yaml").write_text(head + "---\n" + (HERE / "kwok-stages.yaml").read_text())
+
+
+def _alive(pid: int, binary: str) -> bool:
+    """The process is running and is still the binary we started (pids get reused)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return False
+    return Path(cmdline).name == Path(binary).name
+
+
+def read_pids(layout: Layout) -> dict[str, dict]:
+    try:
+        return json.loads(layout.pids.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def start_process(layout: Layout, name: str, argv: list[str], pids: dict[str, dict]) -> None:
+    log = (layout.logs / f"{name}.log").open("ab")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, cwd=layout.root)
+    pids[name] = {"pid": proc.pid, "binary": argv[0]}
+    layout.pids.write_text(json.dumps(pids, indent=2))
+
+
+def wait_for(what: str, check, timeout: float, layout: Layout | None = None, component: str | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if layout and component:
+            entry = read_pids(layout).get(component)
+            if entry and not _alive(entry["pid"], entry["binary"]):
+                raise ClusterStartError(f"{component} exited; see {layout.logs / (component + '.log')}")
+        time.sleep(0.5)
+    hint = f"; see {layout.logs / (component + '.log')}" if layout and component else ""
+    raise ClusterStartError(f"timed out after {timeout:.0f}s waiting for {what}{hint}")
+
+
+def _get(api: Api, path: str) -> dict:
+    try:
+        status, body = api.request("GET", path, timeout=3)
+    except (OSError, ssl.SSLError):
+        return {}
+    return body if status == 200 and isinstance(body, dict) else {}
+
+
+def _is_ready(api: Api) -> bool:
+    try:
+        status, _ = api.request("GET", "/readyz", timeout=3)
+    except (OSError, ssl.SSLError):
+        return False
+    return status == 200
+
+
+def _node_ready(node: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in node.get("status", {}).get("conditions", []))
+
+
+def apply_fleet(api: Api, spec: dict) -> None:
+    plugin = spec["device_plugin"]
+    for namespace in {plugin["namespace"], spec["pod_namespace"]}:
+        api.ensure("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    for node in spec["nodes"]:
+        api.ensure("/api/v1/nodes", fleet.node_object(node))
+    api.ensure(f"/apis/apps/v1/namespaces/{plugin['namespace']}/daemonsets", fleet.device_plugin_daemonset(plugin))
+
+
+def apply_fleet_pods(api: Api, spec: dict) -> None:
+    namespace = spec["pod_namespace"]
+    wait_for(f"the default service account in {namespace}",
+             lambda: bool(_get(api, f"/api/v1/namespaces/{namespace}/serviceaccounts/default")), 60)
+    for pod in spec["pods"]:
+        api.ensure(f"/api/v1/namespaces/{namespace}/pods", fleet.fleet_pod(pod, namespace))
+
+
+def fleet_settled(api: Api, spec: dict) -> bool:
+    nodes = _get(api, "/api/v1/nodes").get("items", [])
+    wanted = {n["name"] for n in spec["nodes"]}
+    ready = {n["metadata"]["name"] for n in nodes if _node_ready(n)}
+    if not wanted <= ready:
+        return False
+    if any(t.get("key", "").startswith("node.kubernetes.io/") for n in nodes for t in n.get("spec", {}).get("taints", [])):
+        return False
+    plugin = spec["device_plugin"]
+    ds = _get(api, f"/apis/apps/v1/namespaces/{plugin['namespace']}/daemonsets/{plugin['name']}")
+    status = ds.get("status", {})
+    desired = status.get("desiredNumberScheduled")
+    if not desired or status.get("numberReady") != desired:
+        return False
+    pods = _get(api, f"/api/v1/namespaces/{spec['pod_namespace']}/pods").get("items", [])
+    return len(pods) == len(spec["pods"]) and all(p.get("status", {}).get("phase") == "Running" for p in pods)
+
+
+def running(layout: Layout) -> bool:
+    pids = read_pids(layout)
+    return bool(pids) and all(
+        name in pids and _alive(pids[name]["pid"], pids[name]["binary"]) for name in PROCESS_ORDER)
+
+
+def up(fleet_file: Path, timeout: float) -> Path:
+    layout = Layout(state_dir())
+    spec = fleet.load(fleet_file)
+    if running(layout) and layout.kubeconfig.exists():
+        if _is_ready(Api(layout)):
+            print(f"cluster already running (state in {layout.root}); reusing it", file=sys.stderr)
+            return layout.kubeconfig
+    if read_pids(layout):
+        print("a previous cluster is partly running; stopping it first", file=sys.stderr)
+        down()
+    bins = build.build()
+    started = time.monotonic()
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.logs.mkdir(exist_ok=True)
+    subprocess.run(["rm", "-rf", str(layout.root / "etcd")], check=True)
+    make_pki(layout.pki)
+    write_kubeconfig(layout.kubeconfig, layout, "admin")
+    for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+        write_kubeconfig(layout.component_kubeconfig(name), layout, name)
+    write_kwok_config(layout)
+    argv = command_lines(layout, bins)
+    api = Api(layout)
+    pids: dict[str, dict] = {}
+    try:
+        start_process(layout, "etcd", argv["etcd"], pids)
+        start_process(layout, "kube-apiserver", argv["kube-apiserver"], pids)
+        wait_for("kube-apiserver /readyz", lambda: _is_ready(api), timeout, layout, "kube-apiserver")
+        # KWOK first, so that it sees every node and pod from its start.
+        start_process(layout, "kwok", argv["kwok"], pids)
+        start_process(layout, "kube-controller-manager", argv["kube-controller-manager"], pids)
+        start_process(layout, "kube-scheduler", argv["kube-scheduler"], pids)
+        apply_fleet(api, spec)
+        apply_fleet_pods(api, spec)
+        wait_for("the fleet's nodes, device-plugin pods and fleet pods", lambda: fleet_settled(api, spec),
+                 timeout, layout)
+    except BaseException:
+        down()
+        raise
+    print(f"cluster up in {time.monotonic() - started:.1f}s; logs in {layout.logs}", file=sys.stderr)
+    return layout.kubeconfig
+
+
+def down() -> list[str]:
+    """Stop the processes this tool started (by recorded pid and binary), and nothing else."""
+    layout = Layout(state_dir())
+    pids = read_pids(layout)
+    stopped = []
+    for name in reversed(PROCESS_ORDER):
+        entry = pids.get(name)
+        if entry and _alive(entry["pid"], entry["binary"]):
+            os.kill(entry["pid"], signal.SIGTERM)
+            stopped.append(name)
+    deadline = time.monotonic() + 15
+    for name in stopped:
+        entry = pids[name]
+        while _alive(entry["pid"], entry["binary"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(entry["pid"], entry["binary"]):
+            os.kill(entry["pid"], signal.SIGKILL)
+    layout.pids.unlink(missing_ok=True)
+    return stopped
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("up", "down", "status", "build"))
+    parser.add_argument("--fleet", type=Path, default=Path(os.environ.get("KUBEGPU_FLEET", HERE / "fleet.yaml")))
+    parser.add_argument("--timeout", type=float, default=180)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "build":
+            print(build.build())
+        elif args.command == "up":
+            print(up(args.fleet, args.timeout))
+        elif args.command == "down":
+            stopped = down()
+            print(f"stopped: {', '.join(stopped)}" if stopped else "no cluster processes were running")
+        else:
+            layout = Layout(state_dir())
+            print(f"running, kubeconfig {layout.kubeconfig}" if running(layout) else "not running")
+            return 0 if running(layout) else 3
+    except (fleet.FleetError, ClusterStartError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Fixtures for tests against the local cluster (tests/cluster): a real control plane with
+KWOK nodes.  The cluster is started once per session, or reused when already running."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
+
+import cluster as local_cluster  # noqa: E402
+import fleet as fleet_file  # noqa: E402
+
+
+@dataclass
+class LocalCluster:
+    kubeconfig: Path
+    fleet: dict
+    api: local_cluster.Api
+    layout: local_cluster.Layout
+
+    def get(self, path: str) -> dict:
+        status, body = self.api.request("GET", path)
+        assert status == 200, f"GET {path}: {status} {body}"
+        assert isinstance(body, dict)
+        return body
+
+    def create(self, path: str, body: dict) -> tuple[int, dict | str]:
+        return self.api.request("POST", path, body)
+
+    def patch(self, path: str, body: dict) -> dict:
+        status, reply = self.api.request("PATCH", path, body, content_type="application/merge-patch+json")
+        assert status == 200, f"PATCH {path}: {status} {reply}"
+        assert isinstance(reply, dict)
+        return reply
+
+    def delete(self, path: str) -> int:
+        status, _ = self.api.request("DELETE", path)
+        return status
+
+    def plugin_pod_on(self, node: str) -> dict:
+        plugin = self.fleet["device_plugin"]
+        pods = self.get(f"/api/v1/namespaces/{plugin['namespace']}/pods?fieldSelector=spec.nodeName%3D{node}")
+        owned = [p for p in pods["items"]
+                 if any(o.get("name") == plugin["name"] for o in p["metadata"].get("ownerReferences", []))]
+        assert len(owned) == 1, f"expected one device-plugin pod on {node}, found {len(owned)}"
+        return owned[0]
+
+    def set_plugin_pod_ready(self, node: str, ready: bool) -> None:
+        """Make the device-plugin pod on one node not Ready (KWOK stage), or Ready again."""
+        pod = self.plugin_pod_on(node)
+        path = f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}"
+        self.patch(path, {"metadata": {"annotations": {fleet_file.NOT_READY_ANNOTATION: None if ready else "true"}}})
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 60, interval: float = 0.5, what: str = "") -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> LocalCluster:
+    layout = local_cluster.Layout(local_cluster.state_dir())
+    was_running = local_cluster.running(layout)
+    fleet_path = local_cluster.HERE / "fleet.yaml"
+    try:
+        kubeconfig = local_cluster.up(fleet_path, timeout=300)
+    except (local_cluster.ClusterStartError, fleet_file.FleetError) as exc:
+        pytest.fail(f"local cluster did not start: {exc}")
+    yield LocalCluster(kubeconfig, fleet_file.load(fleet_path), local_cluster.Api(layout), layout)
+    if not was_running:
+        local_cluster.down()
+
+
+@pytest.fixture
+def namespace(cluster: LocalCluster) -> str:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    status, body = cluster.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": name}})
+    assert status == 201, body
+    wait_until(lambda: cluster.api.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")[0] == 200,
+               what=f"default service account in {name}")
+    yield name
+    # Pods first (KWOK removes them at once), so the next test sees the GPUs free again.
+    cluster.api.request("DELETE", f"/api/v1/namespaces/{name}/pods")
+    wait_until(lambda: not cluster.get(f"/api/v1/namespaces/{name}/pods")["items"], timeout=60,
+               what=f"pods of {name} to go")
+    cluster.delete(f"/api/v1/namespaces/{name}")

@@ -1,0 +1,111 @@
+"""The local cluster behaves like a real one for GPUs: the real API server, scheduler and
+DaemonSet controller act on the simulated fleet."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import LocalCluster, wait_until
+
+pytestmark = pytest.mark.cluster
+
+GPU = "nvidia.com/gpu"
+
+
+def gpu_pod(name: str, *, limits: dict | None = None, requests: dict | None = None, node: str | None = None) -> dict:
+    resources = {}
+    if limits is not None:
+        resources["limits"] = limits
+    if requests is not None:
+        resources["requests"] = requests
+    spec: dict = {
+        "containers": [{"name": "cuda", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04", "resources": resources}],
+        "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def test_api_lists_gpu_nodes_with_capacity(cluster: LocalCluster):
+    nodes = {n["metadata"]["name"]: n for n in cluster.get("/api/v1/nodes")["items"]}
+    for spec in cluster.fleet["nodes"]:
+        node = nodes[spec["name"]]
+        assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"}]
+        capacity = node["status"]["capacity"]
+        if spec["gpus"] is None:
+            assert GPU not in capacity
+        else:
+            assert capacity[GPU] == str(spec["gpus"])
+            assert node["status"]["allocatable"][GPU] == str(spec["allocatable_gpus"])
+        assert any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+    assert nodes["gfd-h100"]["status"]["capacity"][GPU] == "8"
+    assert nodes["gfd-t4-unhealthy"]["status"]["allocatable"][GPU] == "3"
+
+
+def test_gpu_pod_is_scheduled_to_a_gpu_node_and_runs(cluster: LocalCluster, namespace: str):
+    status, body = cluster.create(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("one-gpu", limits={GPU: "1"}))
+    assert status == 201, body
+    pod = wait_until(lambda: (p := cluster.get(f"/api/v1/namespaces/{namespace}/pods/one-gpu"))
+                     ["status"].get("phase") == "Running" and p, what="pod Running")
+    node = cluster.get(f"/api/v1/nodes/{pod['spec']['nodeName']}")
+    assert int(node["status"]["allocatable"][GPU]) >= 1
+
+
+def test_scheduler_counts_gpus_nine_pods_on_eight(cluster: LocalCluster, namespace: str):
+    for i in range(9):
+        status, body = cluster.create(f"/api/v1/namespaces/{namespace}/pods",
+                                      gpu_pod(f"gpu-{i}", limits={GPU: "1"}, node="gfd-h100"))
+        assert status == 201, body
+
+    def settled():
+        pods = cluster.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+        phases = [p["status"].get("phase") for p in pods]
+        unscheduled = [p for p in pods if any(c.get("reason") == "Unschedulable"
+                                              for c in p["status"].get("conditions", []))]
+        return phases.count("Running") == 8 and len(unscheduled) == 1 and (pods, unscheduled[0])
+
+    pods, pending = wait_until(settled, timeout=90, what="eight Running and one Unschedulable")
+    assert pending["status"]["phase"] == "Pending"
+    message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert "Insufficient nvidia.com/gpu" in message
+    assert {p["spec"].get("nodeName") for p in pods if p["status"]["phase"] == "Running"} == {"gfd-h100"}
+
+
+@pytest.mark.parametrize(
+    "resources, message",
+    [
+        ({"requests": {GPU: "1"}},
+         "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources"),
+        ({"requests": {GPU: "1"}, "limits": {GPU: "2"}},
+         "spec.containers[0].resources.requests: Invalid value: \"1\": must be equal to nvidia.com/gpu limit of 2"),
+        ({"limits": {GPU: "500m"}}, "must be an integer"),
+    ],
+)
+def test_api_server_rejects_malformed_gpu_requests(cluster: LocalCluster, namespace: str, resources, message):
+    status, body = cluster.create(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("bad", **resources))
+    assert status == 422
+    assert message in body["message"]
+
+
+def test_device_plugin_daemonset_status_tracks_pod_readiness(cluster: LocalCluster):
+    plugin = cluster.fleet["device_plugin"]
+    path = f"/apis/apps/v1/namespaces/{plugin['namespace']}/daemonsets/{plugin['name']}"
+    selected = [n for n in cluster.fleet["nodes"]
+                if all(n["labels"].get(k) == v for k, v in plugin["node_selector"].items())]
+    status = cluster.get(path)["status"]
+    assert status["desiredNumberScheduled"] == len(selected)
+    assert status["numberReady"] == status["numberAvailable"] == len(selected)
+    assert status["numberMisscheduled"] == 0
+
+    cluster.set_plugin_pod_ready("ack-v100", False)
+    try:
+        wait_until(lambda: cluster.get(path)["status"]["numberReady"] == len(selected) - 1, timeout=60,
+                   what="numberReady to drop by one")
+        pod = cluster.plugin_pod_on("ack-v100")
+        ready = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "False"
+        assert cluster.get(path)["status"]["desiredNumberScheduled"] == len(selected)
+    finally:
+        cluster.set_plugin_pod_ready("ack-v100", True)
+    wait_until(lambda: cluster.get(path)["status"]["numberReady"] == len(selected), timeout=60,
+               what="numberReady to recover")
