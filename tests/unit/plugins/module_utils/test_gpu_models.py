@@ -1,7 +1,4 @@
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import (
     DEFAULT_MODEL_LABEL_KEYS,
     LABEL_VALUE_MAX_LENGTH,
@@ -16,6 +13,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models impo
     split_model_suffixes,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import gpu_resource_matcher
+from hypothesis import given
+from hypothesis import strategies as st
 
 IS_GPU = gpu_resource_matcher()
 
