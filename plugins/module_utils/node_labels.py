@@ -1,0 +1,532 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Decisions for labeling GPU nodes by accelerator model (`accelerator=<model>`).
+
+The label value is the model as the first source label names it, made a valid label value:
+GFD's full product value (`NVIDIA-H100-80GB-HBM3`, `A100-SXM4-40GB-MIG-1g.5gb`,
+`Tesla-T4-SHARED`), ACK's `nvidia_name`, GKE's `nvidia-l4`, unless `value_overrides` maps it.
+MIG and sharing suffixes are kept on purpose: a `nodeSelector` on the model must not send a
+pod that wants whole GPUs to a node whose `nvidia.com/gpu` units are MIG slices or time slices.
+
+Ownership: the collection only rewrites or removes a label value that it wrote itself. Each
+node records what it wrote in the annotation `kubegpu.io/managed-labels`, a JSON object of label
+key to value, set in the same merge patch as the label, so a node is never half-labeled. A value
+that differs from that record was written by someone else: it is a conflict, left alone unless
+`force`. The patch carries the `resourceVersion` the decision was made on, so a value written by
+another client after the node list was read makes the patch fail with 409 instead of being
+overwritten; the node is then read again and decided again.
+
+Everything here is pure except `apply_plans`, which runs the patches through callables it is
+given, on a bounded thread pool.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import (
+    DEFAULT_MODEL_LABEL_KEYS,
+    is_valid_label_value,
+    looks_like_gpu_node,
+    names_a_model,
+    sanitize_label_value,
+    split_model_suffixes,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quantity import gpu_count
+
+DEFAULT_LABEL_KEY = "accelerator"
+OWNERSHIP_ANNOTATION = "kubegpu.io/managed-labels"
+MIXED_MODELS_CHOICES = ("skip", "first")
+MAX_CONFLICT_ATTEMPTS = 3
+
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$")
+_MODEL_TOKEN_SPLIT = re.compile(r"[^a-z0-9]+")
+_MEMORY_TOKEN = re.compile(r"^\d+gb$")
+# Brand words providers add or leave out for the same chip (Tesla-T4, nvidia-tesla-t4, t4).
+_BRAND_TOKENS = frozenset({"nvidia", "tesla", "geforce", "quadro"})
+
+
+class LabelingOptionsError(ValueError):
+    """Options that cannot be used, with a message naming the option."""
+
+
+class Outcome(str, Enum):
+    LABEL = "label"
+    UNLABEL = "unlabel"
+    UNCHANGED = "unchanged"
+    CONFLICT = "conflict"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class LabelingOptions:
+    label_key: str = DEFAULT_LABEL_KEY
+    source_keys: tuple[str, ...] = tuple(k for k in DEFAULT_MODEL_LABEL_KEYS if k != DEFAULT_LABEL_KEY)
+    value_overrides: Mapping[str, str] = field(default_factory=dict)
+    remove_from_non_gpu: bool = False
+    mixed_models: str = "skip"
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class CompactNode:
+    """The few fields of a Node that labeling needs."""
+
+    name: str
+    labels: Mapping[str, str]
+    ownership: str | None = None
+    resource_version: str | None = None
+    gpu_capacity: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """What to do with one node's label: the value before and after, and the patch that does it."""
+
+    name: str
+    outcome: Outcome
+    before: str | None
+    after: str | None
+    desired: str | None = None
+    reason: str = ""
+    patch: dict[str, Any] | None = None
+    models: tuple[tuple[str, str], ...] = ()
+    forced: bool = False
+
+
+# ---------------------------------------------------------------------------------------
+# Options
+# ---------------------------------------------------------------------------------------
+
+
+def label_key_problem(key: object) -> str | None:
+    """Why `key` is not a valid label key (`[prefix/]name`), or None when it is."""
+    if not isinstance(key, str) or not key:
+        return "a label key must be a non-empty string"
+    prefix, _, name = key.rpartition("/")
+    if "/" in prefix:
+        return "a label key has at most one '/'"
+    if key.startswith("/") or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))):
+        return "the prefix before '/' must be a lowercase DNS subdomain of at most 253 characters"
+    if len(name) > 63 or not _LABEL_NAME.match(name):
+        return (
+            "the name must be at most 63 characters: alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+        )
+    return None
+
+
+def build_options(
+    label_key: object = DEFAULT_LABEL_KEY,
+    model_label_keys: Sequence[object] | None = None,
+    value_overrides: Mapping[object, object] | None = None,
+    remove_from_non_gpu: bool = False,
+    mixed_models: object = "skip",
+    force: bool = False,
+) -> LabelingOptions:
+    """Checked options; the label key itself is never a source of the model (it would feed itself)."""
+    problem = label_key_problem(label_key)
+    if problem or not isinstance(label_key, str):
+        raise LabelingOptionsError(f"label_key {label_key!r} is not a valid label key: {problem}")
+    keys = DEFAULT_MODEL_LABEL_KEYS if model_label_keys is None else model_label_keys
+    for key in keys:
+        problem = label_key_problem(key)
+        if problem:
+            raise LabelingOptionsError(f"model_label_keys: {key!r} is not a valid label key: {problem}")
+    source_keys = tuple(dict.fromkeys(str(k) for k in keys if k != label_key))
+    if not source_keys:
+        raise LabelingOptionsError(
+            f"model_label_keys must name at least one label key other than label_key ({label_key!r})"
+        )
+    overrides: dict[str, str] = {}
+    for model, value in (value_overrides or {}).items():
+        if not isinstance(value, str) or not value or not is_valid_label_value(value):
+            raise LabelingOptionsError(
+                f"value_overrides[{model!r}]: {value!r} is not a valid label value (at most 63 characters: "
+                "alphanumerics, '-', '_' or '.', starting and ending alphanumeric)"
+            )
+        overrides[str(model)] = value
+    if mixed_models not in MIXED_MODELS_CHOICES:
+        raise LabelingOptionsError(
+            f"mixed_models must be one of {', '.join(MIXED_MODELS_CHOICES)}, not {mixed_models!r}"
+        )
+    return LabelingOptions(
+        label_key=label_key,
+        source_keys=source_keys,
+        value_overrides=overrides,
+        remove_from_non_gpu=bool(remove_from_non_gpu),
+        mixed_models=str(mixed_models),
+        force=bool(force),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Nodes
+# ---------------------------------------------------------------------------------------
+
+
+def _string_map(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, str)}
+
+
+def compact_node(item: object, is_gpu: Callable[[str], bool]) -> CompactNode | None:
+    """The fields labeling needs from a Node as the API returns it; None when it has no name."""
+    if not isinstance(item, dict):
+        return None
+    metadata = item.get("metadata")
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
+        return None
+    annotations = _string_map(metadata.get("annotations"))
+    status = item.get("status")
+    capacity = status.get("capacity") if isinstance(status, dict) else None
+    gpus = {str(k): gpu_count(v) for k, v in capacity.items() if is_gpu(str(k))} if isinstance(capacity, dict) else {}
+    version = metadata.get("resourceVersion")
+    return CompactNode(
+        name=metadata["name"],
+        labels=_string_map(metadata.get("labels")),
+        ownership=annotations.get(OWNERSHIP_ANNOTATION),
+        resource_version=version if isinstance(version, str) and version else None,
+        gpu_capacity=gpus,
+    )
+
+
+def read_ownership(annotation: str | None) -> dict[str, str]:
+    """Label key -> the value the collection wrote, from the ownership annotation.
+
+    A malformed annotation proves nothing, so it gives no ownership at all.
+    """
+    if not annotation:
+        return {}
+    try:
+        records = json.loads(annotation)
+    except ValueError:
+        return {}
+    if not isinstance(records, dict):
+        return {}
+    return {str(k): v for k, v in records.items() if isinstance(v, str)}
+
+
+def ownership_annotation(records: Mapping[str, str]) -> str | None:
+    """The annotation value for these records; None (remove the annotation) when there are none."""
+    if not records:
+        return None
+    return json.dumps(dict(records), sort_keys=True, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------
+
+
+def model_names(labels: Mapping[str, str], keys: Sequence[str]) -> list[tuple[str, str]]:
+    """(key, value) for every source key whose value names a model, in key order."""
+    found = []
+    for key in keys:
+        value = labels.get(key, "").strip()
+        if value and names_a_model(value):
+            found.append((key, value))
+    return found
+
+
+def model_tokens(value: str) -> tuple[str, ...]:
+    base, _, _ = split_model_suffixes(value.strip())
+    return tuple(t for t in _MODEL_TOKEN_SPLIT.split(base.lower()) if t and t not in _BRAND_TOKENS)
+
+
+def _chip(tokens: tuple[str, ...]) -> tuple[str, ...]:
+    # The chip is the first token with a digit (a100, t4, l40s, a10g, 3090); names without one
+    # (TITAN-X-Pascal) are compared whole.
+    for token in tokens:
+        if any(c.isdigit() for c in token):
+            return (token,)
+    return tokens
+
+
+def same_model(first: str, second: str) -> bool:
+    """Whether two providers' names denote the same GPU model.
+
+    Providers spell one model differently (`NVIDIA-A100-SXM4-40GB`, `nvidia-tesla-a100`, `a100`),
+    so names agree when their chips agree and their memory sizes, where both state one, agree.
+    MIG and sharing suffixes are ignored: they describe how the GPU is split, not which it is.
+    """
+    a, b = model_tokens(first), model_tokens(second)
+    if _chip(a) != _chip(b):
+        return False
+    memory_a = {t for t in a if _MEMORY_TOKEN.match(t)}
+    memory_b = {t for t in b if _MEMORY_TOKEN.match(t)}
+    return not memory_a or not memory_b or bool(memory_a & memory_b)
+
+
+def names_mixed_models(names: Sequence[tuple[str, str]]) -> bool:
+    return any(not same_model(names[0][1], value) for _, value in names[1:])
+
+
+def label_value_for(model: str, overrides: Mapping[str, str]) -> str | None:
+    """The label value for a model name: its override (by raw or sanitized name), else the sanitized name."""
+    sanitized = sanitize_label_value(model)
+    if model in overrides:
+        return overrides[model]
+    if sanitized in overrides:
+        return overrides[sanitized]
+    return sanitized or None
+
+
+def describe_models(names: Sequence[tuple[str, str]]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in names)
+
+
+# ---------------------------------------------------------------------------------------
+# Plans
+# ---------------------------------------------------------------------------------------
+
+
+def merge_patch(node: CompactNode, key: str, value: str | None, records: Mapping[str, str]) -> dict[str, Any]:
+    """One merge patch that sets (or, with None, removes) the label and records it as ours."""
+    updated = {k: v for k, v in records.items() if k != key}
+    if value is not None:
+        updated[key] = value
+    metadata: dict[str, Any] = {
+        "labels": {key: value},
+        "annotations": {OWNERSHIP_ANNOTATION: ownership_annotation(updated)},
+    }
+    if node.resource_version:
+        metadata["resourceVersion"] = node.resource_version
+    return {"metadata": metadata}
+
+
+def _desired_value(
+    node: CompactNode, options: LabelingOptions, is_gpu: Callable[[str], bool]
+) -> tuple[str | None, tuple[tuple[str, str], ...], NodePlan | None]:
+    """The value the label should have (None: not a GPU node) and the model labels that name it
+    when they disagree, or a plan that settles the node without a value (skipped)."""
+    current = node.labels.get(options.label_key)
+    if not looks_like_gpu_node(node.labels, node.gpu_capacity, is_gpu, options.source_keys):
+        return None, (), None
+    names = model_names(node.labels, options.source_keys)
+    if not names:
+        reason = "GPU node without a model label (" + ", ".join(options.source_keys) + ")"
+        return None, (), NodePlan(node.name, Outcome.SKIP, current, current, reason=reason)
+    mixed = tuple(names) if names_mixed_models(names) else ()
+    if mixed and options.mixed_models == "skip":
+        reason = f"labels name different GPU models: {describe_models(names)}"
+        return None, mixed, NodePlan(node.name, Outcome.SKIP, current, current, reason=reason, models=mixed)
+    model_key, model = names[0]
+    value = label_value_for(model, options.value_overrides)
+    if value is None:
+        reason = f"model {model!r} ({model_key}) leaves nothing usable as a label value"
+        return None, mixed, NodePlan(node.name, Outcome.SKIP, current, current, reason=reason, models=tuple(names))
+    return value, mixed, None
+
+
+def plan_node(node: CompactNode, options: LabelingOptions, is_gpu: Callable[[str], bool]) -> NodePlan:
+    """The decision for one node; `patch` is set only when the node must change."""
+    key = options.label_key
+    current = node.labels.get(key)
+    records = read_ownership(node.ownership)
+    owned = current is not None and records.get(key) == current
+    desired, mixed, settled = _desired_value(node, options, is_gpu)
+    if settled is not None:
+        return settled
+    if desired is None:
+        if current is None or not options.remove_from_non_gpu:
+            return NodePlan(node.name, Outcome.UNCHANGED, current, current)
+        if not owned:
+            reason = f"not a GPU node, but {key}={current} was not set by this collection: left in place"
+            return NodePlan(node.name, Outcome.CONFLICT, current, current, reason=reason)
+        return NodePlan(node.name, Outcome.UNLABEL, current, None, patch=merge_patch(node, key, None, records))
+    if current == desired:
+        return NodePlan(node.name, Outcome.UNCHANGED, current, current, desired, models=mixed)
+    if current is None or owned or options.force:
+        patch = merge_patch(node, key, desired, records)
+        forced = current is not None and not owned
+        return NodePlan(node.name, Outcome.LABEL, current, desired, desired, patch=patch, models=mixed, forced=forced)
+    reason = f"{key}={current} was not set by this collection (the model says {desired}); force: true overwrites it"
+    return NodePlan(node.name, Outcome.CONFLICT, current, current, desired, reason=reason, models=mixed)
+
+
+def plan_nodes(nodes: Iterable[CompactNode], options: LabelingOptions, is_gpu: Callable[[str], bool]) -> list[NodePlan]:
+    return sorted((plan_node(node, options, is_gpu) for node in nodes), key=lambda plan: plan.name)
+
+
+# ---------------------------------------------------------------------------------------
+# Applying plans
+# ---------------------------------------------------------------------------------------
+
+
+class ApplyStatus(str, Enum):
+    DONE = "done"
+    FAILED = "failed"
+    NOT_ATTEMPTED = "not_attempted"
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    plan: NodePlan
+    status: ApplyStatus = ApplyStatus.DONE
+    error: str = ""
+
+
+# Statuses that concern one node only: the others (no answer, 401, 403, 429 or 5xx after the
+# client's retries) mean the API server cannot take writes now, so sending more is pointless.
+_NODE_GONE = 404
+_NODE_ONLY_STATUSES = frozenset({400, 409, 422})
+
+
+def _error_status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def _apply_one(
+    plan: NodePlan,
+    send: Callable[[str, dict[str, Any]], object],
+    reread: Callable[[str], CompactNode | None],
+    replan: Callable[[CompactNode], NodePlan],
+    stop: threading.Event,
+    errors: tuple[type[BaseException], ...],
+) -> NodeResult:
+    attempt = 1
+    while True:
+        if stop.is_set() or plan.patch is None:
+            return NodeResult(plan, ApplyStatus.NOT_ATTEMPTED if stop.is_set() else ApplyStatus.DONE)
+        try:
+            send(plan.name, plan.patch)
+            return NodeResult(plan)
+        except errors as exc:
+            status = _error_status(exc)
+            if status == _NODE_GONE:
+                return NodeResult(
+                    replace(plan, outcome=Outcome.SKIP, after=None, reason="node was deleted", patch=None)
+                )
+            if status != 409:
+                if status not in _NODE_ONLY_STATUSES:
+                    stop.set()
+                return NodeResult(plan, ApplyStatus.FAILED, str(exc))
+            if attempt >= MAX_CONFLICT_ATTEMPTS:
+                message = f"the node kept changing while it was being labeled (409 Conflict, {attempt} attempts)"
+                return NodeResult(plan, ApplyStatus.FAILED, message)
+        # 409: the node changed since it was read. Decide again on what it is now.
+        try:
+            node = reread(plan.name)
+        except errors as exc:
+            if _error_status(exc) not in _NODE_ONLY_STATUSES:
+                stop.set()
+            return NodeResult(plan, ApplyStatus.FAILED, str(exc))
+        if node is None:
+            return NodeResult(replace(plan, outcome=Outcome.SKIP, after=None, reason="node was deleted", patch=None))
+        plan = replan(node)
+        if plan.patch is None:
+            return NodeResult(plan)
+        attempt += 1
+
+
+def apply_plans(
+    plans: Sequence[NodePlan],
+    send: Callable[[str, dict[str, Any]], object],
+    reread: Callable[[str], CompactNode | None],
+    replan: Callable[[CompactNode], NodePlan],
+    *,
+    parallelism: int = 16,
+    errors: tuple[type[BaseException], ...] = (Exception,),
+) -> list[NodeResult]:
+    """Send every plan's patch, `parallelism` at a time; plans without a patch pass through.
+
+    `send(name, patch)` patches one node, `reread(name)` reads it again after a 409 (None when it
+    is gone) and `replan(node)` decides again. A failure that is not about one node (the API
+    server is down, throttles beyond the retries, or forbids the write) stops the sending: the
+    patches already in flight finish, and the rest are returned as not attempted.
+    """
+    stop = threading.Event()
+    results: dict[str, NodeResult] = {p.name: NodeResult(p) for p in plans if p.patch is None}
+    pending = [p for p in plans if p.patch is not None]
+    if pending:
+        with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(pending)))) as pool:
+            futures = [pool.submit(_apply_one, p, send, reread, replan, stop, errors) for p in pending]
+            for plan, future in zip(pending, futures):
+                results[plan.name] = future.result()
+    return [results[p.name] for p in plans]
+
+
+# ---------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------
+
+
+def diff_entry(plan: NodePlan, key: str) -> dict[str, Any]:
+    """Before and after of the managed label only, in the form Ansible's diff callback renders."""
+    header = f"node/{plan.name}"
+    return {
+        "before_header": header,
+        "after_header": header + (" (foreign value overwritten)" if plan.forced else ""),
+        "before": {key: plan.before} if plan.before is not None else {},
+        "after": {key: plan.after} if plan.after is not None else {},
+    }
+
+
+def summarize(results: Sequence[NodeResult], key: str) -> dict[str, Any]:
+    """The module result for these outcomes (without `changed` and `writes`)."""
+    done = [r.plan for r in results if r.status is ApplyStatus.DONE]
+    labeled = [p for p in done if p.outcome is Outcome.LABEL]
+    unlabeled = [p for p in done if p.outcome is Outcome.UNLABEL]
+    conflicts = [p for p in done if p.outcome is Outcome.CONFLICT]
+    skipped = [p for p in done if p.outcome is Outcome.SKIP]
+    summary: dict[str, Any] = {
+        "labeled": [p.name for p in labeled],
+        "unlabeled": [p.name for p in unlabeled],
+        "unchanged": [p.name for p in done if p.outcome is Outcome.UNCHANGED],
+        "conflicts": [
+            {"node": p.name, "current": p.before, "desired": p.desired, "reason": p.reason} for p in conflicts
+        ],
+        "skipped": [
+            {"node": p.name, "reason": p.reason, **({"models": dict(p.models)} if p.models else {})} for p in skipped
+        ],
+        "mixed_models": [
+            {"node": p.name, "models": dict(p.models), "value": p.desired}
+            for p in done
+            if p.models and p.outcome is not Outcome.SKIP
+        ],
+        "failed": [{"node": r.plan.name, "error": r.error} for r in results if r.status is ApplyStatus.FAILED],
+        "not_attempted": [r.plan.name for r in results if r.status is ApplyStatus.NOT_ATTEMPTED],
+        "diff": [diff_entry(p, key) for p in labeled + unlabeled],
+    }
+    summary["counts"] = {
+        name: len(summary[name])
+        for name in ("labeled", "unlabeled", "unchanged", "conflicts", "skipped", "failed", "not_attempted")
+    }
+    return summary
+
+
+def _some(names: Sequence[str], limit: int = 20) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def failure_message(results: Sequence[NodeResult]) -> str | None:
+    """A message for a run that did not finish, naming the nodes done and not done; None if it finished."""
+    failed = [r for r in results if r.status is ApplyStatus.FAILED]
+    not_attempted = [r.plan.name for r in results if r.status is ApplyStatus.NOT_ATTEMPTED]
+    if not failed and not not_attempted:
+        return None
+    written = [
+        r.plan.name
+        for r in results
+        if r.status is ApplyStatus.DONE and r.plan.outcome in (Outcome.LABEL, Outcome.UNLABEL)
+    ]
+    first = failed[0] if failed else None
+    parts = [f"labeling stopped: {first.error}" if first and not_attempted else "labeling failed on some nodes"]
+    if failed:
+        parts.append(f"failed on {len(failed)} node(s): " + "; ".join(f"{r.plan.name}: {r.error}" for r in failed[:5]))
+    parts.append(f"changed {len(written)} node(s)" + (f": {_some(written)}" if written else ""))
+    if not_attempted:
+        parts.append(f"not attempted {len(not_attempted)} node(s): {_some(not_attempted)}")
+    parts.append("each node is patched in one request, so none is half-labeled; run again to converge")
+    return "; ".join(parts)

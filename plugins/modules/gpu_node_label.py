@@ -1,0 +1,436 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_node_label
+short_description: Label GPU nodes with their accelerator model
+version_added: 1.0.0
+description:
+  - Puts the label C(accelerator=<model>) (the key is configurable) on every GPU node, the label the
+    Alibaba ACK guide tells users to select on with C(nodeSelector), in one task for the whole fleet.
+  - The model comes from the first of O(model_label_keys) that names one, as GPU Feature Discovery,
+    ACK, GKE, EKS and Karpenter label it. The value is that label's value made a valid label value
+    (characters a label value may not hold become C(-), at most 63 characters), for example
+    V(NVIDIA-H100-80GB-HBM3), V(Tesla-V100-SXM2-16GB) or V(nvidia-l4), unless O(value_overrides) maps it.
+  - GPU Feature Discovery's C(-MIG-<profile>) and C(-SHARED) suffixes are kept, so that selecting on the
+    model never sends a pod that wants whole GPUs to MIG slices or time-sliced GPUs.
+  - A node is a GPU node when its labels name a GPU model, say a GPU is present or count GPUs, or its
+    capacity has a GPU resource such as C(nvidia.com/gpu).
+  - Reads the nodes with one paginated list, then sends one JSON merge patch (the semantics of
+    C(kubectl label)) to each node whose label must change, and none to the others,
+    O(parallelism) at a time.
+  - The collection only rewrites or removes label values it wrote itself. It records them in the node
+    annotation C(kubegpu.io/managed-labels) (a JSON object of label key to value), set in the same
+    patch as the label. A value someone else wrote is reported in RV(conflicts) and left alone,
+    unless O(force=true).
+  - Each patch carries the node's C(resourceVersion), so a label written by another client after the
+    nodes were read is never overwritten; the node is read again and decided again.
+author:
+  - kubegpu.scheduling contributors
+extends_documentation_fragment:
+  - kubegpu.scheduling.connection
+options:
+  label_key:
+    description:
+      - The label to set, C([prefix/]name).
+      - It is never read as a source of the model, even when it is listed in O(model_label_keys).
+    type: str
+    default: accelerator
+  model_label_keys:
+    description:
+      - Node label keys that name the GPU model, in order of preference. The first that names a model
+        gives the value; values such as V(nvidia) or V(true) name no model and are passed over.
+    type: list
+    elements: str
+    default:
+      - nvidia.com/gpu.product
+      - aliyun.accelerator/nvidia_name
+      - cloud.google.com/gke-accelerator
+      - eks.amazonaws.com/instance-gpu-name
+      - karpenter.k8s.aws/instance-gpu-name
+      - k8s.amazonaws.com/accelerator
+      - accelerator
+  label_selector:
+    description:
+      - Only consider nodes that match this label selector, for example V(node-role.kubernetes.io/gpu).
+    type: str
+  names:
+    description:
+      - Only consider the nodes with these names. Names that match no node are reported in RV(skipped).
+    type: list
+    elements: str
+  value_overrides:
+    description:
+      - Label values to use instead of the model names, keyed by the model name as the source label
+        holds it or as made a valid label value, for example V(nvidia-tesla-p100) for V(Tesla-P100-PCIE-16GB).
+      - Each value must be a valid label value.
+    type: dict
+  remove_from_non_gpu:
+    description:
+      - Remove the label from the considered nodes that are not GPU nodes, when the collection set it.
+        A value someone else set is reported in RV(conflicts) and left in place, even with O(force=true).
+      - A GPU node whose device plugin and labels are not up yet looks like a node without GPUs.
+    type: bool
+    default: false
+  mixed_models:
+    description:
+      - What to do with a node whose model labels name different GPU models (after removing brand words
+        and MIG or sharing suffixes, so V(NVIDIA-A100-SXM4-40GB) and V(nvidia-tesla-a100) agree).
+      - V(skip) leaves the node as it is, with a warning naming the node and the models.
+      - V(first) uses the first of O(model_label_keys) that names a model; such nodes are listed in
+        RV(mixed_models).
+    type: str
+    choices: [skip, first]
+    default: skip
+  force:
+    description:
+      - Overwrite a label value on a GPU node that the collection did not set, and take it over.
+    type: bool
+    default: false
+  parallelism:
+    description:
+      - How many patches are in flight at once.
+    type: int
+    default: 16
+attributes:
+  check_mode:
+    support: full
+    description: Reads the nodes and reports what would change; sends no write.
+  diff_mode:
+    support: full
+    description: Returns, per node that changes, the label before and after.
+notes:
+  - If the API server fails while nodes are being patched (no answer, throttling beyond the retries,
+    a write that is forbidden), no further patch is sent and the task fails with a message naming the
+    nodes done and not done. Each node's label and its ownership record change in one request, so no
+    node is half-labeled, and running the task again converges.
+  - Needs C(list) and C(patch) on C(nodes), and C(get) on C(nodes) when another client changes a node
+    while it is being patched.
+seealso:
+  - name: Alibaba ACK, use the default Kubernetes GPU scheduling
+    description: The guide that labels GPU nodes C(accelerator=<model>) and selects on it.
+    link: https://www.alibabacloud.com/help/en/ack/ack-managed-and-ack-dedicated/user-guide/use-gpu-scheduling-in-ack-clusters
+"""
+
+EXAMPLES = r"""
+- name: Label every GPU node accelerator=<model>
+  kubegpu.scheduling.gpu_node_label:
+    kubeconfig: ~/.kube/config
+
+- name: Use the ACK guide's value style and remove stale labels from nodes without GPUs
+  kubegpu.scheduling.gpu_node_label:
+    value_overrides:
+      Tesla-P100-PCIE-16GB: nvidia-tesla-p100
+      Tesla-V100-SXM2-16GB: nvidia-tesla-v100
+    remove_from_non_gpu: true
+
+- name: Label one node pool under a custom key, from the ACK label only
+  kubegpu.scheduling.gpu_node_label:
+    label_key: example.com/gpu-model
+    model_label_keys:
+      - aliyun.accelerator/nvidia_name
+    label_selector: alibabacloud.com/nodepool-id=np1234
+
+- name: Show what would change, per node
+  kubegpu.scheduling.gpu_node_label:
+  check_mode: true
+  diff: true
+  register: gpu_labels
+
+- name: Fail when a node carries a model label this collection did not set
+  ansible.builtin.assert:
+    that:
+      - gpu_labels.conflicts | length == 0
+    fail_msg: "{{ gpu_labels.conflicts }}"
+"""
+
+RETURN = r"""
+labeled:
+  description: Nodes whose label was set or changed (would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [ack-a10-0, gfd-h100]
+unlabeled:
+  description: Nodes without GPUs whose label was removed (would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [cpu-7]
+unchanged:
+  description: Nodes left as they were because they already carry the right label, or have no GPUs.
+  returned: always
+  type: list
+  elements: str
+  sample: [cpu-0, gke-l4]
+conflicts:
+  description: Nodes whose label carries a value the collection did not set and that it left alone.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    node:
+      description: The node name.
+      type: str
+    current:
+      description: The value on the node.
+      type: str
+    desired:
+      description: The value the model gives, or null on a node without GPUs.
+      type: str
+    reason:
+      description: Why the value was left alone.
+      type: str
+  sample:
+    - node: gpu-3
+      current: nvidia-tesla-v100
+      desired: Tesla-V100-SXM2-16GB
+      reason: accelerator=nvidia-tesla-v100 was not set by this collection (the model says Tesla-V100-SXM2-16GB)
+skipped:
+  description: Nodes left untouched because no label value can be decided for them, or that do not exist.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    node:
+      description: The node name.
+      type: str
+    reason:
+      description: Why the node was skipped.
+      type: str
+    models:
+      description: The model labels, on nodes skipped because they name different models.
+      type: dict
+      returned: when the labels name different models
+  sample:
+    - node: mixed-0
+      reason: "labels name different GPU models: nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB,
+        cloud.google.com/gke-accelerator=nvidia-l4"
+      models:
+        nvidia.com/gpu.product: NVIDIA-A100-SXM4-40GB
+        cloud.google.com/gke-accelerator: nvidia-l4
+mixed_models:
+  description: With O(mixed_models=first), the nodes whose labels name different models, and the value used.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - node: mixed-0
+      models:
+        nvidia.com/gpu.product: NVIDIA-A100-SXM4-40GB
+        cloud.google.com/gke-accelerator: nvidia-l4
+      value: NVIDIA-A100-SXM4-40GB
+failed:
+  description: Nodes whose patch failed, with the error.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    node:
+      description: The node name.
+      type: str
+    error:
+      description: What went wrong.
+      type: str
+  sample: [{node: gpu-9, error: "connection refused by the API server at https://127.0.0.1:6443"}]
+not_attempted:
+  description: Nodes that needed a patch that was not sent because the API server failed first.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+counts:
+  description: The number of nodes in each of the lists above.
+  returned: always
+  type: dict
+  sample: {labeled: 2, unlabeled: 0, unchanged: 6, conflicts: 0, skipped: 1, failed: 0, not_attempted: 0}
+writes:
+  description: The number of write requests sent, retries included; 0 in check mode and when nothing changes.
+  returned: always
+  type: int
+  sample: 2
+diff:
+  description: Per node that changes, the label before and after.
+  returned: in diff mode
+  type: list
+  elements: dict
+  sample:
+    - before_header: node/gfd-h100
+      after_header: node/gfd-h100
+      before: {}
+      after: {accelerator: NVIDIA-H100-80GB-HBM3}
+"""
+
+import copy
+from typing import Any
+from urllib.parse import quote
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
+    AUTH_ARG_SPEC,
+    HAS_KUBERNETES,
+    KUBERNETES_IMPORT_ERROR,
+    ClusterError,
+    KubeClient,
+    client_from_params,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import DEFAULT_MODEL_LABEL_KEYS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_labels import (
+    DEFAULT_LABEL_KEY,
+    MIXED_MODELS_CHOICES,
+    CompactNode,
+    LabelingOptions,
+    LabelingOptionsError,
+    NodePlan,
+    NodeResult,
+    Outcome,
+    apply_plans,
+    build_options,
+    compact_node,
+    failure_message,
+    plan_node,
+    plan_nodes,
+    summarize,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import gpu_resource_matcher
+
+NODES = "/api/v1/nodes"
+MAX_PARALLELISM = 256
+MAX_WARNED_NODES = 10
+
+
+def argument_spec() -> dict[str, Any]:
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update(
+        label_key={"type": "str", "default": DEFAULT_LABEL_KEY},
+        model_label_keys={"type": "list", "elements": "str", "default": list(DEFAULT_MODEL_LABEL_KEYS)},
+        label_selector={"type": "str"},
+        names={"type": "list", "elements": "str"},
+        value_overrides={"type": "dict"},
+        remove_from_non_gpu={"type": "bool", "default": False},
+        mixed_models={"type": "str", "choices": list(MIXED_MODELS_CHOICES), "default": "skip"},
+        force={"type": "bool", "default": False},
+        parallelism={"type": "int", "default": 16},
+    )
+    return spec
+
+
+def node_path(name: str) -> str:
+    return f"{NODES}/{quote(name, safe='')}"
+
+
+def read_nodes(
+    client: KubeClient, selector: str | None, names: list[str] | None
+) -> tuple[list[CompactNode], list[str]]:
+    """The considered nodes, compact, and the wanted names that match none."""
+    is_gpu = gpu_resource_matcher()
+    wanted = set(names) if names is not None else None
+    nodes = []
+    for item in client.list_items(NODES, label_selector=selector):
+        node = compact_node(item, is_gpu)
+        if node is not None and (wanted is None or node.name in wanted):
+            nodes.append(node)
+    missing = sorted(wanted - {n.name for n in nodes}) if wanted is not None else []
+    return nodes, missing
+
+
+def reread_node(client: KubeClient, name: str) -> CompactNode | None:
+    try:
+        item = client.get(node_path(name))
+    except ClusterError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return compact_node(item, gpu_resource_matcher())
+
+
+def missing_plans(names: list[str], selector: str | None) -> list[NodePlan]:
+    reason = "no such node" + (" matching label_selector" if selector else "")
+    return [NodePlan(name, Outcome.SKIP, None, None, reason=reason) for name in names]
+
+
+def _named(entries: list[str]) -> str:
+    shown = ", ".join(entries[:MAX_WARNED_NODES])
+    return shown + (f" and {len(entries) - MAX_WARNED_NODES} more" if len(entries) > MAX_WARNED_NODES else "")
+
+
+def warnings_for(summary: dict[str, Any], options: LabelingOptions) -> list[str]:
+    warnings = []
+    mixed = [s for s in summary["skipped"] if "models" in s]
+    for entry in mixed[:MAX_WARNED_NODES]:
+        warnings.append(f"node {entry['node']} skipped: {entry['reason']} (mixed_models=skip)")
+    if len(mixed) > MAX_WARNED_NODES:
+        warnings.append(f"{len(mixed) - MAX_WARNED_NODES} more nodes skipped for naming different GPU models")
+    conflicts = [c["node"] for c in summary["conflicts"]]
+    if conflicts:
+        warnings.append(
+            f"{len(conflicts)} node(s) carry a {options.label_key} value this collection did not set, left alone "
+            f"(see conflicts; force: true overwrites it on GPU nodes): {_named(conflicts)}"
+        )
+    missing = [s["node"] for s in summary["skipped"] if s["reason"].startswith("no such node")]
+    if missing:
+        warnings.append(f"no such node: {_named(missing)}")
+    return warnings
+
+
+def run(module: AnsibleModule) -> None:
+    params = module.params
+    try:
+        options = build_options(
+            params["label_key"],
+            params["model_label_keys"],
+            params["value_overrides"],
+            params["remove_from_non_gpu"],
+            params["mixed_models"],
+            params["force"],
+        )
+    except LabelingOptionsError as exc:
+        module.fail_json(msg=str(exc))
+    if not 1 <= params["parallelism"] <= MAX_PARALLELISM:
+        module.fail_json(msg=f"parallelism must be between 1 and {MAX_PARALLELISM}, not {params['parallelism']}")
+
+    is_gpu = gpu_resource_matcher()
+    try:
+        client = client_from_params(params)
+        nodes, missing = read_nodes(client, params["label_selector"], params["names"])
+    except ClusterError as exc:
+        module.fail_json(msg=f"cannot list nodes: {exc}")
+
+    plans = plan_nodes(nodes, options, is_gpu) + missing_plans(missing, params["label_selector"])
+    if module.check_mode:
+        results = [NodeResult(plan) for plan in plans]
+    else:
+        results = apply_plans(
+            plans,
+            send=lambda name, patch: client.patch_merge(node_path(name), patch),
+            reread=lambda name: reread_node(client, name),
+            replan=lambda node: plan_node(node, options, is_gpu),
+            parallelism=params["parallelism"],
+            errors=(ClusterError,),
+        )
+
+    summary = summarize(results, options.label_key)
+    diff = summary.pop("diff")
+    result: dict[str, Any] = dict(summary, changed=bool(summary["labeled"] or summary["unlabeled"]))
+    result["writes"] = client.write_count
+    if module._diff:
+        result["diff"] = diff
+    for warning in warnings_for(summary, options):
+        module.warn(warning)
+    problem = failure_message(results)
+    if problem:
+        module.fail_json(msg=problem, **result)
+    module.exit_json(**result)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    run(module)
+
+
+if __name__ == "__main__":
+    main()
