@@ -1,0 +1,74 @@
+import pytest
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils import gpu_pod
+
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "tensorflow-mnist"},
+    "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+}
+
+
+def test_checked_definition_sets_namespace():
+    checked = gpu_pod.checked_definition(POD, "gpu-samples")
+    assert checked["metadata"]["namespace"] == "gpu-samples"
+    assert "namespace" not in POD["metadata"]
+    assert gpu_pod.checked_definition(POD, None)["metadata"]["namespace"] == "default"
+
+
+@pytest.mark.parametrize(
+    "definition, problem",
+    [
+        ([], "must be a mapping"),
+        ({**POD, "kind": "Deployment"}, "kind Pod"),
+        ({**POD, "metadata": {}}, "metadata.name is required"),
+        ({**POD, "spec": None}, "spec is required"),
+        ({**POD, "metadata": {"name": "x", "namespace": "a"}}, "differs from namespace 'b'"),
+    ],
+)
+def test_checked_definition_rejects(definition, problem):
+    with pytest.raises(gpu_pod.PodDefinitionError, match=problem):
+        gpu_pod.checked_definition(definition, "b")
+
+
+def test_digest_ignores_key_order_and_plan():
+    digest = gpu_pod.manifest_digest(POD)
+    reordered = {"spec": POD["spec"], "metadata": POD["metadata"], "kind": "Pod", "apiVersion": "v1"}
+    assert gpu_pod.manifest_digest(reordered) == digest
+    existing = gpu_pod.with_digest(POD, digest)
+    assert existing["metadata"]["annotations"][gpu_pod.DIGEST_ANNOTATION] == digest
+    assert gpu_pod.plan_present(None, digest, recreate=False) == "create"
+    assert gpu_pod.plan_present(existing, digest, recreate=False) == "unchanged"
+    assert gpu_pod.plan_present(existing, "other", recreate=False) == "conflict"
+    assert gpu_pod.plan_present(existing, "other", recreate=True) == "recreate"
+
+
+def test_timeout_message_names_scheduler_reason():
+    pending = {
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                            "message": "0/9 nodes are available: 9 Insufficient nvidia.com/gpu."}],
+        },
+        "spec": {},
+    }
+    summary = gpu_pod.pod_summary(pending)
+    assert not gpu_pod.is_settled(summary)
+    message = gpu_pod.timeout_message("p", "ns", summary, 30)
+    assert message == "pod ns/p was not scheduled within 30s: 0/9 nodes are available: 9 Insufficient nvidia.com/gpu."
+    running = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+               "spec": {"nodeName": "n1"}}
+    assert gpu_pod.is_settled(gpu_pod.pod_summary(running))
+    assert gpu_pod.pod_summary(running)["node"] == "n1"
+
+
+def test_wait_for_uses_the_clock():
+    now = [0.0]
+    values = iter([1, 2, 3, 4, 5])
+    value, done = gpu_pod.wait_for(lambda: next(values), lambda v: v == 3, timeout=10,
+                                   clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    assert (value, done) == (3, True)
+    value, done = gpu_pod.wait_for(lambda: 0, lambda v: False, timeout=2, interval=1,
+                                   clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    assert done is False
