@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import sanitize_label_value
@@ -346,3 +347,89 @@ def describe_process(process: Mapping[str, Any]) -> str:
               "host": f"cgroup {process.get('cgroup')}",
               "unknown": "cgroup not readable"}.get(where, f"pod {process.get('pod_uid')}")
     return f"pid {process.get('pid')} {process.get('process_name') or '?'} on GPU {process.get('gpu_uuid')} ({detail})"
+
+
+# --- the whole host --------------------------------------------------------------------------
+
+NO_DRIVER = "no driver found"
+
+
+@dataclass
+class HostReadings:
+    """What the module read from the host, as text; None where a file or command was absent."""
+
+    smi_path: str | None = None
+    smi_gpu_output: str | None = None
+    smi_apps_output: str | None = None
+    smi_error: str | None = None
+    version_text: str | None = None
+    modules_text: str | None = None
+    device_nodes: Sequence[str] = ()
+    toolkit_texts: Mapping[str, str | None] = field(default_factory=dict)
+    cgroups: Mapping[int, str | None] = field(default_factory=dict)
+    looked_for: Sequence[str] = ()
+
+
+def _device_summary(device_nodes: Sequence[str]) -> dict[str, Any]:
+    names = sorted(path.rsplit("/", 1)[-1] for path in device_nodes)
+    return {
+        "nvidiactl": "nvidiactl" in names,
+        "nvidia_uvm": "nvidia-uvm" in names,
+        "gpus": [f"/dev/{n}" for n in names if re.fullmatch(r"nvidia\d+", n)],
+    }
+
+
+def _toolkit_summary(texts: Mapping[str, str | None]) -> dict[str, Any]:
+    configs: list[dict[str, Any]] = []
+    for path, text in texts.items():
+        if text is None:
+            configs.append({"path": path, "exists": False})
+        else:
+            configs.append({"path": path, "exists": True, **parse_toolkit_config(text)})
+    present = [c for c in configs if c["exists"]]
+    return {
+        "configs": configs,
+        "hardened": all(c["hardened"] for c in present) if present else None,
+        "findings": [f for c in present for f in toolkit_findings(c["path"], c)],
+    }
+
+
+def host_report(readings: HostReadings) -> dict[str, Any]:
+    """Facts about one host's driver, GPUs, toolkit hardening and GPU processes outside pods."""
+    gpus = parse_gpu_query(readings.smi_gpu_output or "") if readings.smi_error is None else []
+    apps = parse_compute_apps(readings.smi_apps_output or "") if readings.smi_error is None else []
+    processes = place_processes(apps, readings.cgroups, gpus)
+    version = parse_driver_version(readings.version_text or "")
+    modules = loaded_nvidia_modules(parse_proc_modules(readings.modules_text or ""))
+    smi_works = readings.smi_path is not None and readings.smi_error is None
+    driver_found = smi_works or version is not None or bool(modules)
+    driver_version = next((g["driver_version"] for g in gpus if g["driver_version"]), None)
+    toolkit = _toolkit_summary(readings.toolkit_texts)
+    outside = [p for p in processes if p["where"] in ("container", "host")]
+    problems = []
+    if not driver_found:
+        problems.append(f"{NO_DRIVER} (looked for: {', '.join(readings.looked_for)})")
+    elif not smi_works:
+        problems.append(f"the NVIDIA kernel module is present but nvidia-smi does not work: "
+                        f"{readings.smi_error or 'nvidia-smi not found'}")
+    if driver_found and not any(c["exists"] for c in toolkit["configs"]):
+        problems.append("no NVIDIA container toolkit config found at " + ", ".join(readings.toolkit_texts))
+    problems += toolkit["findings"]
+    problems += [f"GPU used outside Kubernetes pods: {describe_process(p)}" for p in outside]
+    return {
+        "driver_found": driver_found,
+        "driver_working": smi_works,
+        "message": None if driver_found else NO_DRIVER,
+        "looked_for": list(readings.looked_for) if not driver_found else [],
+        "driver_version": driver_version or (version or {}).get("version"),
+        "kernel_module": {"version_file": version, "loaded": modules},
+        "nvidia_smi": {"path": readings.smi_path, "works": smi_works, "error": readings.smi_error},
+        "device_nodes": _device_summary(readings.device_nodes),
+        "gpus": gpus,
+        "gpu_count": len(gpus),
+        "models": sorted({g["product_label"] for g in gpus if g["product_label"]}),
+        "toolkit": {"configs": toolkit["configs"], "hardened": toolkit["hardened"]},
+        "processes": processes,
+        "processes_outside_pods": outside,
+        "problems": problems,
+    }
