@@ -1,0 +1,434 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_device_plugin_check
+short_description: Verify the GPU device plugin and the driver on every GPU node
+version_added: 1.0.0
+description:
+  - Checks that every GPU node can hand out its GPUs to the scheduler, and says for each node what
+    is wrong and what to do, as the troubleshooting of the Alibaba ACK GPU scheduling guide does.
+  - B(DaemonSets.) Each device-plugin DaemonSet has processed its latest spec
+    (C(status.observedGeneration >= metadata.generation)), has as many pods scheduled, updated,
+    Ready and available as it desires, and none misscheduled. A DaemonSet that desires no pod while
+    nodes look like GPU nodes fails, with the labels its nodeSelector or node affinity misses on them.
+  - B(Deployments recognised.) NVIDIA's static DaemonSet (pods C(name=nvidia-device-plugin-ds)), its
+    Helm chart (C(app.kubernetes.io/name=nvidia-device-plugin)), the GPU Operator
+    (C(app=nvidia-device-plugin-daemonset)), ACK's ack-nvidia-device-plugin DaemonSet and ACK's static
+    pods (C(component=nvidia-device-plugin); static pods by their mirror-pod annotations), and Google's
+    plugin on GKE and Kubespray (C(k8s-app=nvidia-gpu-device-plugin)).
+  - B(GPU nodes.) A node is a GPU node when its labels name a GPU model, say a GPU is present or count
+    GPUs, or its capacity has O(resource_name). Each has exactly one Ready device-plugin pod,
+    O(resource_name) capacity above zero, allocatable equal to capacity, and the GPU count its labels
+    state (a warning when they differ).
+  - B(GPU hosts.) With O(host_facts), the driver is found and C(nvidia-smi) works on each host, the
+    host's GPU count matches its node's capacity, and the NVIDIA Container Toolkit hardening settings
+    are reported (as warnings, or errors with O(require_hardening=true)).
+  - Reads the cluster with a fixed number of list calls, whatever the number of nodes, each paginated
+    with C(limit)/C(continue) - one for DaemonSets (all namespaces, or those in O(device_plugin.namespaces)
+    or named in O(daemonsets)), one for nodes, and one per device-plugin pod selector.
+  - Fails with the report when anything is wrong (any finding of severity C(error)), unless
+    O(report_only=true).
+author:
+  - kubegpu.scheduling contributors
+extends_documentation_fragment:
+  - kubegpu.scheduling.connection
+options:
+  daemonsets:
+    description:
+      - The device-plugin DaemonSets to check, each by O(daemonsets[].namespace) and O(daemonsets[].name),
+        or by O(daemonsets[].label_selector) (matched against the DaemonSets' labels and their pod template
+        labels). Each entry that finds no DaemonSet is an error.
+      - When not set, every DaemonSet whose pod template matches one of O(device_plugin.label_selectors) is
+        checked, in any namespace (or in O(device_plugin.namespaces)).
+    type: list
+    elements: dict
+    suboptions:
+      namespace:
+        description:
+          - The namespace; required with O(daemonsets[].name). With a label selector, limits it to this namespace.
+        type: str
+      name:
+        description:
+          - The DaemonSet name, for example V(nvidia-device-plugin-daemonset).
+        type: str
+      label_selector:
+        description:
+          - A label selector, for example V(app.kubernetes.io/name=nvidia-device-plugin).
+        type: str
+  device_plugin:
+    description:
+      - How to find device-plugin pods and, when O(daemonsets) is not set, their DaemonSets.
+    type: dict
+    suboptions:
+      namespaces:
+        description:
+          - Only look in these namespaces. Default is all namespaces.
+        type: list
+        elements: str
+      label_selectors:
+        description:
+          - Pod label selectors of the device plugin. The default covers NVIDIA's static DaemonSet
+            (V(name=nvidia-device-plugin-ds)), its Helm chart (V(app.kubernetes.io/name=nvidia-device-plugin)),
+            the GPU Operator (V(app=nvidia-device-plugin-daemonset)), ACK's DaemonSet and static pods
+            (V(component=nvidia-device-plugin)) and Google's plugin (V(k8s-app=nvidia-gpu-device-plugin)).
+          - The pods of each checked DaemonSet are found by its own selector as well.
+        type: list
+        elements: str
+  host_facts:
+    description:
+      - Results of M(kubegpu.scheduling.gpu_host_facts) keyed by host name, to fold in the driver check.
+        A host is matched to the node of the same name, or of the same first DNS label.
+      - A value that is a failed or unreachable task result is reported as an error on that host.
+    type: dict
+  report_only:
+    description:
+      - Never fail; return the verdict and the report only.
+    type: bool
+    default: false
+  require_hardening:
+    description:
+      - Report NVIDIA Container Toolkit settings that let unprivileged pods take GPUs through
+        C(NVIDIA_VISIBLE_DEVICES) as errors rather than warnings.
+    type: bool
+    default: false
+  resource_name:
+    description:
+      - The extended resource the device plugin advertises. MIG resources C(nvidia.com/mig-*) count too.
+    type: str
+    default: nvidia.com/gpu
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; runs the same in check mode.
+  diff_mode:
+    support: none
+notes:
+  - Needs C(list) on C(daemonsets), C(nodes) and C(pods).
+  - Right after a kubelet restart a node's GPU capacity is 0 until the plugin registers again; use
+    C(retries) and C(until) on the task to allow for that.
+seealso:
+  - module: kubegpu.scheduling.gpu_host_facts
+  - name: Alibaba ACK, use the default Kubernetes GPU scheduling
+    description: The guide whose troubleshooting the findings follow.
+    link: https://www.alibabacloud.com/help/en/ack/ack-managed-and-ack-dedicated/user-guide/use-gpu-scheduling-in-ack-clusters
+"""
+
+EXAMPLES = r"""
+- name: Check the device plugin on every GPU node
+  kubegpu.scheduling.gpu_device_plugin_check:
+    kubeconfig: ~/.kube/config
+
+- name: Check the GPU Operator's device plugin, and report only
+  kubegpu.scheduling.gpu_device_plugin_check:
+    daemonsets:
+      - namespace: gpu-operator
+        name: nvidia-device-plugin-daemonset
+    report_only: true
+  register: plugin_check
+
+- name: Show the report
+  ansible.builtin.debug:
+    msg: "{{ plugin_check.report.splitlines() }}"
+
+- name: Gather driver facts on the GPU hosts
+  kubegpu.scheduling.gpu_host_facts:
+  delegate_to: "{{ item }}"
+  loop: "{{ groups['gpu_hosts'] }}"
+  register: host_results
+
+- name: Check the plugin and the driver on every GPU host
+  kubegpu.scheduling.gpu_device_plugin_check:
+    host_facts: "{{ dict(host_results.results | map(attribute='item') | zip(host_results.results)) }}"
+    require_hardening: true
+"""
+
+RETURN = r"""
+healthy:
+  description: Whether no finding has severity C(error).
+  returned: always
+  type: bool
+  sample: false
+deployments:
+  description: The deployments of the device plugin found.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    key:
+      description: >-
+        V(nvidia-static), V(nvidia-helm), V(gpu-operator), V(ack-managed), V(ack-static), V(gke) or V(custom).
+      type: str
+    title:
+      description: A readable name.
+      type: str
+    daemonsets:
+      description: Its DaemonSets, as C(namespace/name).
+      type: list
+      elements: str
+    static_pods:
+      description: The number of static (mirror) pods.
+      type: int
+  sample:
+    - key: nvidia-static
+      title: NVIDIA device plugin, static DaemonSet
+      daemonsets: [kube-system/nvidia-device-plugin-daemonset]
+      static_pods: 0
+daemonsets:
+  description: Status of each checked DaemonSet.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - namespace: kube-system
+      name: nvidia-device-plugin-daemonset
+      deployment: nvidia-static
+      generation: 1
+      observed_generation: 1
+      desired: 7
+      current: 7
+      updated: 7
+      ready: 7
+      available: 7
+      misscheduled: 0
+      node_selector: {nvidia.com/gpu.deploy.device-plugin: "true"}
+      healthy: true
+      problems: []
+nodes:
+  description: The verdict for each GPU node.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The node name.
+      type: str
+    ready:
+      description: Whether the node is Ready.
+      type: bool
+    capacity:
+      description: GPU capacity (O(resource_name) plus MIG resources).
+      type: int
+    allocatable:
+      description: Allocatable GPUs.
+      type: int
+    label_gpu_count:
+      description: The GPU count the node's labels state, if any.
+      type: int
+    plugin_pods:
+      description: The device-plugin pods bound to the node, with C(pod), C(ready), C(phase), C(reason),
+        C(restarts), C(static) and C(deployment).
+      type: list
+      elements: dict
+    plugin_ready:
+      description: Whether exactly one device-plugin pod runs there and it is Ready.
+      type: bool
+    host:
+      description: What the host facts say about the driver, when given for this node.
+      type: dict
+    healthy:
+      description: Whether no finding of severity C(error) is about this node.
+      type: bool
+    problems:
+      description: The kinds of the findings about this node.
+      type: list
+      elements: str
+  sample:
+    - name: gfd-a100-noplugin
+      ready: true
+      capacity: 0
+      allocatable: 0
+      label_gpu_count: 8
+      plugin_pods: []
+      plugin_ready: false
+      host: null
+      healthy: false
+      problems: [no_device_plugin_pod, no_gpu_capacity]
+findings:
+  description: Everything found wrong, errors first.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    severity:
+      description: V(error) (fails the task), V(warning) or V(info).
+      type: str
+    kind:
+      description: A stable name of the problem, for example V(no_device_plugin_pod) or V(allocatable_below_capacity).
+      type: str
+    node:
+      description: The node (or host) concerned; null for a DaemonSet or the cluster.
+      type: str
+    subject:
+      description: The object concerned, for example C(node gpu-3) or C(DaemonSet kube-system/nvidia-device-plugin).
+      type: str
+    problem:
+      description: What is wrong.
+      type: str
+    remedy:
+      description: What to do.
+      type: str
+  sample:
+    - severity: error
+      kind: no_device_plugin_pod
+      node: gfd-a100-noplugin
+      subject: node gfd-a100-noplugin
+      problem: no device-plugin pod runs on this GPU node
+      remedy: >-
+        the DaemonSet kube-system/nvidia-device-plugin-daemonset does not select this node: its nodeSelector
+        requires nvidia.com/gpu.deploy.device-plugin=true. Fix: kubectl label node gfd-a100-noplugin
+        nvidia.com/gpu.deploy.device-plugin=true --overwrite
+counts:
+  description: GPU nodes, DaemonSets and plugin pods seen, and findings per severity.
+  returned: always
+  type: dict
+  sample: {gpu_nodes: 8, daemonsets: 1, plugin_pods: 7, error: 3, warning: 0, info: 0}
+report:
+  description: The readable report - which node, what is wrong, what to do.
+  returned: always
+  type: str
+api_requests:
+  description: The number of API requests sent, pages and retries included.
+  returned: always
+  type: int
+  sample: 7
+"""
+
+import copy
+from typing import Any
+from urllib.parse import quote
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
+    AUTH_ARG_SPEC,
+    HAS_KUBERNETES,
+    KUBERNETES_IMPORT_ERROR,
+    ClusterError,
+    KubeClient,
+    client_from_params,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts import (
+    ACTIVE_POD_FIELD_SELECTOR,
+    FleetOptions,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_health import (
+    PluginCheckError,
+    check_options,
+    compact_node,
+    daemonset_list_namespaces,
+    daemonset_targets,
+    evaluate,
+    placement_label_keys,
+    plugin_pod_queries,
+    pod_ref,
+    project_daemonset,
+    project_plugin_pod,
+    select_daemonsets,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import NVIDIA_GPU
+
+CORE_V1 = "/api/v1"
+APPS_V1 = "/apis/apps/v1"
+NODES = f"{CORE_V1}/nodes"
+
+
+def argument_spec() -> dict[str, Any]:
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update(
+        daemonsets={
+            "type": "list",
+            "elements": "dict",
+            "options": {
+                "namespace": {"type": "str"},
+                "name": {"type": "str"},
+                "label_selector": {"type": "str"},
+            },
+        },
+        device_plugin={
+            "type": "dict",
+            "options": {
+                "namespaces": {"type": "list", "elements": "str"},
+                "label_selectors": {"type": "list", "elements": "str"},
+            },
+        },
+        host_facts={"type": "dict"},
+        report_only={"type": "bool", "default": False},
+        require_hardening={"type": "bool", "default": False},
+        resource_name={"type": "str", "default": NVIDIA_GPU},
+    )
+    return spec
+
+
+def collection_path(prefix: str, resource: str, namespace: str | None) -> str:
+    where = f"/namespaces/{quote(namespace, safe='')}" if namespace is not None else ""
+    return f"{prefix}{where}/{resource}"
+
+
+def read_daemonsets(client: KubeClient, namespaces: list[str] | None) -> list[dict[str, Any]]:
+    paths = [collection_path(APPS_V1, "daemonsets", ns) for ns in namespaces or [None]]
+    return [ds for path in paths for ds in map(project_daemonset, client.list_items(path)) if ds is not None]
+
+
+def read_nodes(client: KubeClient, options: FleetOptions, label_keys: frozenset[str]) -> list[dict[str, Any]]:
+    return [n for n in (compact_node(item, options, label_keys) for item in client.list_items(NODES)) if n is not None]
+
+
+def read_plugin_pods(client: KubeClient, queries: list[tuple[str | None, str]]) -> list[dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for namespace, selector in queries:
+        items = client.list_items(
+            collection_path(CORE_V1, "pods", namespace), label_selector=selector, field_selector=ACTIVE_POD_FIELD_SELECTOR
+        )
+        for pod in map(project_plugin_pod, items):
+            if pod is not None:
+                found[pod_ref(pod)] = pod
+    return list(found.values())
+
+
+def run(module: AnsibleModule) -> None:
+    params = module.params
+    try:
+        options = check_options(params["resource_name"], params["device_plugin"])
+        targets = daemonset_targets(params["daemonsets"])
+    except PluginCheckError as exc:
+        module.fail_json(msg=str(exc))
+
+    step = "connect to the cluster"
+    try:
+        client = client_from_params(params)
+        step = "list DaemonSets"
+        listed = read_daemonsets(client, daemonset_list_namespaces(targets, options))
+        daemonsets, missing = select_daemonsets(listed, targets, options)
+        step = "list nodes"
+        nodes = read_nodes(client, options, placement_label_keys(d["placement"] for d in daemonsets))
+        step = "list device-plugin pods"
+        plugin_pods = read_plugin_pods(client, plugin_pod_queries(options, daemonsets))
+    except ClusterError as exc:
+        module.fail_json(msg=f"cannot {step}: {exc}")
+
+    try:
+        result = evaluate(
+            daemonsets, nodes, plugin_pods, options,
+            host_facts=params["host_facts"],
+            require_hardening=params["require_hardening"],
+            missing_daemonsets=missing,
+        )
+    except PluginCheckError as exc:
+        module.fail_json(msg=str(exc))
+    result["api_requests"] = client.request_count
+    if not result["healthy"] and not params["report_only"]:
+        module.fail_json(msg=result["report"], changed=False, **result)
+    module.exit_json(changed=False, **result)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    run(module)
+
+
+if __name__ == "__main__":
+    main()

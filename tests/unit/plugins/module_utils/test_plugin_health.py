@@ -1,0 +1,597 @@
+import pytest
+from ansible_collections.kubegpu.scheduling.plugins.module_utils import plugin_health as ph
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts import (
+    DEFAULT_DEVICE_PLUGIN_SELECTORS,
+    DEFAULT_OPTIONS,
+)
+
+GPU = "nvidia.com/gpu"
+DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+
+
+# --- builders: API objects as the API server returns them -----------------------------------
+
+
+def make_node(name, gpus=None, allocatable=None, labels=None, ready=True, taints=None, extra_capacity=None):
+    capacity = {"cpu": "64", **(extra_capacity or {})}
+    alloc = dict(capacity)
+    if gpus is not None:
+        capacity[GPU] = str(gpus)
+        alloc[GPU] = str(gpus if allocatable is None else allocatable)
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": {"taints": taints} if taints else {},
+        "status": {
+            "capacity": capacity,
+            "allocatable": alloc,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def gpu_node(name, gpus=8, **kwargs):
+    labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": str(gpus),
+              DEPLOY_LABEL: "true", **kwargs.pop("labels", {})}
+    return make_node(name, gpus=gpus, labels=labels, **kwargs)
+
+
+def make_daemonset(name="nvidia-device-plugin-daemonset", namespace="kube-system", pod_labels=None,
+                   node_selector=None, affinity_terms=None, tolerations=None, status=None, generation=1, labels=None):
+    pod_labels = pod_labels or {"name": "nvidia-device-plugin-ds"}
+    spec = {"containers": [{"name": "nvidia-device-plugin-ctr"}]}
+    if node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    if affinity_terms is not None:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": term} for term in affinity_terms]}}}
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    return {
+        "metadata": {"name": name, "namespace": namespace, "generation": generation, "labels": labels or {}},
+        "spec": {"selector": {"matchLabels": pod_labels}, "template": {"metadata": {"labels": pod_labels}, "spec": spec}},
+        "status": {"observedGeneration": generation, **(status if status is not None else healthy_status(2))},
+    }
+
+
+def healthy_status(count):
+    return {"desiredNumberScheduled": count, "currentNumberScheduled": count, "updatedNumberScheduled": count,
+            "numberReady": count, "numberAvailable": count, "numberMisscheduled": 0}
+
+
+def make_plugin_pod(node, name=None, ready=True, labels=None, daemonset="nvidia-device-plugin-daemonset",
+                    static=False, restarts=0, waiting=None, phase="Running", namespace="kube-system"):
+    metadata = {"name": name or f"plugin-{node}", "namespace": namespace,
+                "labels": labels or {"name": "nvidia-device-plugin-ds"}}
+    if static:
+        metadata["annotations"] = {"kubernetes.io/config.source": "file", "kubernetes.io/config.mirror": "abc"}
+        metadata["ownerReferences"] = [{"kind": "Node", "name": node}]
+    elif daemonset:
+        metadata["ownerReferences"] = [{"kind": "DaemonSet", "name": daemonset}]
+    state = {"waiting": {"reason": waiting}} if waiting else {"running": {}}
+    return {
+        "metadata": metadata,
+        "spec": {"nodeName": node},
+        "status": {
+            "phase": phase,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "containerStatuses": [{"name": "ctr", "restartCount": restarts, "state": state}],
+        },
+    }
+
+
+def check(daemonsets=(), nodes=(), pods=(), host_facts=None, require_hardening=False, options=DEFAULT_OPTIONS):
+    projected_ds = [ph.project_daemonset(d) for d in daemonsets]
+    keys = ph.placement_label_keys(d["placement"] for d in projected_ds)
+    compact = [ph.compact_node(n, options, keys) for n in nodes]
+    projected_pods = [p for p in map(ph.project_plugin_pod, pods) if p is not None]
+    return ph.evaluate(projected_ds, compact, projected_pods, options, host_facts=host_facts,
+                       require_hardening=require_hardening)
+
+
+def kinds(result, node=None):
+    return sorted(f["kind"] for f in result["findings"] if node is None or f["node"] == node)
+
+
+def only(result, kind):
+    matches = [f for f in result["findings"] if f["kind"] == kind]
+    assert len(matches) == 1, result["findings"]
+    return matches[0]
+
+
+# --- deployments ------------------------------------------------------------------------------
+
+
+def test_known_deployments_cover_the_default_device_plugin_selectors():
+    assert {d.selector for d in ph.DAEMONSET_DEPLOYMENTS} == set(DEFAULT_DEVICE_PLUGIN_SELECTORS)
+
+
+@pytest.mark.parametrize("labels, static, key", [
+    ({"name": "nvidia-device-plugin-ds"}, False, "nvidia-static"),
+    ({"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/instance": "nvdp"}, False, "nvidia-helm"),
+    ({"app": "nvidia-device-plugin-daemonset"}, False, "gpu-operator"),
+    ({"component": "nvidia-device-plugin"}, False, "ack-managed"),
+    ({"component": "nvidia-device-plugin"}, True, "ack-static"),
+    ({"k8s-app": "nvidia-gpu-device-plugin"}, False, "gke"),
+    ({"app": "my-plugin"}, False, "custom"),
+])
+def test_deployment_of_pod_labels(labels, static, key):
+    assert ph.deployment_of(labels, static).key == key
+
+
+@pytest.mark.parametrize("annotations, owners, static", [
+    ({"kubernetes.io/config.source": "file"}, [], True),
+    ({"kubernetes.io/config.mirror": "0f3c"}, [], True),
+    ({}, ["Node"], True),
+    ({"kubernetes.io/config.source": "api"}, ["DaemonSet"], False),
+])
+def test_static_pods_are_recognised_by_annotation_or_owner(annotations, owners, static):
+    assert ph.is_static_pod(annotations, owners) is static
+
+
+def test_ack_static_mirror_pod_projects_as_static_with_its_deployment():
+    pod = ph.project_plugin_pod(make_plugin_pod("n1", labels={"component": "nvidia-device-plugin"}, static=True))
+    assert pod["static"] is True
+    assert pod["deployment"] == "ack-static"
+    assert pod["daemonset"] is None
+
+
+def test_deployments_found_lists_daemonsets_and_static_pods():
+    result = check(
+        daemonsets=[make_daemonset("ack-nvidia-device-plugin", pod_labels={"component": "nvidia-device-plugin"},
+                                   node_selector={"ack.node.gpu.schedule": "default"}, status=healthy_status(1))],
+        nodes=[gpu_node("a", labels={"ack.node.gpu.schedule": "default"}), gpu_node("b")],
+        pods=[make_plugin_pod("a", labels={"component": "nvidia-device-plugin"}, daemonset="ack-nvidia-device-plugin"),
+              make_plugin_pod("b", labels={"component": "nvidia-device-plugin"}, static=True)],
+    )
+    keys = {d["key"]: d for d in result["deployments"]}
+    assert keys["ack-managed"]["daemonsets"] == ["kube-system/ack-nvidia-device-plugin"]
+    assert keys["ack-static"]["static_pods"] == 1
+    assert only(result, ph.KIND_SEVERAL_DEPLOYMENTS)["severity"] == ph.WARNING
+    assert result["healthy"] is True
+
+
+# --- DaemonSet verdicts -----------------------------------------------------------------------
+
+
+def test_healthy_daemonset_and_nodes_pass_with_no_findings():
+    result = check([make_daemonset(node_selector={DEPLOY_LABEL: "true"})],
+                   [gpu_node("a"), gpu_node("b"), make_node("cpu")],
+                   [make_plugin_pod("a"), make_plugin_pod("b")])
+    assert result["healthy"] is True
+    assert result["findings"] == []
+    assert [n["name"] for n in result["nodes"]] == ["a", "b"]
+    assert result["daemonsets"][0]["healthy"] is True
+    assert result["report"].startswith("GPU device plugin check PASSED: 0 errors, 0 warnings (2 GPU nodes")
+
+
+def test_stale_observed_generation_fails():
+    ds = make_daemonset(generation=3)
+    ds["status"]["observedGeneration"] = 2
+    result = check([ds], [gpu_node("a")], [make_plugin_pod("a")])
+    finding = only(result, ph.KIND_DAEMONSET_NOT_OBSERVED)
+    assert "generation 3, observed generation 2" in finding["problem"]
+    assert result["healthy"] is False
+
+
+def test_missing_observed_generation_fails():
+    ds = make_daemonset()
+    del ds["status"]["observedGeneration"]
+    assert ph.KIND_DAEMONSET_NOT_OBSERVED in kinds(check([ds], [gpu_node("a")], [make_plugin_pod("a")]))
+
+
+def test_observed_generation_ahead_is_fine():
+    ds = make_daemonset(generation=2)
+    ds["status"]["observedGeneration"] = 3
+    assert ph.KIND_DAEMONSET_NOT_OBSERVED not in kinds(check([ds], [gpu_node("a")], [make_plugin_pod("a")]))
+
+
+@pytest.mark.parametrize("field, value, kind, severity, text", [
+    ("currentNumberScheduled", 1, ph.KIND_DAEMONSET_NOT_SCHEDULED, ph.ERROR, "1 of 2 pods scheduled"),
+    ("updatedNumberScheduled", 1, ph.KIND_DAEMONSET_NOT_UPDATED, ph.ERROR, "1 of 2 pods run the current template"),
+    ("numberReady", 1, ph.KIND_DAEMONSET_NOT_READY, ph.ERROR, "1 of 2 pods Ready"),
+    ("numberAvailable", 1, ph.KIND_DAEMONSET_NOT_AVAILABLE, ph.WARNING, "1 of 2 pods available"),
+    ("numberMisscheduled", 1, ph.KIND_DAEMONSET_MISSCHEDULED, ph.ERROR, "1 pod(s) run on nodes"),
+])
+def test_each_status_count_mismatch_is_a_finding(field, value, kind, severity, text):
+    status = healthy_status(2)
+    status[field] = value
+    result = check([make_daemonset(status=status)], [gpu_node("a"), gpu_node("b")],
+                   [make_plugin_pod("a"), make_plugin_pod("b")])
+    finding = only(result, kind)
+    assert finding["severity"] == severity
+    assert text in finding["problem"]
+    assert finding["subject"] == "DaemonSet kube-system/nvidia-device-plugin-daemonset"
+    assert result["daemonsets"][0]["problems"] == [kind]
+
+
+def test_counts_missing_from_status_read_as_zero():
+    result = check([make_daemonset(status={"desiredNumberScheduled": 1})], [gpu_node("a")], [make_plugin_pod("a")])
+    assert {ph.KIND_DAEMONSET_NOT_SCHEDULED, ph.KIND_DAEMONSET_NOT_UPDATED, ph.KIND_DAEMONSET_NOT_READY} <= set(
+        kinds(result))
+
+
+def test_zero_desired_with_gpu_nodes_fails_naming_the_missing_label():
+    ds = make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(0))
+    nodes = [make_node("a", gpus=8, labels={"nvidia.com/gpu.product": "A100"}),
+             make_node("b", gpus=8, labels={"nvidia.com/gpu.product": "A100"})]
+    result = check([ds], nodes, [])
+    finding = only(result, ph.KIND_DAEMONSET_SELECTS_NO_NODE)
+    assert finding["severity"] == ph.ERROR
+    assert "selects no node" in finding["problem"] and "2 node(s) look like GPU nodes" in finding["problem"]
+    assert finding["remedy"].startswith("check its nodeSelector/affinity against the GPU nodes' labels")
+    assert f"kubectl label node a b {DEPLOY_LABEL}=true --overwrite" in finding["remedy"]
+    assert result["healthy"] is False
+
+
+def test_zero_desired_without_gpu_nodes_passes():
+    result = check([make_daemonset(status=healthy_status(0))], [make_node("cpu")], [])
+    assert result["healthy"] is True
+    assert kinds(result) == [ph.KIND_NO_GPU_NODES]
+    assert only(result, ph.KIND_NO_GPU_NODES)["severity"] == ph.INFO
+
+
+def test_zero_desired_though_gpu_nodes_match_points_at_the_controller():
+    ds = make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(0))
+    finding = only(check([ds], [gpu_node("a")], []), ph.KIND_DAEMONSET_SELECTS_NO_NODE)
+    assert "kubectl -n kube-system describe daemonset nvidia-device-plugin-daemonset" in finding["remedy"]
+
+
+# --- placement --------------------------------------------------------------------------------
+
+
+def compact(node, keys=()):
+    return ph.compact_node(node, DEFAULT_OPTIONS, keys)
+
+
+def placement(**kwargs):
+    return ph.project_daemonset(make_daemonset(**kwargs))["placement"]
+
+
+def test_node_selector_match_and_mismatch():
+    selected = compact(gpu_node("a"), {DEPLOY_LABEL})
+    other = compact(gpu_node("b", labels={DEPLOY_LABEL: "false"}), {DEPLOY_LABEL})
+    rule = placement(node_selector={DEPLOY_LABEL: "true"})
+    assert ph.placement_mismatches(selected, rule) == []
+    [mismatch] = ph.placement_mismatches(other, rule)
+    assert mismatch.text == f"its nodeSelector requires {DEPLOY_LABEL}=true (the node has {DEPLOY_LABEL}=false)"
+    assert mismatch.label == f"{DEPLOY_LABEL}=true"
+
+
+def test_helm_chart_affinity_alternatives():
+    terms = [[{"key": "feature.node.kubernetes.io/pci-10de.present", "operator": "In", "values": ["true"]}],
+             [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]]
+    rule = placement(affinity_terms=terms)
+    keys = ph.placement_label_keys([rule])
+    assert ph.placement_mismatches(compact(gpu_node("a", labels={"nvidia.com/gpu.present": "true"}), keys), rule) == []
+    [mismatch] = ph.placement_mismatches(compact(gpu_node("b"), keys), rule)
+    assert mismatch.text == ("its node affinity requires one of: feature.node.kubernetes.io/pci-10de.present=true"
+                             " | nvidia.com/gpu.present=true")
+    assert mismatch.label is None
+
+
+def test_gke_affinity_exists_without_a_label_fix():
+    rule = placement(affinity_terms=[[{"key": "cloud.google.com/gke-accelerator", "operator": "Exists"}]])
+    [mismatch] = ph.placement_mismatches(compact(gpu_node("a"), ph.placement_label_keys([rule])), rule)
+    assert mismatch.text == "its node affinity requires cloud.google.com/gke-accelerator (any value)"
+    assert mismatch.label is None
+
+
+@pytest.mark.parametrize("expression, labels, met", [
+    ({"key": "k", "operator": "In", "values": ["a", "b"]}, {"k": "b"}, True),
+    ({"key": "k", "operator": "In", "values": ["a"]}, {}, False),
+    ({"key": "k", "operator": "NotIn", "values": ["a"]}, {}, True),
+    ({"key": "k", "operator": "NotIn", "values": ["a"]}, {"k": "a"}, False),
+    ({"key": "k", "operator": "Exists", "values": []}, {"k": ""}, True),
+    ({"key": "k", "operator": "DoesNotExist", "values": []}, {"k": "x"}, False),
+    ({"key": "k", "operator": "Gt", "values": ["3"]}, {"k": "4"}, True),
+    ({"key": "k", "operator": "Lt", "values": ["3"]}, {"k": "4"}, False),
+    ({"key": "k", "operator": "Gt", "values": ["3"]}, {"k": "x"}, False),
+    ({"key": "k", "operator": "Bogus", "values": []}, {"k": "x"}, False),
+])
+def test_expression_met(expression, labels, met):
+    assert ph.expression_met(expression, labels) is met
+
+
+def test_untolerated_taint_is_a_mismatch_with_both_fixes():
+    node = compact(gpu_node("a", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]))
+    rule = placement(tolerations=[])
+    [mismatch] = ph.placement_mismatches(node, rule)
+    assert mismatch.text == "it does not tolerate the node's taint nvidia.com/gpu=present:NoSchedule"
+    [fix] = ph.mismatch_fixes([mismatch], ["a"], "kube-system/ds")
+    assert "kubectl taint node a nvidia.com/gpu:NoSchedule-" in fix
+    assert "add a toleration for nvidia.com/gpu=present:NoSchedule" in fix
+
+
+@pytest.mark.parametrize("toleration", [
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"},
+    {"operator": "Exists"},
+])
+def test_tolerated_taints_are_no_mismatch(toleration):
+    node = compact(gpu_node("a", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]))
+    assert ph.placement_mismatches(node, placement(tolerations=[toleration])) == []
+
+
+def test_prefer_no_schedule_and_daemonset_default_taints_do_not_block():
+    node = compact(gpu_node("a", taints=[{"key": "x", "effect": "PreferNoSchedule"},
+                                         {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]))
+    assert ph.placement_mismatches(node, placement()) == []
+
+
+# --- per-node verdicts ------------------------------------------------------------------------
+
+
+def test_gpu_node_without_plugin_pod_names_the_label_to_add():
+    result = check([make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(1))],
+                   [gpu_node("a"), make_node("noplugin", labels={"nvidia.com/gpu.present": "true",
+                                                                 "nvidia.com/gpu.count": "8"})],
+                   [make_plugin_pod("a")])
+    assert kinds(result, "noplugin") == sorted([ph.KIND_NO_CAPACITY, ph.KIND_NO_PLUGIN_POD])
+    finding = only(result, ph.KIND_NO_PLUGIN_POD)
+    assert finding["problem"] == "no device-plugin pod runs on this GPU node"
+    assert finding["remedy"] == (
+        "the DaemonSet kube-system/nvidia-device-plugin-daemonset does not select this node: its nodeSelector "
+        f"requires {DEPLOY_LABEL}=true. Fix: kubectl label node noplugin {DEPLOY_LABEL}=true --overwrite"
+    )
+    capacity = only(result, ph.KIND_NO_CAPACITY)
+    assert capacity["problem"] == "no nvidia.com/gpu capacity"
+    assert capacity["remedy"].startswith("fix the device-plugin pod on this node first")
+    assert [n["healthy"] for n in result["nodes"]] == [True, False]
+
+
+def test_ack_node_without_schedule_label_is_told_to_set_it():
+    ds = make_daemonset("ack-nvidia-device-plugin", pod_labels={"component": "nvidia-device-plugin"},
+                        node_selector={"ack.node.gpu.schedule": "default"}, status=healthy_status(0))
+    node = make_node("ack-1", gpus=2, labels={"aliyun.accelerator/nvidia_name": "Tesla-T4",
+                                              "ack.node.gpu.schedule": "cgpu"})
+    finding = only(check([ds], [node], []), ph.KIND_NO_PLUGIN_POD)
+    assert "(the node has ack.node.gpu.schedule=cgpu)" in finding["remedy"]
+    assert "kubectl label node ack-1 ack.node.gpu.schedule=default --overwrite" in finding["remedy"]
+
+
+def test_node_selected_but_without_pod_points_at_the_daemonset_events():
+    result = check([make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(1))],
+                   [gpu_node("a")], [])
+    finding = only(result, ph.KIND_NO_PLUGIN_POD)
+    assert finding["remedy"].startswith("the DaemonSet kube-system/nvidia-device-plugin-daemonset selects this node")
+    assert "--field-selector spec.nodeName=a" in finding["remedy"]
+
+
+def test_no_plugin_anywhere_says_to_deploy_one():
+    result = check([], [gpu_node("a")], [])
+    assert only(result, ph.KIND_NO_DEVICE_PLUGIN)["subject"] == "cluster"
+    assert "ack-nvidia-device-plugin" in only(result, ph.KIND_NO_PLUGIN_POD)["remedy"]
+    assert "nvidia-device-plugin.yml" in only(result, ph.KIND_NO_PLUGIN_POD)["remedy"]
+
+
+def test_ack_static_cluster_node_without_static_pod_is_told_to_restore_the_manifest():
+    pods = [make_plugin_pod("a", labels={"component": "nvidia-device-plugin"}, static=True)]
+    finding = only(check([], [gpu_node("a"), gpu_node("b")], pods), ph.KIND_NO_PLUGIN_POD)
+    assert finding["node"] == "b"
+    assert f"restore {ph.ACK_STATIC_MANIFEST}" in finding["remedy"]
+
+
+def test_plugin_pod_not_ready_reports_state_and_restart():
+    pods = [make_plugin_pod("a", ready=False, waiting="CrashLoopBackOff", restarts=7)]
+    result = check([make_daemonset(status=dict(healthy_status(1), numberReady=0, numberAvailable=0))],
+                   [gpu_node("a")], pods)
+    finding = only(result, ph.KIND_PLUGIN_NOT_READY)
+    assert finding["problem"] == ("device-plugin pod kube-system/plugin-a is not Ready "
+                                  "(Running, CrashLoopBackOff, 7 restarts)")
+    assert "kubectl -n kube-system logs plugin-a" in finding["remedy"]
+    assert "Failed to initialize NVML: Unknown Error" in finding["remedy"]
+    assert finding["remedy"].endswith("restart it: kubectl -n kube-system delete pod plugin-a")
+    assert result["nodes"][0]["plugin_ready"] is False
+
+
+def test_static_plugin_pod_not_ready_is_restarted_by_moving_the_manifest():
+    pods = [make_plugin_pod("a", ready=False, labels={"component": "nvidia-device-plugin"}, static=True)]
+    finding = only(check([], [gpu_node("a")], pods), ph.KIND_PLUGIN_NOT_READY)
+    assert f"move {ph.ACK_STATIC_MANIFEST} out of /etc/kubernetes/manifests" in finding["remedy"]
+
+
+def test_static_pod_and_daemonset_pod_on_one_node():
+    ds = make_daemonset("ack-nvidia-device-plugin", pod_labels={"component": "nvidia-device-plugin"},
+                        status=healthy_status(1))
+    pods = [make_plugin_pod("a", name="ack-nvidia-device-plugin-x", labels={"component": "nvidia-device-plugin"},
+                            daemonset="ack-nvidia-device-plugin"),
+            make_plugin_pod("a", name="nvidia-device-plugin-a", labels={"component": "nvidia-device-plugin"},
+                            static=True)]
+    finding = only(check([ds], [gpu_node("a")], pods), ph.KIND_SEVERAL_PLUGIN_PODS)
+    assert finding["problem"].startswith("2 device-plugin pods: ")
+    assert "ACK clusters upgraded to 1.32" in finding["remedy"]
+
+
+def test_two_daemonsets_on_one_node():
+    pods = [make_plugin_pod("a", name="p1"),
+            make_plugin_pod("a", name="p2", labels={"app": "nvidia-device-plugin-daemonset"}, daemonset="op-ds")]
+    finding = only(check([], [gpu_node("a")], pods), ph.KIND_SEVERAL_PLUGIN_PODS)
+    assert "(nvidia-device-plugin-daemonset, op-ds)" in finding["remedy"]
+
+
+def test_restarting_plugin_pod_is_a_warning_only():
+    result = check([make_daemonset(status=healthy_status(1))], [gpu_node("a")],
+                   [make_plugin_pod("a", restarts=ph.RESTART_WARNING_THRESHOLD)])
+    assert only(result, ph.KIND_PLUGIN_RESTARTING)["severity"] == ph.WARNING
+    assert result["healthy"] is True
+
+
+def test_finished_plugin_pods_are_ignored():
+    assert ph.project_plugin_pod(make_plugin_pod("a", phase="Failed")) is None
+    assert ph.project_plugin_pod(make_plugin_pod("")) is None
+
+
+def test_capacity_zero_with_ready_plugin_explains_registration():
+    node = make_node("a", gpus=0, labels={"nvidia.com/gpu.present": "true"})
+    finding = only(check([make_daemonset(status=healthy_status(1))], [node], [make_plugin_pod("a")]),
+                   ph.KIND_NO_CAPACITY)
+    assert ph.REGISTERED_LOG_LINE in finding["remedy"]
+    assert "run the check again in a minute" in finding["remedy"]
+
+
+def test_allocatable_below_capacity():
+    result = check([make_daemonset(status=healthy_status(1))], [gpu_node("a", gpus=4, allocatable=3)],
+                   [make_plugin_pod("a")])
+    finding = only(result, ph.KIND_UNHEALTHY_GPUS)
+    assert finding["problem"] == "allocatable 3 below capacity 4: 1 GPU(s) marked unhealthy"
+    assert "XidCriticalError" in finding["remedy"]
+    assert finding["remedy"].endswith("so then restart it: kubectl -n kube-system delete pod plugin-a")
+    assert result["nodes"][0]["allocatable"] == 3
+
+
+def test_label_count_differs_from_capacity_is_a_warning():
+    node = gpu_node("a", gpus=4, labels={"nvidia.com/gpu.count": "8"})
+    result = check([make_daemonset(status=healthy_status(1))], [node], [make_plugin_pod("a")])
+    finding = only(result, ph.KIND_LABEL_COUNT_MISMATCH)
+    assert finding["severity"] == ph.WARNING
+    assert finding["problem"] == "labels state 8 GPU(s) (nvidia.com/gpu.count), capacity is 4"
+
+
+def test_mig_capacity_counts_and_skips_the_label_count_comparison():
+    node = make_node("mig", gpus=0, labels={"nvidia.com/gpu.count": "1", "nvidia.com/gpu.product": "A100"},
+                     extra_capacity={"nvidia.com/mig-1g.5gb": "7"})
+    result = check([make_daemonset(status=healthy_status(1))], [node], [make_plugin_pod("mig")])
+    assert result["findings"] == []
+    assert result["nodes"][0]["capacity"] == 7
+
+
+def test_custom_resource_name():
+    options = ph.check_options("example.com/gpu", None)
+    node = make_node("a", labels={"nvidia.com/gpu.present": "true"}, extra_capacity={"example.com/gpu": "2"})
+    result = check([make_daemonset(status=healthy_status(1))], [node], [make_plugin_pod("a")], options=options)
+    assert result["nodes"][0]["capacity"] == 2
+    assert result["healthy"] is True
+
+
+def test_node_not_ready_is_a_warning():
+    result = check([make_daemonset(status=healthy_status(1))], [gpu_node("a", ready=False)], [make_plugin_pod("a")])
+    assert only(result, ph.KIND_NODE_NOT_READY)["severity"] == ph.WARNING
+
+
+# --- options and selection ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, message", [
+    ("ds", "daemonsets must be a list"),
+    (["ds"], "daemonsets[0] must be a dictionary"),
+    ([{"name": "ds"}], "daemonsets[0]: name 'ds' needs a namespace"),
+    ([{}], "daemonsets[0]: give a namespace and name, or a label_selector"),
+    ([{"namespace": "ns", "name": "a", "label_selector": "x=y"}], "not both"),
+    ([{"namespace": "Bad/NS", "name": "a"}], "daemonsets[0].namespace: 'Bad/NS' is not a valid Kubernetes name"),
+    ([{"label_selector": "a in (b"}], "daemonsets[0].label_selector"),
+])
+def test_bad_daemonsets_option(value, message):
+    with pytest.raises(ph.PluginCheckError, match=None) as info:
+        ph.daemonset_targets(value)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("resource, plugin, message", [
+    ("", None, "resource_name must be a non-empty string"),
+    (GPU, "x", "device_plugin must be a dictionary"),
+    (GPU, {"label_selectors": ["a in (b"]}, "label selector"),
+])
+def test_bad_options(resource, plugin, message):
+    with pytest.raises(ph.PluginCheckError) as info:
+        ph.check_options(resource, plugin)
+    assert message in str(info.value)
+
+
+def projected(*daemonsets):
+    return [ph.project_daemonset(d) for d in daemonsets]
+
+
+def test_discovery_keeps_daemonsets_whose_pods_are_device_plugin_pods():
+    listed = projected(make_daemonset(), make_daemonset("kube-proxy", pod_labels={"k8s-app": "kube-proxy"}),
+                       make_daemonset("op", "gpu-operator", pod_labels={"app": "nvidia-device-plugin-daemonset"}))
+    selected, missing = ph.select_daemonsets(listed, None, DEFAULT_OPTIONS)
+    assert [ph.ds_ref(d) for d in selected] == ["kube-system/nvidia-device-plugin-daemonset", "gpu-operator/op"]
+    assert missing == []
+
+
+def test_discovery_honours_device_plugin_namespaces():
+    options = ph.check_options(GPU, {"namespaces": ["gpu-operator"]})
+    listed = projected(make_daemonset(), make_daemonset("op", "gpu-operator", pod_labels={"app": "x"},
+                                                        labels={"app": "nvidia-device-plugin-daemonset"}))
+    assert ph.select_daemonsets(listed, None, options)[0] == []
+    assert ph.daemonset_list_namespaces(None, options) == ["gpu-operator"]
+
+
+def test_targets_by_name_and_selector_and_missing():
+    listed = projected(make_daemonset(), make_daemonset("nvdp", "nvidia-device-plugin",
+                                                        labels={"app.kubernetes.io/name": "nvidia-device-plugin"}))
+    targets = ph.daemonset_targets([
+        {"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset"},
+        {"label_selector": "app.kubernetes.io/name=nvidia-device-plugin"},
+        {"namespace": "gpu-operator", "name": "nvidia-device-plugin-daemonset"},
+    ])
+    selected, missing = ph.select_daemonsets(listed, targets, DEFAULT_OPTIONS)
+    assert [ph.ds_ref(d) for d in selected] == ["kube-system/nvidia-device-plugin-daemonset",
+                                               "nvidia-device-plugin/nvdp"]
+    assert [m["subject"] for m in missing] == ["DaemonSet gpu-operator/nvidia-device-plugin-daemonset"]
+    assert missing[0]["kind"] == ph.KIND_DAEMONSET_MISSING and missing[0]["severity"] == ph.ERROR
+    assert ph.daemonset_list_namespaces(targets, DEFAULT_OPTIONS) is None
+    assert ph.daemonset_list_namespaces(targets[:1], DEFAULT_OPTIONS) == ["kube-system"]
+
+
+def test_pod_queries_are_one_per_selector_plus_each_daemonset_selector():
+    ds = projected(make_daemonset(pod_labels={"name": "nvidia-device-plugin-ds", "tier": "node"}))
+    queries = ph.plugin_pod_queries(DEFAULT_OPTIONS, ds)
+    assert queries[:5] == [(None, s) for s in DEFAULT_DEVICE_PLUGIN_SELECTORS]
+    assert queries[5:] == [("kube-system", "name=nvidia-device-plugin-ds,tier=node")]
+
+
+@pytest.mark.parametrize("selector, text", [
+    ({"matchLabels": {"b": "2", "a": "1"}}, "a=1,b=2"),
+    ({"matchExpressions": [{"key": "k", "operator": "In", "values": ["x", "y"]},
+                           {"key": "e", "operator": "Exists"}]}, "k in (x,y),e"),
+    ({}, None),
+    ({"matchExpressions": [{"key": "k", "operator": "Weird"}]}, None),
+    ("junk", None),
+])
+def test_selector_text(selector, text):
+    assert ph.selector_text(selector) == text
+
+
+@pytest.mark.parametrize("junk", [None, "x", 3, {"metadata": "x"}, {"metadata": {"name": "a"}}])
+def test_projections_of_junk_are_none_not_a_traceback(junk):
+    assert ph.project_daemonset(junk) is None
+    assert ph.project_plugin_pod(junk) is None
+
+
+def test_daemonset_with_junk_status_and_spec_still_projects():
+    ds = {"metadata": {"name": "a", "namespace": "b", "generation": "x"},
+          "spec": {"template": "junk"}, "status": {"desiredNumberScheduled": "3", "numberReady": True}}
+    projection = ph.project_daemonset(ds)
+    assert projection["desired"] == 0 and projection["ready"] == 0 and projection["generation"] is None
+    assert projection["placement"] == {"node_selector": {}, "affinity_terms": [], "tolerations": []}
+
+
+# --- report --------------------------------------------------------------------------------------
+
+
+def test_report_lists_node_problem_and_remedy_errors_first():
+    result = check([make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(2))],
+                   [gpu_node("a", gpus=4, allocatable=3), gpu_node("b", gpus=4, labels={"nvidia.com/gpu.count": "8"}),
+                    gpu_node("c")],
+                   [make_plugin_pod("a"), make_plugin_pod("b"), make_plugin_pod("c")])
+    report = result["report"]
+    assert report.splitlines()[0] == ("GPU device plugin check FAILED: 1 error, 1 warning "
+                                      "(3 GPU nodes, 1 DaemonSet, 3 plugin pods)")
+    assert "Deployment: NVIDIA device plugin, static DaemonSet" in report
+    assert "DaemonSet kube-system/nvidia-device-plugin-daemonset (NVIDIA device plugin, static DaemonSet): " \
+           "desired 2, current 2, updated 2, ready 2, available 2, misscheduled 0: ok" in report
+    assert "Nodes without findings (1): c" in report
+    error_at = report.index("[ERROR] node a: allocatable 3 below capacity 4")
+    warning_at = report.index("[WARNING] node b: labels state 8 GPU(s)")
+    assert error_at < warning_at
+    assert "what to do: the device plugin marks a GPU unhealthy" in report
+
+
+def test_report_caps_repeated_findings_per_kind():
+    nodes = [make_node(f"n{i:02d}", labels={"nvidia.com/gpu.present": "true"}) for i in range(13)]
+    result = check([], nodes, [])
+    report = result["report"]
+    assert report.count("no device-plugin pod runs on this GPU node") == 10 + 1
+    assert "... and 3 more with \"no device-plugin pod runs on this GPU node\" or alike: n10, n11, n12" in report
+    assert len(result["findings"]) == 1 + 13 * 2
