@@ -30,7 +30,7 @@ description:
   - The module must see the host's process table. When it runs in a container, that container needs the
     host's PID namespace.
 author:
-  - kubegpu.scheduling contributors
+  - kubegpu.scheduling contributors (@kubegpu)
 options:
   require_driver:
     description:
@@ -64,7 +64,7 @@ attributes:
     support: none
     description: Nothing changes, so there is no diff.
 notes:
-  - Read-only; always returns RV(changed=false).
+  - Read-only; always returns C(changed=false).
   - The facts are also set as C(ansible_facts.gpu_host).
 """
 
