@@ -5,6 +5,7 @@ folder (see versions.py) and are reused when present.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -44,7 +45,8 @@ def build_steps(out: Path) -> list[tuple[str, list[str]]]:
             f"-ldflags={_kubernetes_ldflags()}", "-o", str(out) + "/",
             "k8s.io/kubernetes/cmd/kube-apiserver",
             "k8s.io/kubernetes/cmd/kube-scheduler",
-            "k8s.io/kubernetes/cmd/kube-controller-manager"]),
+            "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "k8s.io/kubernetes/cmd/kubectl"]),
     ]
 
 
@@ -71,6 +73,8 @@ def build() -> Path:
         if result.returncode != 0:
             sys.exit(f"go build of {module} failed (exit {result.returncode})")
         print(f"built {module} in {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
+    if out.exists():
+        shutil.rmtree(out)
     tmp.rename(out)
     return out
 

@@ -203,7 +203,7 @@ def command_lines(layout: Layout, bins: Path) -> dict[str, list[str]]:
             f"--kubeconfig={layout.component_kubeconfig('kube-controller-manager')}",
             "--leader-elect=false", f"--bind-address={LOOPBACK}", "--secure-port=0",
             f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
-            "--use-service-account-credentials=true", "--controllers=*,-cloud-node-lifecycle-controller",
+            "--use-service-account-credentials=true",
         ],
         "kube-scheduler": [
             str(bins / "kube-scheduler"), f"--kubeconfig={layout.component_kubeconfig('kube-scheduler')}",
@@ -219,7 +219,9 @@ def write_kwok_config(layout: Layout) -> None:
     log_file.write_text((HERE / "logs" / "tensorflow-mnist.log").read_text())
     head = (
         "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\n"
-        "options:\n  enableCRDs: []\n"
+        "options:\n  cidr: 10.0.0.0/16\n  podPlayStageParallelism: 4\n  nodePlayStageParallelism: 4\n"
+        "  nodeLeaseParallelism: 4\n  podsOnNodeSyncParallelism: 1\n  enablePodsOnNodeSyncListPager: true\n"
+        "  enableDebuggingHandlers: true\n"
         "---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata:\n  name: sample-workload\n"
         "spec:\n  selector:\n    matchNames: [tensorflow-mnist]\n"
         f"  logs:\n  - logsFile: {json.dumps(str(log_file))}\n    follow: false\n"
@@ -251,18 +253,20 @@ def start_process(layout: Layout, name: str, argv: list[str], pids: dict[str, di
     layout.pids.write_text(json.dumps(pids, indent=2))
 
 
-def wait_for(what: str, check, timeout: float, layout: Layout | None = None, component: str | None = None) -> None:
+def check_processes(layout: Layout) -> None:
+    for name, entry in read_pids(layout).items():
+        if not _alive(entry["pid"], entry["binary"]):
+            raise ClusterStartError(f"{name} exited; see {layout.logs / (name + '.log')}")
+
+
+def wait_for(what: str, check, timeout: float, layout: Layout) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return
-        if layout and component:
-            entry = read_pids(layout).get(component)
-            if entry and not _alive(entry["pid"], entry["binary"]):
-                raise ClusterStartError(f"{component} exited; see {layout.logs / (component + '.log')}")
+        check_processes(layout)
         time.sleep(0.5)
-    hint = f"; see {layout.logs / (component + '.log')}" if layout and component else ""
-    raise ClusterStartError(f"timed out after {timeout:.0f}s waiting for {what}{hint}")
+    raise ClusterStartError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {layout.logs}")
 
 
 def _get(api: Api, path: str) -> dict:
@@ -295,10 +299,10 @@ def apply_fleet(api: Api, spec: dict) -> None:
     api.ensure(f"/apis/apps/v1/namespaces/{plugin['namespace']}/daemonsets", fleet.device_plugin_daemonset(plugin))
 
 
-def apply_fleet_pods(api: Api, spec: dict) -> None:
+def apply_fleet_pods(api: Api, spec: dict, layout: Layout) -> None:
     namespace = spec["pod_namespace"]
     wait_for(f"the default service account in {namespace}",
-             lambda: bool(_get(api, f"/api/v1/namespaces/{namespace}/serviceaccounts/default")), 60)
+             lambda: bool(_get(api, f"/api/v1/namespaces/{namespace}/serviceaccounts/default")), 60, layout)
     for pod in spec["pods"]:
         api.ensure(f"/api/v1/namespaces/{namespace}/pods", fleet.fleet_pod(pod, namespace))
 
@@ -353,13 +357,13 @@ def up(fleet_file: Path, timeout: float) -> Path:
     try:
         start_process(layout, "etcd", argv["etcd"], pids)
         start_process(layout, "kube-apiserver", argv["kube-apiserver"], pids)
-        wait_for("kube-apiserver /readyz", lambda: _is_ready(api), timeout, layout, "kube-apiserver")
+        wait_for("kube-apiserver /readyz", lambda: _is_ready(api), timeout, layout)
         # KWOK first, so that it sees every node and pod from its start.
         start_process(layout, "kwok", argv["kwok"], pids)
         start_process(layout, "kube-controller-manager", argv["kube-controller-manager"], pids)
         start_process(layout, "kube-scheduler", argv["kube-scheduler"], pids)
         apply_fleet(api, spec)
-        apply_fleet_pods(api, spec)
+        apply_fleet_pods(api, spec, layout)
         wait_for("the fleet's nodes, device-plugin pods and fleet pods", lambda: fleet_settled(api, spec),
                  timeout, layout)
     except BaseException:
