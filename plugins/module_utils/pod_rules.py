@@ -420,35 +420,35 @@ def _apply_env_from(env: ResolvedEnv, item: Mapping[str, Any], path: str, namesp
         name = text(ref.get("name"))
         ref_path = f"{path}.{ref_key}"
         data = sources.secret(namespace, name) if kind == "Secret" else sources.config_map(namespace, name)
-        with_prefix = f" with prefix {prefix!r}" if prefix else ""
+        through = f"{path.rsplit('.', 1)[-1]}" + (f" with prefix {prefix!r}" if prefix else "")
         if data is None:
-            marker = EnvValue(None, ref_path, f"{kind} {name or '(no name)'} through envFrom{with_prefix}",
+            marker = EnvValue(None, ref_path, f"{kind} {name or '(no name)'} through {through}",
                               secret=kind == "Secret", note=f"{kind} {name or '(no name)'} is not available here")
             env.opaque.append((prefix, marker))
             continue
         if data.absent:
             continue  # optional, or the pod cannot start: either way it sets nothing
         for key, value in data.values.items():
-            env.values[prefix + key] = EnvValue(value, ref_path, f"key {key} of {data.where} through envFrom{with_prefix}",
+            env.values[prefix + key] = EnvValue(value, ref_path, f"key {key} of {data.where} through {through}",
                                                 secret=data.secret, note="" if value is not None else "unreadable value")
 
 
 def _env_var_value(item: Mapping[str, Any], path: str, env: ResolvedEnv, namespace: str, sources: EnvSources,
                    pod_metadata: Mapping[str, Any]) -> EnvValue | None:
     raw = item.get("value")
+    label = f"{path.rsplit('.', 1)[-1]}.value"
     if isinstance(raw, str) and raw:
         if "$" not in raw:
-            return EnvValue(raw, f"{path}.value", "its value")
+            return EnvValue(raw, f"{path}.value", label)
         value, used, note = expand_references(raw, env)
         secret = any(u.secret for u in used)
-        origin = "its value" + (f", expanded from {raw!r}" if not secret else ", expanded from other variables")
-        return EnvValue(value, f"{path}.value", origin, secret=secret, note=note)
+        return EnvValue(value, f"{path}.value", f"{label} {raw!r}, expanded", secret=secret, note=note)
     value_from = item.get("valueFrom")
     if isinstance(value_from, dict):
         return _value_from(value_from, f"{path}.valueFrom", namespace, sources, pod_metadata)
     if raw is None or raw == "":
-        return EnvValue("", f"{path}.value", "its value")
-    return EnvValue(None, f"{path}.value", "its value", note=f"the value {raw!r} is not a string")
+        return EnvValue("", f"{path}.value", label)
+    return EnvValue(None, f"{path}.value", label, note=f"the value {raw!r} is not a string")
 
 
 def _value_from(value_from: Mapping[str, Any], path: str, namespace: str, sources: EnvSources,
@@ -772,7 +772,7 @@ class PodChecker:
             who = f"container {facts.site.name!r}"
             if value.value is None:
                 emit(facts.site, "KGPU103", value.path,
-                     f"{variable} in {who} is set from {value.origin}, whose value cannot be known here "
+                     f"{variable} in {who} comes from {value.origin}, whose value cannot be known here "
                      f"({value.note}); if it names GPUs, the container gets them without the scheduler counting them")
                 continue
             selection = device_selection(value.value)
@@ -782,12 +782,12 @@ class PodChecker:
             shown = f"{variable}={value.value}" if not value.secret else f"{variable} ({value.shown()})"
             if facts.has_gpu:
                 emit(facts.site, "KGPU102", value.path,
-                     f"{shown} in {who}, set by {value.origin}, overrides the GPUs the device plugin assigned for "
+                     f"{shown} in {who} (from {value.origin}) overrides the GPUs the device plugin assigned for "
                      f"its {', '.join(facts.gpu_resources) or 'GPU'} limit: it {verb} {what}, including GPUs the "
                      "scheduler gave to other pods")
             else:
                 emit(facts.site, "KGPU101", value.path,
-                     f"{shown} in {who}, set by {value.origin}, {verb} {what}, but the container requests no GPU: "
+                     f"{shown} in {who} (from {value.origin}) {verb} {what}, but the container requests no GPU: "
                      "the scheduler does not count them and places other GPU pods on the same cards")
 
     def _image_rule(self, facts: ContainerFacts, emit: _Emitter) -> None:

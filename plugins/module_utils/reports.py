@@ -20,12 +20,25 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod_rules impor
     RULES,
     WARNING,
     Allowed,
+    ClusterEnvSources,
     Finding,
+    PodChecker,
     RuleConfig,
+    ValidationResult,
+    check_sites,
+    pod_site,
     validate_documents,
     with_line,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.workloads import NotChecked
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.workloads import (
+    LIVE_WORKLOAD_PATHS,
+    NotChecked,
+    PodSpecSite,
+    object_ref,
+    select_live_objects,
+    walk_document,
+    with_kind,
+)
 
 TOOL_NAME = "kubegpu.scheduling.gpu_pod_validate"
 TOOL_VERSION = "1.0.0"
@@ -57,6 +70,61 @@ def offline_report(manifests: Manifests, config: RuleConfig, max_file_size: int 
                                                             a.finding.path)), a.reason) for a in result.allowed]
     return Report(findings, allowed, result.not_checked, list(manifests.errors), len(manifests.files),
                   result.documents, result.objects_checked)
+
+
+def merge_reports(reports: Iterable[Report]) -> Report:
+    merged = Report()
+    for report in reports:
+        merged.findings += report.findings
+        merged.allowed += report.allowed
+        merged.not_checked += report.not_checked
+        merged.errors += report.errors
+        merged.files += report.files
+        merged.documents += report.documents
+        merged.objects_checked += report.objects_checked
+        merged.notes += report.notes
+    return merged
+
+
+def collection_paths(api_version: str, resource: str, namespaces: Iterable[str] | None) -> list[str]:
+    """API paths listing one resource in all namespaces, or in each of the given ones."""
+    root = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if not namespaces:
+        return [f"{root}/{resource}"]
+    return [f"{root}/namespaces/{quote(ns, safe='')}/{resource}" for ns in namespaces]
+
+
+def live_report(client: Any, config: RuleConfig, namespaces: Iterable[str] | None = None) -> Report:
+    """Audit the cluster: top-level workload templates, and the pods they do not cover.
+
+    `client` needs `list_items(path)` (paginated) and `get(path)`; its errors propagate.
+    """
+    chosen = sorted(set(namespaces)) if namespaces else None
+    workloads = [with_kind(item, api_version, kind)
+                 for api_version, kind, resource in LIVE_WORKLOAD_PATHS
+                 for path in collection_paths(api_version, resource, chosen)
+                 for item in client.list_items(path) if isinstance(item, dict)]
+    pods = [with_kind(item, "v1", "Pod") for path in collection_paths("v1", "pods", chosen)
+            for item in client.list_items(path) if isinstance(item, dict)]
+    selection = select_live_objects(workloads, pods)
+    sources = ClusterEnvSources(client)
+    checker = PodChecker(config, sources)
+    result = ValidationResult()
+    for obj in selection.workloads + selection.pods:
+        sites, skipped = walk_document(obj, source="cluster")
+        result.not_checked += skipped
+        check_sites(checker, sites, result)
+    ephemeral: list[PodSpecSite] = []
+    for pod in selection.ephemeral_only_pods:
+        site = pod_site(pod, object_ref(pod, source="cluster"), ephemeral_only=True)
+        if site is not None:
+            ephemeral.append(site)
+    check_sites(checker, ephemeral, result)
+    notes = [(f"live: checked {len(selection.workloads)} workloads and {len(selection.pods)} pods in full, and the "
+              f"ephemeral containers of {len(ephemeral)} pods; {selection.skipped_workloads} workloads are covered "
+              f"by their owner's template and {selection.finished_pods} finished pods were not checked"),
+             *sources.problems]
+    return Report(result.findings, result.allowed, result.not_checked, [], 0, 0, result.objects_checked, notes)
 
 
 def summarize(report: Report) -> dict[str, Any]:

@@ -1,0 +1,409 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_pod_validate
+short_description: Find GPU use that bypasses the Kubernetes scheduler, in manifests and in running pods
+version_added: 1.0.0
+description:
+  - Checks pod specs for every known way to use a GPU without the scheduler counting it, as the Alibaba
+    ACK guide lists them, and for GPU quantities the API server rejects.
+  - Walks Pod, PodTemplate, Deployment, ReplicaSet, ReplicationController, StatefulSet, DaemonSet, Job,
+    CronJob and List objects, their containers, init containers and ephemeral containers, and pod-level
+    resources. Other objects, custom resources that embed pod specs included, are listed in
+    RV(not_checked) with the reason.
+  - The environment is resolved as the kubelet builds it (C(envFrom) with its C(prefix) first, then C(env),
+    the last duplicate winning, C($(VAR\)) expanded) and read as the NVIDIA container toolkit reads it
+    (split on commas and trimmed; V(void) or empty select nothing, V(none) selects no GPU).
+  - Rules, each with its id, severity, the JSON path of the offending field, a message and a remedy.
+    V(KGPU101) error, C(NVIDIA_VISIBLE_DEVICES) or a MIG device variable selects GPUs in a container
+    that requests none. V(KGPU102) error, the same in a container that requests GPUs (it overrides the
+    device plugin). V(KGPU103) warning, such a variable comes from a value that cannot be known here.
+    V(KGPU201) error, a hostPath of C(/dev), C(/dev/nvidia*), C(/dev/char), C(/run/nvidia) or driver
+    files is mounted. V(KGPU202) error, a mount under C(/var/run/nvidia-container-devices).
+    V(KGPU301) error, a privileged (or C(SYS_ADMIN)/C(ALL)) container shows GPU intent. V(KGPU302) warning,
+    a privileged container without GPU signs. V(KGPU401) to V(KGPU407) errors, GPU requests without
+    limits, requests not equal to limits, quantities that are not whole, negative or malformed, GPUs in
+    pod-level resources or in ephemeral containers. V(KGPU501) warning, an image whose config selects all
+    GPUs (official CUDA images do) in a container without a GPU limit. V(KGPU601) warning, an NVIDIA
+    runtime class without a GPU limit. V(KGPU602) warning, device-injection annotations (C(cdi.k8s.io/*),
+    C(devices.nri.io/*), C(io.kubernetes.cri-o.Devices)) without a GPU limit. V(KGPU901) warning, the
+    allow annotation without a reason.
+  - GPU limits, requests equal to limits, MIG and shared-GPU resources, DRA resource claims,
+    C(CUDA_VISIBLE_DEVICES), and the variable named in a command, an annotation or an unused ConfigMap
+    give no finding.
+author:
+  - kubegpu.scheduling contributors
+extends_documentation_fragment:
+  - kubegpu.scheduling.connection
+options:
+  src:
+    description:
+      - Manifest files, directories (searched for C(.yaml), C(.yml) and C(.json) files, hidden ones
+        skipped) or globs. Multi-document YAML, JSON, objects of kind V(List) and rendered Helm or
+        kustomize output are read.
+      - ConfigMaps and Secrets among the manifests resolve C(envFrom) and C(valueFrom) references.
+      - A file that cannot be read or parsed is reported in RV(errors) and the other files are still checked.
+    type: list
+    elements: path
+  definition:
+    description:
+      - Objects to check given inline, as one object, a list of objects, or a YAML string (which may hold
+        several documents).
+    type: raw
+  live:
+    description:
+      - Check what runs in the cluster, using the connection options.
+      - Workload templates are checked at the top-level workload (a Deployment, not its ReplicaSets; a
+        CronJob, not its Jobs). Pods controlled by a listed workload are not checked again, except for their
+        ephemeral containers, which never come from a template. Pods without a listed controller (bare
+        pods, static pods, pods of custom resources such as Ray or Argo) are checked in full. Finished pods
+        (V(Succeeded), V(Failed)) are not checked.
+      - ConfigMaps and Secrets that C(envFrom) and C(valueFrom) refer to are read from the cluster, one
+        C(get) each. Secret values only decide the findings; they never appear in the result.
+    type: bool
+    default: false
+  namespaces:
+    description:
+      - In live mode, the namespaces to check. All namespaces when omitted.
+    type: list
+    elements: str
+  fail_on:
+    description:
+      - The lowest severity that fails the task. With V(never) the task only reports.
+      - A file that cannot be loaded fails the task too, unless this is V(never).
+    type: str
+    choices: [error, warning, never]
+    default: error
+  skip_rules:
+    description:
+      - Rule ids not to report, for example V(KGPU302).
+    type: list
+    elements: str
+    default: []
+  gpu_resources:
+    description:
+      - Resource names or globs that count as GPUs besides the built-in ones (C(nvidia.com/gpu),
+        C(nvidia.com/mig-*), C(*/gpu), C(nvidia.com/gpu.shared) and the ACK and HAMi shared-GPU resources).
+    type: list
+    elements: str
+    default: []
+  image_env:
+    description:
+      - The env that image configs set, as a map of image reference (or glob) to a map of variable to
+        value. See the examples.
+      - Takes precedence over the known image families (official CUDA, NGC, PyTorch, TensorFlow GPU and
+        vLLM images), which are treated as setting C(NVIDIA_VISIBLE_DEVICES=all). Map an image to V({})
+        to say its config sets nothing.
+    type: dict
+    default: {}
+  allow_annotation:
+    description:
+      - Annotation on an object (or its pod template) that allows its findings, for legitimate exceptions
+        such as the device plugin. Its value is the reason, which is reported with each allowed finding in
+        RV(allowed). Without a reason it is not honoured (V(KGPU901)).
+      - Quantity findings (V(KGPU4xx)) cannot be allowed, since the API server rejects those objects anyway.
+    type: str
+    default: kubegpu.io/allow-bypass
+  report_json:
+    description:
+      - Write the result as JSON to this file on the host the module runs on.
+      - Reports are outputs of this read-only check, not changes to the system, so they are written in
+        check mode too; RV(changed) stays V(false).
+    type: path
+  report_sarif:
+    description:
+      - Write a SARIF 2.1.0 report to this file, for code scanning in CI. Paths in it are relative to the
+        working directory of the module when the files lie under it.
+      - Written in check mode too, like O(report_json).
+    type: path
+  max_file_size:
+    description:
+      - Files larger than this many bytes are not read; each is reported in RV(errors).
+    type: int
+    default: 33554432
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; the result is the same as without check mode.
+  diff_mode:
+    support: none
+    description: Nothing is changed, so there is no diff.
+requirements:
+  - PyYAML
+  - kubernetes (for O(live) only)
+notes:
+  - Live mode needs C(list) on pods, deployments, statefulsets, daemonsets, replicasets, cronjobs, jobs,
+    replicationcontrollers and podtemplates, and C(get) on the configmaps and secrets that pods refer to
+    in their env. A ConfigMap or Secret that cannot be read makes its variables unknown (V(KGPU103)).
+  - Offline, an C(envFrom) source that is not among the manifests is assumed to set no NVIDIA variable,
+    unless its C(prefix) leads to one (V(KGPU103)); live mode reads it.
+  - The image config env is not fetched from registries; O(image_env) and the known image families stand
+    in for it.
+seealso:
+  - name: Alibaba ACK, use the default Kubernetes GPU scheduling
+    description: The guide that lists the ways to bypass the scheduler's GPU accounting.
+    link: https://www.alibabacloud.com/help/en/ack/ack-managed-and-ack-dedicated/user-guide/use-gpu-scheduling-in-ack-clusters
+"""
+
+EXAMPLES = r"""
+- name: Check rendered manifests before they are applied
+  kubegpu.scheduling.gpu_pod_validate:
+    src:
+      - manifests/
+      - "charts/rendered/*.yaml"
+    report_sarif: reports/gpu-pod-validate.sarif
+
+- name: Check one object given inline
+  kubegpu.scheduling.gpu_pod_validate:
+    definition:
+      apiVersion: v1
+      kind: Pod
+      metadata:
+        name: cuda-vector-add
+      spec:
+        containers:
+          - name: cuda
+            image: nvidia/cuda:12.4.1-base-ubuntu22.04
+            resources:
+              limits:
+                nvidia.com/gpu: 1
+
+- name: Audit what runs in two namespaces, failing on warnings too
+  kubegpu.scheduling.gpu_pod_validate:
+    live: true
+    namespaces:
+      - ml-team
+      - batch
+    fail_on: warning
+    image_env:
+      registry.example.com/trainer:*:
+        NVIDIA_VISIBLE_DEVICES: all
+
+- name: Report only, and show the findings
+  kubegpu.scheduling.gpu_pod_validate:
+    src: manifests/
+    fail_on: never
+  register: gpu_validation
+
+- name: Show the counts per rule
+  ansible.builtin.debug:
+    var: gpu_validation.summary.by_rule
+"""
+
+RETURN = r"""
+findings:
+  description: What was found, errors and warnings, in input order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    rule:
+      description: The rule id.
+      type: str
+      sample: KGPU101
+    name:
+      description: The rule name.
+      type: str
+      sample: visible-devices-without-gpu
+    severity:
+      description: V(error) or V(warning).
+      type: str
+      sample: error
+    kind:
+      description: The kind of the object.
+      type: str
+      sample: Deployment
+    namespace:
+      description: Its namespace; empty when the manifest names none.
+      type: str
+      sample: ml-team
+    object_name:
+      description: Its name.
+      type: str
+      sample: trainer
+    container:
+      description: The container, or null for findings about the pod.
+      type: str
+      sample: main
+    path:
+      description: The JSON path of the offending field from the document root.
+      type: str
+      sample: spec.template.spec.containers[0].env[2].value
+    message:
+      description: What is wrong, quoting the API server's message where it would reject the object.
+      type: str
+    remedy:
+      description: How to fix it.
+      type: str
+    source:
+      description: The file, V(definition), or V(cluster).
+      type: str
+      sample: manifests/trainer.yaml
+    document:
+      description: The index of the document in the file (from 0); null in live mode.
+      type: int
+      sample: 3
+    line:
+      description: The line of the offending field (or of the document) where known.
+      type: int
+      sample: 42
+allowed:
+  description: Findings on objects that carry the allow annotation, each with C(allowed_reason).
+  returned: always
+  type: list
+  elements: dict
+not_checked:
+  description: Objects that were not checked, with C(kind), C(name), C(source), C(document), C(path) and C(reason).
+  returned: always
+  type: list
+  elements: dict
+errors:
+  description: Files or definitions that could not be loaded, with C(source), C(document), C(line) and C(message).
+  returned: always
+  type: list
+  elements: dict
+summary:
+  description: Counts of findings by severity and by rule, and of what was checked.
+  returned: always
+  type: dict
+  sample:
+    findings: 3
+    by_severity: {error: 2, warning: 1}
+    by_rule:
+      KGPU101: {name: visible-devices-without-gpu, severity: error, count: 2, allowed: 0}
+      KGPU302: {name: privileged-container, severity: warning, count: 1, allowed: 0}
+    allowed: 1
+    not_checked: 4
+    load_errors: 0
+    objects_checked: 120
+    documents: 130
+    files: 12
+notes:
+  description: Remarks on the run, such as ConfigMaps or Secrets the cluster did not let the module read.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
+    AUTH_ARG_SPEC,
+    HAS_KUBERNETES,
+    KUBERNETES_IMPORT_ERROR,
+    ClusterError,
+    client_from_params,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.manifests import (
+    DEFAULT_MAX_FILE_SIZE,
+    HAS_YAML,
+    load_manifests,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod_rules import (
+    DEFAULT_ALLOW_ANNOTATION,
+    RuleConfig,
+    unknown_rules,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.reports import (
+    FAIL_ON_CHOICES,
+    Report,
+    ReportWriteError,
+    failed,
+    failure_message,
+    json_report,
+    live_report,
+    merge_reports,
+    offline_report,
+    result_fields,
+    sarif_report,
+    summarize,
+    write_json,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate_cli import UsageError, image_env_map
+
+
+def argument_spec() -> dict[str, Any]:
+    spec: dict[str, Any] = {key: dict(value) for key, value in AUTH_ARG_SPEC.items()}
+    spec.update(
+        src={"type": "list", "elements": "path"},
+        definition={"type": "raw"},
+        live={"type": "bool", "default": False},
+        namespaces={"type": "list", "elements": "str"},
+        fail_on={"type": "str", "choices": list(FAIL_ON_CHOICES), "default": "error"},
+        skip_rules={"type": "list", "elements": "str", "default": []},
+        gpu_resources={"type": "list", "elements": "str", "default": []},
+        image_env={"type": "dict", "default": {}},
+        allow_annotation={"type": "str", "default": DEFAULT_ALLOW_ANNOTATION},
+        report_json={"type": "path"},
+        report_sarif={"type": "path"},
+        max_file_size={"type": "int", "default": DEFAULT_MAX_FILE_SIZE},
+    )
+    return spec
+
+
+def rule_config(module: AnsibleModule) -> RuleConfig:
+    params = module.params
+    unknown = unknown_rules(params["skip_rules"])
+    if unknown:
+        module.fail_json(msg=f"skip_rules: unknown rule id(s) {', '.join(unknown)}")
+    try:
+        image_env = image_env_map(params["image_env"], "image_env")
+    except UsageError as exc:
+        module.fail_json(msg=str(exc))
+    return RuleConfig(gpu_resources=tuple(params["gpu_resources"]), image_env=image_env,
+                      allow_annotation=params["allow_annotation"], skip_rules=frozenset(params["skip_rules"]))
+
+
+def audit_cluster(module: AnsibleModule, config: RuleConfig) -> Report:
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    try:
+        return live_report(client_from_params(module.params), config, module.params["namespaces"])
+    except ClusterError as exc:
+        module.fail_json(msg=f"live audit: {exc.message}", changed=False)
+
+
+def run(module: AnsibleModule) -> None:
+    params = module.params
+    if not params["src"] and params["definition"] is None and not params["live"]:
+        module.fail_json(msg="one of src, definition or live=true is required")
+    if params["max_file_size"] <= 0:
+        module.fail_json(msg="max_file_size must be positive")
+    config = rule_config(module)
+
+    reports = []
+    if params["src"] or params["definition"] is not None:
+        manifests = load_manifests(params["src"] or [], params["definition"], params["max_file_size"])
+        reports.append(offline_report(manifests, config, params["max_file_size"]))
+    if params["live"]:
+        reports.append(audit_cluster(module, config))
+    report = merge_reports(reports)
+
+    try:
+        if params["report_json"]:
+            write_json(params["report_json"], json_report(report))
+        if params["report_sarif"]:
+            write_json(params["report_sarif"], sarif_report(report))
+    except ReportWriteError as exc:
+        module.fail_json(msg=str(exc), changed=False, **result_fields(report))
+
+    summary = summarize(report)
+    result = dict(result_fields(report), notes=report.notes, changed=False)
+    if failed(summary, params["fail_on"]):
+        module.fail_json(msg=failure_message(report, summary), **result)
+    module.exit_json(**result)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    if not HAS_YAML:
+        module.fail_json(msg=missing_required_lib("PyYAML"))
+    run(module)
+
+
+if __name__ == "__main__":
+    main()
