@@ -595,3 +595,148 @@ def test_report_caps_repeated_findings_per_kind():
     assert report.count("no device-plugin pod runs on this GPU node") == 10 + 1
     assert "... and 3 more with \"no device-plugin pod runs on this GPU node\" or alike: n10, n11, n12" in report
     assert len(result["findings"]) == 1 + 13 * 2
+
+
+# --- hosts: gpu_host_facts results ------------------------------------------------------------------
+
+
+def host_result(gpu_count=8, driver_found=True, driver_working=True, smi_path="/usr/bin/nvidia-smi", smi_error=None,
+                configs=None):
+    if configs is None:
+        configs = [{"path": "/etc/nvidia-container-runtime/config.toml", "exists": True,
+                    "envvar_when_unprivileged": False, "volume_mounts": True, "explicit": [], "hardened": True,
+                    "error": None}]
+    return {
+        "changed": False,
+        "driver_found": driver_found,
+        "driver_working": driver_working,
+        "message": None if driver_found else "no driver found",
+        "looked_for": [] if driver_found else ["nvidia-smi on PATH and in /usr/bin", "/proc/driver/nvidia/version"],
+        "driver_version": "550.54.15" if driver_found else None,
+        "nvidia_smi": {"path": smi_path, "works": driver_working, "error": smi_error},
+        "gpu_count": gpu_count if driver_working else 0,
+        "toolkit": {"hardened": all(c.get("hardened") for c in configs) if configs else None, "configs": configs},
+    }
+
+
+def healthy_cluster(hosts, require_hardening=False):
+    """Two healthy GPU nodes (one with a FQDN name) and a CPU node, checked with these host facts."""
+    nodes = [gpu_node("gpu-a.example.com"), gpu_node("gpu-b"), make_node("cpu")]
+    pods = [make_plugin_pod("gpu-a.example.com"), make_plugin_pod("gpu-b")]
+    return check([make_daemonset(status=healthy_status(2))], nodes, pods, host_facts=hosts,
+                 require_hardening=require_hardening)
+
+
+def test_healthy_hosts_pass_and_appear_on_their_nodes():
+    result = healthy_cluster({"gpu-a": host_result(), "gpu-b": host_result()})
+    assert result["findings"] == []
+    hosts = {n["name"]: n["host"] for n in result["nodes"]}
+    assert hosts["gpu-a.example.com"]["host"] == "gpu-a"
+    assert hosts["gpu-b"] == {"host": "gpu-b", "driver_found": True, "driver_working": True,
+                              "driver_version": "550.54.15", "gpu_count": 8, "toolkit_hardened": True}
+
+
+@pytest.mark.parametrize("host, names, node", [
+    ("gpu-b", ["gpu-b", "gpu-b.x"], "gpu-b"),
+    ("gpu-a.example.com", ["gpu-a"], "gpu-a"),
+    ("gpu-a", ["gpu-a.one", "gpu-a.two"], None),
+    ("10.0.0.7", ["gpu-a"], None),
+])
+def test_node_for_host(host, names, node):
+    assert ph.node_for_host(host, names) == node
+
+
+def test_missing_driver_fails_with_what_was_looked_for():
+    result = healthy_cluster({"gpu-b": host_result(driver_found=False, driver_working=False, smi_path=None)})
+    finding = only(result, ph.KIND_DRIVER_MISSING)
+    assert finding["node"] == "gpu-b" and finding["subject"] == "host gpu-b"
+    assert finding["problem"].startswith("no NVIDIA driver found (looked for nvidia-smi on PATH and in /usr/bin")
+    assert "ack.aliyun.com/nvidia-driver-version" in finding["remedy"]
+    assert result["healthy"] is False
+    assert {n["name"]: n["healthy"] for n in result["nodes"]} == {"gpu-a.example.com": True, "gpu-b": False}
+
+
+def test_nvidia_smi_failing_and_missing():
+    failing = host_result(driver_working=False, smi_error="/usr/bin/nvidia-smi exited with 9: NVIDIA-SMI has failed")
+    missing = host_result(driver_working=False, smi_path=None)
+    result = healthy_cluster({"gpu-a": failing, "gpu-b": missing})
+    by_node = {f["node"]: f for f in result["findings"] if f["kind"] == ph.KIND_NVIDIA_SMI_FAILED}
+    assert by_node["gpu-a.example.com"]["subject"] == "host gpu-a (node gpu-a.example.com)"
+    assert "nvidia-smi fails: /usr/bin/nvidia-smi exited with 9" in by_node["gpu-a.example.com"]["problem"]
+    assert "reboot after a driver upgrade" in by_node["gpu-a.example.com"]["remedy"]
+    assert by_node["gpu-b"]["problem"] == "the driver is present (550.54.15) but nvidia-smi was not found"
+
+
+def test_host_gpu_count_above_capacity_is_an_error_below_a_warning():
+    result = healthy_cluster({"gpu-a": host_result(gpu_count=10), "gpu-b": host_result(gpu_count=4)})
+    by_node = {f["node"]: f for f in result["findings"] if f["kind"] == ph.KIND_HOST_GPU_COUNT_MISMATCH}
+    assert by_node["gpu-a.example.com"]["severity"] == ph.ERROR
+    assert by_node["gpu-a.example.com"]["problem"] == (
+        "nvidia-smi lists 10 GPU(s), node gpu-a.example.com has nvidia.com/gpu capacity 8")
+    assert by_node["gpu-b"]["severity"] == ph.WARNING
+    assert "time-slicing or MPS sharing" in by_node["gpu-b"]["remedy"]
+
+
+def test_unhardened_toolkit_is_a_warning_unless_required():
+    loose = [{"path": "/etc/nvidia-container-runtime/config.toml", "exists": True, "envvar_when_unprivileged": True,
+              "volume_mounts": False, "explicit": [], "hardened": False, "error": None}]
+    warned = healthy_cluster({"gpu-b": host_result(configs=loose)})
+    finding = only(warned, ph.KIND_ENVVAR_ACCEPTED)
+    assert finding["severity"] == ph.WARNING
+    assert warned["healthy"] is True
+    assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in finding["remedy"]
+    assert "DEVICE_LIST_STRATEGY=volume-mounts" in finding["remedy"]
+    required = healthy_cluster({"gpu-b": host_result(configs=loose)}, require_hardening=True)
+    assert only(required, ph.KIND_ENVVAR_ACCEPTED)["severity"] == ph.ERROR
+    assert required["healthy"] is False
+
+
+def test_volume_mounts_off_and_unreadable_and_missing_configs():
+    half = {"path": "/a.toml", "exists": True, "envvar_when_unprivileged": False, "volume_mounts": False,
+            "hardened": False, "error": None}
+    broken = {"path": "/b.toml", "exists": True, "error": "not valid TOML: line 3", "hardened": None}
+    absent = [{"path": "/c.toml", "exists": False}, {"path": "/d.toml", "exists": False}]
+    result = healthy_cluster({"gpu-a": host_result(configs=[half, broken]), "gpu-b": host_result(configs=absent)})
+    assert only(result, ph.KIND_VOLUME_MOUNTS_OFF)["problem"].startswith("/a.toml: accept-nvidia-visible-devices-as")
+    unreadable, missing = [f for f in result["findings"] if f["kind"] == ph.KIND_TOOLKIT_CONFIG_MISSING]
+    assert unreadable["problem"] == "/b.toml cannot be read: not valid TOML: line 3"
+    assert missing["problem"].startswith("no NVIDIA Container Toolkit config found (/c.toml, /d.toml)")
+
+
+def test_failed_and_unreachable_host_results():
+    result = healthy_cluster({
+        "gpu-a": {"unreachable": True, "msg": "Failed to connect to the host via ssh"},
+        "gpu-b": {"failed": True, "msg": "MODULE FAILURE"},
+        "gpu-c": {"changed": False},
+    })
+    problems = {f["node"]: f["problem"] for f in result["findings"] if f["kind"] == ph.KIND_HOST_FACTS_FAILED}
+    assert problems == {
+        "gpu-a.example.com": "host unreachable: Failed to connect to the host via ssh",
+        "gpu-b": "gpu_host_facts failed: MODULE FAILURE",
+        "gpu-c": "not a gpu_host_facts result",
+    }
+    assert result["healthy"] is False
+
+
+def test_facts_under_ansible_facts_are_read_too():
+    result = healthy_cluster({"gpu-b": {"ansible_facts": {"gpu_host": host_result(gpu_count=4)}}})
+    assert kinds(result) == [ph.KIND_HOST_GPU_COUNT_MISMATCH]
+
+
+def test_host_without_node_is_a_warning_and_gpu_host_behind_a_plain_node_an_error():
+    result = healthy_cluster({"gpu-z": host_result(), "cpu": host_result(gpu_count=2)})
+    assert only(result, ph.KIND_HOST_NOT_A_NODE)["severity"] == ph.WARNING
+    advertised = only(result, ph.KIND_HOST_GPUS_NOT_ADVERTISED)
+    assert advertised["problem"] == "the host has 2 GPU(s), but node cpu has no GPU labels and no nvidia.com/gpu capacity"
+    assert "does not select this node" not in advertised["remedy"]  # the static DaemonSet has no nodeSelector
+    assert advertised["remedy"].startswith("the DaemonSet kube-system/nvidia-device-plugin-daemonset selects this node")
+
+
+@pytest.mark.parametrize("host_facts, message", [
+    ("junk", "host_facts must be a dictionary"),
+    ({"gpu-a": "junk"}, "host_facts['gpu-a'] must be a gpu_host_facts result"),
+])
+def test_bad_host_facts_raise_a_clear_error(host_facts, message):
+    with pytest.raises(ph.PluginCheckError) as info:
+        check([], [gpu_node("a")], [], host_facts=host_facts)
+    assert message in str(info.value)
