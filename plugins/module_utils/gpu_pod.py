@@ -110,6 +110,15 @@ def read_pod(client: KubeClient, namespace: str, name: str) -> Optional[dict]:
         raise
 
 
+def ensure_namespace(client: KubeClient, namespace: str) -> None:
+    try:
+        client.get(f"/api/v1/namespaces/{namespace}")
+    except ClusterError as exc:
+        if exc.status != 404:
+            raise
+        client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+
+
 def wait_for(probe: Callable[[], Any], done: Callable[[Any], bool], timeout: float, interval: float = 1.0,
              clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> tuple:
     """Poll until done(value); returns (value, finished in time)."""

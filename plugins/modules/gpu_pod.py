@@ -50,6 +50,11 @@ options:
     type: str
     choices: [present, absent]
     default: present
+  create_namespace:
+    description:
+      - Create the namespace when it does not exist (with O(state=present)).
+    type: bool
+    default: false
   recreate:
     description:
       - Delete and create the pod again when its manifest changed.
@@ -83,8 +88,8 @@ options:
     type: list
     elements: str
 notes:
-  - Needs C(get), C(create) and C(delete) on C(pods), C(get) on C(pods/log) in the namespace, and
-    C(get) on C(nodes).
+  - Needs C(get), C(create) and C(delete) on C(pods), C(get) on C(pods/log) in the namespace,
+    C(get) on C(nodes), and C(get) and C(create) on C(namespaces) with O(create_namespace=true).
 requirements:
   - kubernetes >= 30.1.0
 """
@@ -176,6 +181,7 @@ def argument_spec() -> dict:
         name={"type": "str"},
         namespace={"type": "str"},
         state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+        create_namespace={"type": "bool", "default": False},
         recreate={"type": "bool", "default": False},
         wait={"type": "bool", "default": True},
         wait_timeout={"type": "int", "default": 120},
@@ -226,6 +232,8 @@ def apply(module: AnsibleModule, client) -> dict:
                           "after": definition}
     if module.check_mode:
         return result
+    if params["create_namespace"] and action == "create":
+        gpu_pod.ensure_namespace(client, namespace)
     if action == "recreate":
         gpu_pod.delete_and_wait(client, namespace, name, params["wait_timeout"])
     if action in ("create", "recreate"):
