@@ -130,7 +130,7 @@ EXAMPLES = r"""
   ansible.builtin.assert:
     that:
       - fleet.problems | length == 0
-    fail_msg: "{{ fleet.problems | map(attribute='node') | zip(fleet.problems | map(attribute='problem')) | list }}"
+    fail_msg: "{{ fleet.problems | to_nice_yaml }}"
 
 - name: Read one node pool, with the GPU Operator's plugin in its own namespace
   kubegpu.scheduling.gpu_node_facts:
