@@ -461,14 +461,18 @@ def apply_plans(
 # ---------------------------------------------------------------------------------------
 
 
+def _label_line(key: str, value: str | None) -> str:
+    return f"{key}={value}\n" if value is not None else ""
+
+
 def diff_entry(plan: NodePlan, key: str) -> dict[str, Any]:
-    """Before and after of the managed label only, in the form Ansible's diff callback renders."""
+    """Before and after of the managed label only, as `key=value` lines, for Ansible's diff callback."""
     header = f"node/{plan.name}"
     return {
         "before_header": header,
         "after_header": header + (" (foreign value overwritten)" if plan.forced else ""),
-        "before": {key: plan.before} if plan.before is not None else {},
-        "after": {key: plan.after} if plan.after is not None else {},
+        "before": _label_line(key, plan.before),
+        "after": _label_line(key, plan.after),
     }
 
 
@@ -486,7 +490,7 @@ def summarize(results: Sequence[NodeResult], key: str) -> dict[str, Any]:
         "conflicts": [
             {"node": p.name, "current": p.before, "desired": p.desired, "reason": p.reason} for p in conflicts
         ],
-        "skipped": [
+        "skipped_nodes": [
             {"node": p.name, "reason": p.reason, **({"models": dict(p.models)} if p.models else {})} for p in skipped
         ],
         "mixed_models": [
@@ -494,13 +498,19 @@ def summarize(results: Sequence[NodeResult], key: str) -> dict[str, Any]:
             for p in done
             if p.models and p.outcome is not Outcome.SKIP
         ],
-        "failed": [{"node": r.plan.name, "error": r.error} for r in results if r.status is ApplyStatus.FAILED],
+        "failed_nodes": [{"node": r.plan.name, "error": r.error} for r in results if r.status is ApplyStatus.FAILED],
         "not_attempted": [r.plan.name for r in results if r.status is ApplyStatus.NOT_ATTEMPTED],
         "diff": [diff_entry(p, key) for p in labeled + unlabeled],
     }
+    # `skipped` and `failed` are reserved in an Ansible result (they mark the task), hence `_nodes`.
     summary["counts"] = {
-        name: len(summary[name])
-        for name in ("labeled", "unlabeled", "unchanged", "conflicts", "skipped", "failed", "not_attempted")
+        "labeled": len(labeled),
+        "unlabeled": len(unlabeled),
+        "unchanged": len(summary["unchanged"]),
+        "conflicts": len(conflicts),
+        "skipped": len(skipped),
+        "failed": len(summary["failed_nodes"]),
+        "not_attempted": len(summary["not_attempted"]),
     }
     return summary
 

@@ -58,7 +58,7 @@ options:
     type: str
   names:
     description:
-      - Only consider the nodes with these names. Names that match no node are reported in RV(skipped).
+      - Only consider the nodes with these names. Names that match no node are reported in RV(skipped_nodes).
     type: list
     elements: str
   value_overrides:
@@ -100,7 +100,7 @@ attributes:
     description: Reads the nodes and reports what would change; sends no write.
   diff_mode:
     support: full
-    description: Returns, per node that changes, the label before and after.
+    description: Returns, per node that changes, the label before and after (C(key=value)).
 notes:
   - If the API server fails while nodes are being patched (no answer, throttling beyond the retries,
     a write that is forbidden), no further patch is sent and the task fails with a message naming the
@@ -188,7 +188,7 @@ conflicts:
       current: nvidia-tesla-v100
       desired: Tesla-V100-SXM2-16GB
       reason: accelerator=nvidia-tesla-v100 was not set by this collection (the model says Tesla-V100-SXM2-16GB)
-skipped:
+skipped_nodes:
   description: Nodes left untouched because no label value can be decided for them, or that do not exist.
   returned: always
   type: list
@@ -222,7 +222,7 @@ mixed_models:
         nvidia.com/gpu.product: NVIDIA-A100-SXM4-40GB
         cloud.google.com/gke-accelerator: nvidia-l4
       value: NVIDIA-A100-SXM4-40GB
-failed:
+failed_nodes:
   description: Nodes whose patch failed, with the error.
   returned: always
   type: list
@@ -252,15 +252,17 @@ writes:
   type: int
   sample: 2
 diff:
-  description: Per node that changes, the label before and after.
+  description:
+    - Per node that changes, the label before and after as C(key=value) lines (empty when absent).
+    - Ansible's diff callback prints it and removes it from the result.
   returned: in diff mode
   type: list
   elements: dict
   sample:
     - before_header: node/gfd-h100
       after_header: node/gfd-h100
-      before: {}
-      after: {accelerator: NVIDIA-H100-80GB-HBM3}
+      before: ""
+      after: "accelerator=NVIDIA-H100-80GB-HBM3\n"
 """
 
 import copy
@@ -358,7 +360,7 @@ def _named(entries: list[str]) -> str:
 
 def warnings_for(summary: dict[str, Any], options: LabelingOptions) -> list[str]:
     warnings = []
-    mixed = [s for s in summary["skipped"] if "models" in s]
+    mixed = [s for s in summary["skipped_nodes"] if "models" in s]
     for entry in mixed[:MAX_WARNED_NODES]:
         warnings.append(f"node {entry['node']} skipped: {entry['reason']} (mixed_models=skip)")
     if len(mixed) > MAX_WARNED_NODES:
@@ -369,7 +371,7 @@ def warnings_for(summary: dict[str, Any], options: LabelingOptions) -> list[str]
             f"{len(conflicts)} node(s) carry a {options.label_key} value this collection did not set, left alone "
             f"(see conflicts; force: true overwrites it on GPU nodes): {_named(conflicts)}"
         )
-    missing = [s["node"] for s in summary["skipped"] if s["reason"].startswith("no such node")]
+    missing = [s["node"] for s in summary["skipped_nodes"] if s["reason"].startswith("no such node")]
     if missing:
         warnings.append(f"no such node: {_named(missing)}")
     return warnings

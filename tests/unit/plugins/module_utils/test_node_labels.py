@@ -612,10 +612,10 @@ def test_summary_and_diff_show_only_the_managed_label() -> None:
     assert summary["labeled"] == ["a"] and summary["unlabeled"] == ["b"] and summary["unchanged"] == ["e"]
     assert [c["node"] for c in summary["conflicts"]] == ["c"]
     assert summary["conflicts"][0]["desired"] == "NVIDIA-A10"
-    assert [s["node"] for s in summary["skipped"]] == ["d"]
+    assert [s["node"] for s in summary["skipped_nodes"]] == ["d"]
     assert summary["diff"] == [
-        {"before_header": "node/a", "after_header": "node/a", "before": {}, "after": {"accelerator": "NVIDIA-A10"}},
-        {"before_header": "node/b", "after_header": "node/b", "before": {"accelerator": "T4"}, "after": {}},
+        {"before_header": "node/a", "after_header": "node/a", "before": "", "after": "accelerator=NVIDIA-A10\n"},
+        {"before_header": "node/b", "after_header": "node/b", "before": "accelerator=T4\n", "after": ""},
     ]
     assert summary["counts"] == {
         "labeled": 1,
