@@ -323,7 +323,7 @@ def _desired_value(
     value = label_value_for(model, options.value_overrides)
     if value is None:
         reason = f"model {model!r} ({model_key}) leaves nothing usable as a label value"
-        return None, mixed, NodePlan(node.name, Outcome.SKIP, current, current, reason=reason, models=tuple(names))
+        return None, mixed, NodePlan(node.name, Outcome.SKIP, current, current, reason=reason, models=mixed)
     return value, mixed, None
 
 

@@ -281,6 +281,7 @@ def test_a_model_name_with_nothing_usable_is_skipped() -> None:
     plan = plan_for(node_item(labels={GFD: "(((", "accelerator": "keep"}, gpus=1))
     assert plan.outcome is Outcome.SKIP and plan.patch is None
     assert "nothing usable" in plan.reason
+    assert plan.models == (), "only nodes whose labels disagree carry their models"
 
 
 @pytest.mark.parametrize(
