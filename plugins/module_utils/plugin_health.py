@@ -801,7 +801,11 @@ def plugin_pod_queries(options: FleetOptions, daemonsets: Iterable[Mapping[str, 
     selector (per configured namespace), and one per checked DaemonSet's own pod selector."""
     namespaces: list[str | None] = [*sorted(options.plugin_namespaces)] or [None]
     queries = [(namespace, s.text) for s in options.plugin_selectors for namespace in namespaces]
-    queries += [(d["namespace"], d["pod_selector"]) for d in daemonsets if d["pod_selector"]]
+    queries += [
+        (d["namespace"], d["pod_selector"])
+        for d in daemonsets
+        if d["pod_selector"] and (None, d["pod_selector"]) not in queries
+    ]
     return list(dict.fromkeys(queries))
 
 

@@ -541,6 +541,11 @@ def test_pod_queries_are_one_per_selector_plus_each_daemonset_selector():
     assert queries[5:] == [("kube-system", "name=nvidia-device-plugin-ds,tier=node")]
 
 
+def test_pod_queries_skip_a_daemonset_selector_already_listed_everywhere():
+    queries = ph.plugin_pod_queries(DEFAULT_OPTIONS, projected(make_daemonset(), make_daemonset(namespace="other")))
+    assert queries == [(None, s) for s in DEFAULT_DEVICE_PLUGIN_SELECTORS]
+
+
 @pytest.mark.parametrize("selector, text", [
     ({"matchLabels": {"b": "2", "a": "1"}}, "a=1,b=2"),
     ({"matchExpressions": [{"key": "k", "operator": "In", "values": ["x", "y"]},
