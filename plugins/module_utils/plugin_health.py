@@ -1248,4 +1248,3 @@ def render_report(result: Mapping[str, Any]) -> str:
         names = ", ".join(str(i["node"] or i["subject"]) for i in items)
         lines.append(f"  ... and {len(items)} more with \"{items[0]['problem']}\" or alike: {names}")
     return "\n".join(lines)
-

@@ -32,7 +32,7 @@ description:
   - Fails with the report when anything is wrong (any finding of severity C(error)), unless
     O(report_only=true).
 author:
-  - kubegpu.scheduling contributors
+  - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
   - kubegpu.scheduling.connection
 options:
@@ -105,6 +105,7 @@ attributes:
     description: Reads only; runs the same in check mode.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
 notes:
   - Needs C(list) on C(daemonsets), C(nodes) and C(pods).
   - Right after a kubelet restart a node's GPU capacity is 0 until the plugin registers again; use
