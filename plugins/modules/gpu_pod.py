@@ -67,8 +67,8 @@ options:
     default: true
   wait_timeout:
     description:
-      - Seconds to wait. On timeout the message names the scheduler's reason, for example
-        C(0/9 nodes are available: 9 Insufficient nvidia.com/gpu).
+      - "Seconds to wait. On timeout the message names the scheduler's reason, for example
+        C(0/9 nodes are available: 9 Insufficient nvidia.com/gpu)."
     type: int
     default: 120
   logs:
