@@ -79,6 +79,7 @@ KIND_DRIVER_MISSING = "driver_not_found"
 KIND_NVIDIA_SMI_FAILED = "nvidia_smi_failed"
 KIND_HOST_GPU_COUNT_MISMATCH = "host_gpu_count_differs_from_capacity"
 KIND_TOOLKIT_CONFIG_MISSING = "toolkit_config_not_found"
+KIND_TOOLKIT_CONFIG_UNREADABLE = "toolkit_config_unreadable"
 KIND_ENVVAR_ACCEPTED = "toolkit_accepts_visible_devices_env"
 KIND_VOLUME_MOUNTS_OFF = "toolkit_volume_mounts_disabled"
 
@@ -169,11 +170,13 @@ def is_static_pod(annotations: Mapping[str, str], owner_kinds: Iterable[str]) ->
 
 @dataclass(frozen=True)
 class Mismatch:
-    """One reason a DaemonSet places no pod on a node; `label` is the `key=value` that fixes it."""
+    """One reason a DaemonSet places no pod on a node, with what fixes it where that is a label or a taint:
+    `label` is the `key=value` to add, `taint` the taint to tolerate or remove (`key[=value]:effect`)."""
 
     text: str
     label: str | None = None
     taint: str | None = None
+    taint_removal: str | None = None
 
 
 def _expression(raw: object) -> dict[str, Any] | None:
@@ -270,9 +273,12 @@ def _taint_text(taint: Mapping[str, Any]) -> str:
     return f"{taint.get('key')}{value}:{taint.get('effect')}"
 
 
-def untolerated_taints(taints: Iterable[Mapping[str, Any]], tolerations: Sequence[Mapping[str, str]]) -> list[str]:
+def untolerated_taints(
+    taints: Iterable[Mapping[str, Any]], tolerations: Sequence[Mapping[str, str]]
+) -> list[Mapping[str, Any]]:
+    """The taints that keep a DaemonSet's pod off a node."""
     return [
-        _taint_text(taint)
+        taint
         for taint in taints
         if taint.get("effect") in ("NoSchedule", "NoExecute")
         and taint.get("key") not in DAEMONSET_TOLERATED_TAINT_KEYS
@@ -290,19 +296,21 @@ def _node_selector_mismatches(labels: Mapping[str, str], node_selector: Mapping[
     return mismatches
 
 
+def _term_met(term: Sequence[Mapping[str, Any]], labels: Mapping[str, str]) -> bool:
+    # A node selector term without expressions selects no node.
+    return bool(term) and all(expression_met(e, labels) for e in term)
+
+
 def _affinity_mismatches(labels: Mapping[str, str], terms: Sequence[Sequence[Mapping[str, Any]]]) -> list[Mismatch]:
-    if not terms:
+    """Required node affinity: the terms are alternatives, the expressions of a term all apply."""
+    if not terms or any(_term_met(term, labels) for term in terms):
         return []
-    unmet_per_term = [[e for e in term if not expression_met(e, labels)] if term else [None] for term in terms]
-    if any(not unmet for unmet in unmet_per_term):
-        return []
-    if len(terms) == 1:
-        unmet = [e for e in unmet_per_term[0] if e is not None]
-        text = " and ".join(describe_expression(e) for e in unmet) or "an empty term (matches no node)"
+    if len(terms) == 1 and terms[0]:
+        unmet = [e for e in terms[0] if not expression_met(e, labels)]
         fixes = [_label_fix(e) for e in unmet]
-        label = " ".join(f for f in fixes if f) if unmet and all(fixes) else None
-        return [Mismatch(f"its node affinity requires {text}", label=label)]
-    alternatives = " | ".join(" and ".join(describe_expression(e) for e in term) or "(empty)" for term in terms)
+        label = " ".join(f for f in fixes if f) if all(fixes) else None
+        return [Mismatch(f"its node affinity requires {' and '.join(map(describe_expression, unmet))}", label=label)]
+    alternatives = " | ".join(" and ".join(map(describe_expression, term)) or "(an empty term)" for term in terms)
     return [Mismatch(f"its node affinity requires one of: {alternatives}")]
 
 
@@ -312,7 +320,9 @@ def placement_mismatches(node: Mapping[str, Any], placement: Mapping[str, Any]) 
     mismatches = _node_selector_mismatches(labels, placement["node_selector"])
     mismatches += _affinity_mismatches(labels, placement["affinity_terms"])
     for taint in untolerated_taints(node["taints"], placement["tolerations"]):
-        mismatches.append(Mismatch(f"it does not tolerate the node's taint {taint}", taint=taint))
+        text = _taint_text(taint)
+        removal = f"{taint.get('key')}:{taint.get('effect')}-"
+        mismatches.append(Mismatch(f"it does not tolerate the node's taint {text}", taint=text, taint_removal=removal))
     return mismatches
 
 
@@ -324,10 +334,9 @@ def mismatch_fixes(mismatches: Iterable[Mismatch], nodes: Sequence[str], daemons
         if mismatch.label:
             fixes.append(f"kubectl label node {names} {mismatch.label} --overwrite")
         elif mismatch.taint:
-            key_effect = f"{mismatch.taint.split(':')[0].split('=')[0]}:{mismatch.taint.rsplit(':', 1)[1]}"
             fixes.append(
                 f"add a toleration for {mismatch.taint} to the DaemonSet {daemonset}, "
-                f"or remove the taint: kubectl taint node {names} {key_effect}-"
+                f"or remove the taint: kubectl taint node {names} {mismatch.taint_removal}"
             )
         else:
             fixes.append(f"label the node(s) to match one term of the DaemonSet {daemonset}'s node affinity")
@@ -458,11 +467,18 @@ def _describe_command(daemonset: Mapping[str, Any]) -> str:
     return f"kubectl -n {daemonset['namespace']} describe daemonset {daemonset['name']}"
 
 
-def _selects_no_node(daemonset: Mapping[str, Any], gpu_nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _selects_no_node(
+    daemonset: Mapping[str, Any], gpu_nodes: Sequence[Mapping[str, Any]], unserved: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
     subject = f"DaemonSet {ds_ref(daemonset)}"
     problem = f"selects no node (0 pods desired) while {len(gpu_nodes)} node(s) look like GPU nodes"
+    if not unserved:
+        return finding(
+            INFO, KIND_DAEMONSET_SELECTS_NO_NODE, subject, problem + ", all of them served by another plugin pod",
+            "nothing to do when it is meant for other nodes (as GKE's DaemonSets per machine type); delete it if unused",
+        )
     nodes_by_mismatch: dict[Mismatch, list[str]] = defaultdict(list)
-    for node in gpu_nodes:
+    for node in unserved:
         for mismatch in placement_mismatches(node, daemonset["placement"]):
             nodes_by_mismatch[mismatch].append(node["name"])
     if not nodes_by_mismatch:
@@ -477,8 +493,16 @@ def _selects_no_node(daemonset: Mapping[str, Any], gpu_nodes: Sequence[Mapping[s
     return finding(ERROR, KIND_DAEMONSET_SELECTS_NO_NODE, subject, problem, remedy)
 
 
-def daemonset_findings(daemonset: Mapping[str, Any], gpu_nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """observedGeneration current, desired == current == updated == ready == available, none misscheduled."""
+def daemonset_findings(
+    daemonset: Mapping[str, Any],
+    gpu_nodes: Sequence[Mapping[str, Any]],
+    unserved: Sequence[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """observedGeneration current, desired == current == updated == ready == available, none misscheduled.
+
+    `unserved` are the GPU nodes without any plugin pod: a DaemonSet that selects no node fails
+    when there are any, and is only noted when every GPU node is served by another deployment.
+    """
     subject = f"DaemonSet {ds_ref(daemonset)}"
     describe = _describe_command(daemonset)
     found = []
@@ -493,7 +517,7 @@ def daemonset_findings(daemonset: Mapping[str, Any], gpu_nodes: Sequence[Mapping
     desired = daemonset["desired"]
     if desired == 0:
         if gpu_nodes:
-            found.append(_selects_no_node(daemonset, gpu_nodes))
+            found.append(_selects_no_node(daemonset, gpu_nodes, unserved))
         return found
     if daemonset["current"] != desired:
         found.append(finding(
@@ -550,6 +574,14 @@ def restart_hint(pod: Mapping[str, Any]) -> str:
     return f"restart it: kubectl -n {pod['namespace']} delete pod {pod['name']}"
 
 
+_DEPLOY_PLUGIN_REMEDY = (
+    "deploy one: on ACK install the ack-nvidia-device-plugin component from the cluster's add-ons; "
+    "elsewhere NVIDIA's device plugin (kubectl create -f "
+    "https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/v0.17.0/deployments/static/nvidia-device-plugin.yml, "
+    "or its Helm chart nvdp/nvidia-device-plugin) or the NVIDIA GPU Operator"
+)
+
+
 def _why_no_plugin_pod(
     node: Mapping[str, Any], daemonsets: Sequence[Mapping[str, Any]], static_pods_seen: bool
 ) -> str:
@@ -576,13 +608,6 @@ def _why_no_plugin_pod(
         )
     return "no device plugin is deployed for this node: " + _DEPLOY_PLUGIN_REMEDY
 
-
-_DEPLOY_PLUGIN_REMEDY = (
-    "deploy one: on ACK install the ack-nvidia-device-plugin component (Add-ons, or your cluster's GPU node pool); "
-    "elsewhere NVIDIA's device plugin (kubectl create -f "
-    "https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/v0.17.0/deployments/static/nvidia-device-plugin.yml, "
-    "or its Helm chart nvdp/nvidia-device-plugin) or the NVIDIA GPU Operator"
-)
 
 
 def _pod_state(pod: Mapping[str, Any]) -> str:
@@ -680,7 +705,7 @@ def capacity_findings(
     stated = label_gpu_count(node["labels"])
     uses_mig = any(r.startswith(MIG_RESOURCE_PATTERN.rstrip("*")) for r in node["capacity"])
     if stated is not None and stated != capacity and not uses_mig:
-        key = next(k for k in COUNT_LABEL_KEYS if k in node["labels"])
+        key = next(k for k in COUNT_LABEL_KEYS if node["labels"].get(k, "").isdigit())
         found.append(finding(
             WARNING, KIND_LABEL_COUNT_MISMATCH, subject,
             f"labels state {stated} GPU(s) ({key}), capacity is {capacity}",
@@ -760,8 +785,8 @@ def _optional_name(entry: Mapping[str, Any], key: str, where: str) -> str | None
 
 
 def daemonset_targets(value: object) -> list[DaemonSetTarget] | None:
-    """The `daemonsets` option: None means discover every known deployment."""
-    if value is None:
+    """The `daemonsets` option: None or an empty list means discover every known deployment."""
+    if value is None or value == []:
         return None
     if not isinstance(value, list):
         raise PluginCheckError(f"daemonsets must be a list of {{namespace, name}} or {{label_selector}}, got {value!r}")
@@ -989,7 +1014,7 @@ def hardening_findings(
     for config in present:
         path = _text(config.get("path"))
         if config.get("error"):
-            found.append(finding(severity, KIND_TOOLKIT_CONFIG_MISSING, subject,
+            found.append(finding(severity, KIND_TOOLKIT_CONFIG_UNREADABLE, subject,
                                  f"{path} cannot be read: {config['error']}", f"fix the file, then {_HARDENING_REMEDY}",
                                  node))
         elif config.get("envvar_when_unprivileged") is not False:
@@ -1160,9 +1185,10 @@ def evaluate(
 
     findings = cluster_findings(gpu_nodes, daemonsets, plugin_pods, deployments, options)
     findings += [dict(f) for f in missing_daemonsets]
+    unserved = [n for n in gpu_nodes if not pods_by_node.get(n["name"])]
     daemonset_summaries = []
     for daemonset in sorted(daemonsets, key=ds_ref):
-        own = daemonset_findings(daemonset, gpu_nodes)
+        own = daemonset_findings(daemonset, gpu_nodes, unserved)
         daemonset_summaries.append(daemonset_summary(daemonset, own))
         findings += own
     node_summaries = {}

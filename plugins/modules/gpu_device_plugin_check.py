@@ -41,7 +41,7 @@ options:
       - The device-plugin DaemonSets to check, each by O(daemonsets[].namespace) and O(daemonsets[].name),
         or by O(daemonsets[].label_selector) (matched against the DaemonSets' labels and their pod template
         labels). Each entry that finds no DaemonSet is an error.
-      - When not set, every DaemonSet whose pod template matches one of O(device_plugin.label_selectors) is
+      - When not set or empty, every DaemonSet whose pod template matches one of O(device_plugin.label_selectors) is
         checked, in any namespace (or in O(device_plugin.namespaces)).
     type: list
     elements: dict

@@ -230,6 +230,21 @@ def test_zero_desired_without_gpu_nodes_passes():
     assert only(result, ph.KIND_NO_GPU_NODES)["severity"] == ph.INFO
 
 
+def test_zero_desired_is_only_noted_when_another_deployment_serves_every_gpu_node():
+    gke = {"k8s-app": "nvidia-gpu-device-plugin"}
+    small = make_daemonset("nvidia-gpu-device-plugin-small-cos", pod_labels=gke, status=healthy_status(0),
+                           affinity_terms=[[{"key": "cloud.google.com/machine-family", "operator": "In",
+                                             "values": ["n1"]}]])
+    large = make_daemonset("nvidia-gpu-device-plugin-large-cos", pod_labels=gke, status=healthy_status(1))
+    pod = make_plugin_pod("a", labels=gke, daemonset="nvidia-gpu-device-plugin-large-cos")
+    result = check([small, large], [gpu_node("a")], [pod])
+    finding = only(result, ph.KIND_DAEMONSET_SELECTS_NO_NODE)
+    assert finding["severity"] == ph.INFO
+    assert finding["subject"] == "DaemonSet kube-system/nvidia-gpu-device-plugin-small-cos"
+    assert result["healthy"] is True
+    assert ph.KIND_SEVERAL_DEPLOYMENTS not in kinds(result)
+
+
 def test_zero_desired_though_gpu_nodes_match_points_at_the_controller():
     ds = make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(0))
     finding = only(check([ds], [gpu_node("a")], []), ph.KIND_DAEMONSET_SELECTS_NO_NODE)
@@ -267,6 +282,20 @@ def test_helm_chart_affinity_alternatives():
     assert mismatch.text == ("its node affinity requires one of: feature.node.kubernetes.io/pci-10de.present=true"
                              " | nvidia.com/gpu.present=true")
     assert mismatch.label is None
+
+
+def test_single_affinity_term_gives_a_label_fix():
+    rule = placement(affinity_terms=[[{"key": "ack.node.gpu.schedule", "operator": "In", "values": ["default"]},
+                                      {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]])
+    [mismatch] = ph.placement_mismatches(compact(gpu_node("a"), ph.placement_label_keys([rule])), rule)
+    assert mismatch.text == "its node affinity requires ack.node.gpu.schedule=default and kubernetes.io/os=linux"
+    assert mismatch.label == "ack.node.gpu.schedule=default kubernetes.io/os=linux"
+
+
+def test_empty_affinity_term_selects_no_node():
+    rule = placement(affinity_terms=[[]])
+    [mismatch] = ph.placement_mismatches(compact(gpu_node("a")), rule)
+    assert mismatch.text == "its node affinity requires one of: (an empty term)"
 
 
 def test_gke_affinity_exists_without_a_label_fix():
@@ -481,9 +510,14 @@ def test_node_not_ready_is_a_warning():
     ([{"label_selector": "a in (b"}], "daemonsets[0].label_selector"),
 ])
 def test_bad_daemonsets_option(value, message):
-    with pytest.raises(ph.PluginCheckError, match=None) as info:
+    with pytest.raises(ph.PluginCheckError) as info:
         ph.daemonset_targets(value)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("value", [None, []])
+def test_unset_or_empty_daemonsets_option_means_discover(value):
+    assert ph.daemonset_targets(value) is None
 
 
 @pytest.mark.parametrize("resource, plugin, message", [
@@ -703,9 +737,8 @@ def test_volume_mounts_off_and_unreadable_and_missing_configs():
     absent = [{"path": "/c.toml", "exists": False}, {"path": "/d.toml", "exists": False}]
     result = healthy_cluster({"gpu-a": host_result(configs=[half, broken]), "gpu-b": host_result(configs=absent)})
     assert only(result, ph.KIND_VOLUME_MOUNTS_OFF)["problem"].startswith("/a.toml: accept-nvidia-visible-devices-as")
-    unreadable, missing = [f for f in result["findings"] if f["kind"] == ph.KIND_TOOLKIT_CONFIG_MISSING]
-    assert unreadable["problem"] == "/b.toml cannot be read: not valid TOML: line 3"
-    assert missing["problem"].startswith("no NVIDIA Container Toolkit config found (/c.toml, /d.toml)")
+    assert only(result, ph.KIND_TOOLKIT_CONFIG_UNREADABLE)["problem"] == "/b.toml cannot be read: not valid TOML: line 3"
+    assert only(result, ph.KIND_TOOLKIT_CONFIG_MISSING)["problem"].startswith("no NVIDIA Container Toolkit config found (/c.toml, /d.toml)")
 
 
 def test_failed_and_unreachable_host_results():
