@@ -45,9 +45,9 @@ def ansible_env(cluster: LocalCluster, **extra: str) -> dict[str, str]:
     )
 
 
-def run_module(cluster: LocalCluster, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+def run_module(cluster: LocalCluster, args: dict[str, Any], *flags: str) -> tuple[bool, dict[str, Any]]:
     """Run the module through `ansible` as a user would: (succeeded, result)."""
-    command = [str(BIN / "ansible"), "localhost", "-m", "kubegpu.scheduling.gpu_device_plugin_check"]
+    command = [str(BIN / "ansible"), "localhost", "-m", "kubegpu.scheduling.gpu_device_plugin_check", *flags]
     if args:
         command += ["-a", json.dumps(args)]
     env = ansible_env(cluster, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.oneline")
@@ -120,6 +120,20 @@ def plugin_pods_on(cluster: LocalCluster, node: str) -> list[dict[str, Any]]:
     return [p for p in pods if p["metadata"].get("labels", {}).get("name") == "nvidia-device-plugin-ds"]
 
 
+def daemonset_path(cluster: LocalCluster) -> str:
+    plugin = cluster.fleet["device_plugin"]
+    return f"/apis/apps/v1/namespaces/{plugin['namespace']}/daemonsets/{plugin['name']}"
+
+
+def wait_daemonset_settled(cluster: LocalCluster) -> None:
+    """Wait until the DaemonSet's status counts every pod it wants as scheduled and Ready."""
+    def settled() -> bool:
+        status = cluster.get(daemonset_path(cluster))["status"]
+        desired = status.get("desiredNumberScheduled", 0)
+        return all(status.get(k, 0) == desired for k in ("currentNumberScheduled", "numberReady", "numberAvailable"))
+    wait_until(settled, timeout=90, what="the device-plugin DaemonSet to settle")
+
+
 def pod_ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
 
@@ -135,6 +149,7 @@ def fixed_fleet(cluster: LocalCluster, request: pytest.FixtureRequest):
         set_gpus(cluster, unhealthy["name"], unhealthy["gpus"], unhealthy["allocatable_gpus"])
         wait_until(lambda: not plugin_pods_on(cluster, unselected["name"]), timeout=90,
                    what=f"device-plugin pod on {unselected['name']} to go")
+        wait_daemonset_settled(cluster)
 
     request.addfinalizer(restore)
     set_labels(cluster, unselected["name"], dict(plugin_selector(cluster)))
@@ -182,6 +197,13 @@ def test_daemonset_status_and_request_count(cluster: LocalCluster):
     assert result["api_requests"] == 2 + DEFAULT_POD_SELECTORS
 
 
+def test_check_mode_gives_the_same_verdict(cluster: LocalCluster):
+    _, normal = run_module(cluster, {"report_only": True})
+    succeeded, checked = run_module(cluster, {"report_only": True}, "--check")
+    assert succeeded and checked["changed"] is False
+    assert errors(checked) == errors(normal) == expected_errors(cluster)
+
+
 def test_named_daemonset_that_does_not_exist_is_an_error(cluster: LocalCluster):
     succeeded, result = run_module(cluster, {"report_only": True,
                                              "daemonsets": [{"namespace": "gpu-operator", "name": "absent"}]})
@@ -202,10 +224,13 @@ def test_plugin_pod_not_ready_is_reported_on_that_node_only(cluster: LocalCluste
     def restore() -> None:
         cluster.set_plugin_pod_ready(node, True)
         wait_until(lambda: pod_ready(cluster.plugin_pod_on(node)), timeout=60, what=f"plugin pod on {node} Ready")
+        wait_daemonset_settled(cluster)
 
     request.addfinalizer(restore)
     cluster.set_plugin_pod_ready(node, False)
     wait_until(lambda: not pod_ready(cluster.plugin_pod_on(node)), timeout=60, what=f"plugin pod on {node} not Ready")
+    wait_until(lambda: (status := cluster.get(daemonset_path(cluster))["status"])["numberReady"] < status["desiredNumberScheduled"],
+               timeout=60, what="the DaemonSet to count the pod not Ready")
 
     _, result = run_module(cluster, {"report_only": True})
     new = errors(result) - expected_errors(cluster)
