@@ -609,7 +609,6 @@ def _why_no_plugin_pod(
     return "no device plugin is deployed for this node: " + _DEPLOY_PLUGIN_REMEDY
 
 
-
 def _pod_state(pod: Mapping[str, Any]) -> str:
     parts = [pod["phase"]]
     if pod["reason"]:
