@@ -12,7 +12,8 @@ from typing import Callable
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "tests" / "cluster"))
 
 import cluster as local_cluster  # noqa: E402
 import fleet as fleet_file  # noqa: E402
