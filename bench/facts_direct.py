@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpu_node_facts without Ansible: the calls the module makes, in this process.
+
+The client from the connection options, the options from the module's defaults, the module's
+own `read_fleet` (one paginated node list, one paginated pod list), `summarise`, and the JSON
+the module would hand back. Prints a one-line JSON summary; with --profile, writes a cProfile
+of the whole run.
+
+    python bench/facts_direct.py --kubeconfig PATH [--page-size 500] [--profile OUT.pstats]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+import collection  # noqa: E402
+
+collection.activate()
+
+
+def facts(kubeconfig: str, page_size: int) -> dict:
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import client_from_params
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts import options_from_params, summarise
+    from ansible_collections.kubegpu.scheduling.plugins.modules.gpu_node_facts import read_fleet
+
+    client = client_from_params({"kubeconfig": kubeconfig})
+    options = options_from_params()
+    nodes, pods, plugins = read_fleet(client, options, None, None, page_size)
+    result = summarise(nodes, pods, plugins, options)
+    result["api_requests"] = client.request_count
+    # The module returns the facts twice (ansible_facts and the result); it serialises both.
+    text = json.dumps({"changed": False, "ansible_facts": {"gpu_fleet": result}, **result})
+    totals = result.get("totals") or {}
+    return {"nodes": len(nodes), "gpu_pods": len(pods), "plugin_pods": len(plugins),
+            "api_requests": client.request_count, "result_bytes": len(text),
+            "totals": totals if isinstance(totals, dict) else {}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--page-size", type=int, default=500)
+    parser.add_argument("--profile", help="write a cProfile of the run here")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    if args.profile:
+        profiler = cProfile.Profile()
+        summary = profiler.runcall(facts, args.kubeconfig, args.page_size)
+        profiler.dump_stats(args.profile)
+    else:
+        summary = facts(args.kubeconfig, args.page_size)
+    summary["seconds"] = round(time.perf_counter() - started, 3)
+    summary["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
