@@ -1,0 +1,470 @@
+"""The playbooks run with the RBAC in rbac/ and nothing more, as a ServiceAccount would in a pipeline.
+
+The roles are applied from the files as shipped (with the admin certificate), bound to
+ServiceAccounts of a namespace made for the test, and the playbooks are run with a token from the
+TokenRequest API, never with the admin certificate. With one verb taken out of a role the run fails
+with a message that names the verb and the resource. Everything the test creates is deleted after,
+and node labels it added are removed again.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import LocalCluster, wait_until
+
+pytestmark = pytest.mark.cluster
+
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]
+RBAC_DIR = REPO / "rbac"
+PLAYBOOKS = REPO / "playbooks"
+RBAC_API = "/apis/rbac.authorization.k8s.io/v1"
+SAMPLE_NAMESPACE = "gpu-samples"
+SAMPLE_POD = "tensorflow-mnist"
+KEY = "accelerator"
+OWNERSHIP = "kubegpu.io/managed-labels"
+# What the read-only playbooks are run with: the fleet has broken nodes and bypassing pods on
+# purpose, so the checks report them here instead of failing the run (RBAC is what is tested).
+REPORT_ONLY = {"device_plugin_check_report_only": True, "pod_audit_fail_on": "never"}
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)|MODULE FAILURE|module_stderr")
+
+
+# --- objects ---------------------------------------------------------------------------------
+
+
+def rbac_documents(name: str) -> list[dict[str, Any]]:
+    with open(RBAC_DIR / name, encoding="utf-8") as handle:
+        return [doc for doc in yaml.safe_load_all(handle) if doc]
+
+
+def object_path(obj: dict[str, Any], *, named: bool = True) -> str:
+    kind, metadata = obj["kind"], obj["metadata"]
+    collection = {
+        "Namespace": "/api/v1/namespaces",
+        "ServiceAccount": f"/api/v1/namespaces/{metadata.get('namespace')}/serviceaccounts",
+        "ClusterRole": f"{RBAC_API}/clusterroles",
+        "ClusterRoleBinding": f"{RBAC_API}/clusterrolebindings",
+        "Role": f"{RBAC_API}/namespaces/{metadata.get('namespace')}/roles",
+        "RoleBinding": f"{RBAC_API}/namespaces/{metadata.get('namespace')}/rolebindings",
+    }[kind]
+    return f"{collection}/{metadata['name']}" if named else collection
+
+
+def apply(cluster: LocalCluster, obj: dict[str, Any]) -> bool:
+    """Create the object, or replace an existing one; True when it was created."""
+    status, reply = cluster.create(object_path(obj, named=False), obj)
+    if status == 201:
+        return True
+    assert status == 409, f"creating {obj['kind']} {obj['metadata']['name']}: {status} {reply}"
+    if obj["kind"] != "Namespace":
+        current = cluster.get(object_path(obj))
+        body = copy.deepcopy(obj)
+        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        status, reply = cluster.api.request("PUT", object_path(obj), body)
+        assert status == 200, f"replacing {obj['kind']} {obj['metadata']['name']}: {status} {reply}"
+    return False
+
+
+@dataclass
+class Identity:
+    """A ServiceAccount with a token, and a kubeconfig that uses that token and the cluster's CA."""
+
+    namespace: str
+    name: str
+    kubeconfig: Path
+
+    @property
+    def user(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
+
+class Identities:
+    """Creates ServiceAccounts bound to given roles; deletes every binding it made."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str, folder: Path) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.folder = folder
+        self.created: list[dict[str, Any]] = []
+
+    def make(self, name: str, cluster_roles: tuple[str, ...] = (), roles: tuple[tuple[str, str], ...] = ()) -> Identity:
+        """A ServiceAccount bound to these ClusterRoles (cluster-wide) and (namespace, Role) pairs."""
+        sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": self.namespace}}
+        apply(self.cluster, sa)
+        subject = [{"kind": "ServiceAccount", "name": name, "namespace": self.namespace}]
+        for role in cluster_roles:
+            self._bind({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                        "metadata": {"name": f"{self.namespace}-{name}-{role}"},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                        "subjects": subject})
+        for namespace, role in roles:
+            self._bind({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                        "metadata": {"name": f"{self.namespace}-{name}-{role}", "namespace": namespace},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                        "subjects": subject})
+        return Identity(self.namespace, name, self._kubeconfig(name))
+
+    def _bind(self, binding: dict[str, Any]) -> None:
+        apply(self.cluster, binding)
+        self.created.append(binding)
+
+    def _kubeconfig(self, name: str) -> Path:
+        status, reply = self.cluster.create(
+            f"/api/v1/namespaces/{self.namespace}/serviceaccounts/{name}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+        )
+        assert status == 201, f"TokenRequest for {name}: {status} {reply}"
+        assert isinstance(reply, dict)
+        path = self.folder / f"{name}.kubeconfig"
+        write_token_kubeconfig(path, self.cluster, reply["status"]["token"])
+        return path
+
+    def remove(self) -> None:
+        for obj in reversed(self.created):
+            self.cluster.delete(object_path(obj))
+        self.created.clear()
+
+
+def write_token_kubeconfig(path: Path, cluster: LocalCluster, token: str) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {"server": cluster.layout.server,
+                                                   "certificate-authority": str(cluster.layout.pki / "ca.crt")}}],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "sa"}}],
+        "current-context": "local",
+    }
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+
+
+def allowed(cluster: LocalCluster, identity: Identity, verb: str, resource: str, group: str = "",
+            namespace: str | None = None, subresource: str | None = None) -> bool:
+    """What the authorizer answers for this identity now (a SubjectAccessReview, as admin)."""
+    attributes: dict[str, Any] = {"verb": verb, "resource": resource, "group": group}
+    if namespace:
+        attributes["namespace"] = namespace
+    if subresource:
+        attributes["subresource"] = subresource
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+              "spec": {"user": identity.user, "groups": ["system:serviceaccounts",
+                                                         f"system:serviceaccounts:{identity.namespace}",
+                                                         "system:authenticated"],
+                       "resourceAttributes": attributes}}
+    status, reply = cluster.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+    assert status == 201, reply
+    assert isinstance(reply, dict)
+    return bool(reply["status"].get("allowed"))
+
+
+# --- running the playbooks -------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        """The results of the failed tasks (`fatal: [localhost]: FAILED! => {...}`)."""
+        decoder = json.JSONDecoder()
+        found = []
+        for part in self.stdout.split("FAILED! => ")[1:]:
+            try:
+                value, _ = decoder.raw_decode(part)
+            except ValueError:
+                continue
+            found.append(value)
+        return found
+
+    def explain(self) -> str:
+        return f"rc {self.rc}\n{self.stdout[-6000:]}\n{self.stderr[-2000:]}"
+
+
+def run_playbook(identity: Identity, playbook: str, extra: dict[str, Any] | None = None) -> Run:
+    env = dict(
+        os.environ,
+        K8S_AUTH_KUBECONFIG=str(identity.kubeconfig),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_LOCALHOST_WARNING="0",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+    )
+    env.pop("KUBECONFIG", None)
+    command = [str(BIN / "ansible-playbook"), str(PLAYBOOKS / playbook)]
+    if extra:
+        command += ["-e", json.dumps(extra)]
+    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def assert_passes(run: Run) -> None:
+    assert run.rc == 0, run.explain()
+    assert "forbidden" not in run.stdout.lower(), run.explain()
+    assert not TRACEBACK.search(run.stdout + run.stderr), run.explain()
+
+
+def assert_fails_naming(run: Run, verb: str, resource: str, group: str, scope: str) -> str:
+    """The run failed on RBAC with one message that names the verb and the resource; that message."""
+    assert run.rc != 0, run.explain()
+    assert not TRACEBACK.search(run.stdout + run.stderr), run.explain()
+    failures = run.failures
+    assert failures, run.explain()
+    message = failures[-1]["msg"]
+    assert isinstance(message, str), run.explain()
+    assert f'cannot {verb} resource "{resource}" {scope}' in message, message
+    assert f'grant the verb "{verb}" on "{resource}" (apiGroup "{group}")' in message, message
+    assert not any("exception" in f for f in failures), run.explain()
+    return message
+
+
+# --- fixtures --------------------------------------------------------------------------------
+
+
+def namespace_usable(cluster: LocalCluster, name: str) -> bool:
+    status, body = cluster.api.request("GET", f"/api/v1/namespaces/{name}")
+    return status == 404 or (status == 200 and isinstance(body, dict) and "deletionTimestamp" not in body["metadata"])
+
+
+@pytest.fixture(scope="module")
+def shipped_rbac(cluster: LocalCluster) -> Iterator[dict[str, dict[str, Any]]]:
+    """Every object of rbac/*.yaml applied as shipped, by kind/name; what was created is deleted after."""
+    objects: dict[str, dict[str, Any]] = {}
+    created: list[dict[str, Any]] = []
+    for name in ("kubegpu-reader.yaml", "kubegpu-reader-secrets.yaml", "kubegpu-writer.yaml"):
+        for obj in rbac_documents(name):
+            objects[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
+            if obj["kind"] == "Namespace":
+                wait_until(lambda: namespace_usable(cluster, obj["metadata"]["name"]), timeout=120,
+                           what=f"namespace {obj['metadata']['name']} to finish terminating")
+            if apply(cluster, obj):
+                created.append(obj)
+    yield objects
+    for obj in reversed(created):
+        if obj["kind"] == "Namespace":
+            cluster.delete(f"/api/v1/namespaces/{obj['metadata']['name']}/pods/{SAMPLE_POD}")
+        cluster.delete(object_path(obj))
+
+
+@pytest.fixture(scope="module")
+def identities(cluster: LocalCluster, shipped_rbac, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Identities]:
+    namespace = f"kubegpu-rbac-{uuid.uuid4().hex[:8]}"
+    status, reply = cluster.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": namespace}})
+    assert status == 201, reply
+    made = Identities(cluster, namespace, tmp_path_factory.mktemp("rbac"))
+    yield made
+    made.remove()
+    cluster.delete(f"/api/v1/namespaces/{namespace}")
+
+
+@pytest.fixture
+def labels_restored(cluster: LocalCluster) -> Iterator[None]:
+    """Removes the accelerator label and its ownership record from nodes that had neither before."""
+    def unlabeled() -> set[str]:
+        return {n["metadata"]["name"] for n in cluster.get("/api/v1/nodes")["items"]
+                if KEY not in n["metadata"].get("labels", {})
+                and OWNERSHIP not in n["metadata"].get("annotations", {})}
+
+    before = unlabeled()
+    yield
+    for name in before - unlabeled():
+        status, _ = cluster.api.request("PATCH", f"/api/v1/nodes/{name}",
+                                        {"metadata": {"labels": {KEY: None}, "annotations": {OWNERSHIP: None}}},
+                                        content_type="application/merge-patch+json")
+        assert status in (200, 404)
+
+
+def node_labels(cluster: LocalCluster) -> dict[str, dict[str, str]]:
+    return {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in cluster.get("/api/v1/nodes")["items"]}
+
+
+def sample_pod_gone(cluster: LocalCluster) -> None:
+    cluster.delete(f"/api/v1/namespaces/{SAMPLE_NAMESPACE}/pods/{SAMPLE_POD}?gracePeriodSeconds=0")
+    wait_until(lambda: cluster.api.request("GET", f"/api/v1/namespaces/{SAMPLE_NAMESPACE}/pods/{SAMPLE_POD}")[0]
+               == 404, timeout=60, what="the sample pod to go")
+
+
+def variant(role: dict[str, Any], suffix: str, resource: str, verb: str) -> dict[str, Any]:
+    """A copy of a shipped role, renamed, with one verb taken away from one resource."""
+    changed = copy.deepcopy(role)
+    changed["metadata"]["name"] = f"{role['metadata']['name']}-{suffix}"
+    rules = []
+    for rule in changed["rules"]:
+        if resource in rule["resources"] and verb in rule["verbs"]:
+            rest = [r for r in rule["resources"] if r != resource]
+            if rest:
+                rules.append(dict(rule, resources=rest))
+            verbs = [v for v in rule["verbs"] if v != verb]
+            if verbs:
+                rules.append(dict(rule, resources=[resource], verbs=verbs))
+        else:
+            rules.append(rule)
+    assert rules != changed["rules"], f"{resource} {verb} not in {role['metadata']['name']}"
+    changed["rules"] = rules
+    return changed
+
+
+# --- tests: the shipped roles are enough -----------------------------------------------------
+
+
+def test_the_shipped_roles_grant_no_write_to_the_reader(cluster: LocalCluster, shipped_rbac, identities):
+    reader = shipped_rbac["ClusterRole/kubegpu-reader"]
+    verbs = {verb for rule in reader["rules"] for verb in rule["verbs"]}
+    assert verbs <= {"get", "list"}
+    assert not any("secrets" in rule["resources"] for rule in reader["rules"])
+    assert not any("*" in rule["resources"] or "*" in rule["verbs"] for obj in shipped_rbac.values()
+                   for rule in obj.get("rules", []))
+    identity = identities.make("reader-only", cluster_roles=("kubegpu-reader",))
+    wait_until(lambda: allowed(cluster, identity, "list", "pods"), what="the reader binding")
+    assert not allowed(cluster, identity, "get", "secrets", namespace="default")
+    assert not allowed(cluster, identity, "patch", "nodes")
+    assert not allowed(cluster, identity, "watch", "pods")
+
+
+@pytest.mark.parametrize("playbook", ["preflight.yml", "fleet_facts.yml", "device_plugin_check.yml",
+                                      "pod_audit.yml"])
+def test_read_only_playbooks_pass_with_the_reader_role(cluster: LocalCluster, identities, playbook: str):
+    identity = identities.make("reader", cluster_roles=("kubegpu-reader",))
+    wait_until(lambda: allowed(cluster, identity, "list", "daemonsets", "apps"), what="the reader binding")
+    assert_passes(run_playbook(identity, playbook, REPORT_ONLY))
+
+
+def test_node_labels_passes_with_the_labeler_role_alone(cluster: LocalCluster, identities, labels_restored):
+    identity = identities.make("labeler", cluster_roles=("kubegpu-node-labeler",))
+    wait_until(lambda: allowed(cluster, identity, "patch", "nodes"), what="the labeler binding")
+    run = run_playbook(identity, "node_labels.yml")
+    assert_passes(run)
+    labeled = {n["metadata"]["name"]: n["metadata"]["labels"].get(KEY) for n in cluster.get("/api/v1/nodes")["items"]}
+    assert labeled["gke-l4"] == "nvidia-l4"
+    assert labeled["ack-v100"] == "Tesla-V100-SXM2-16GB"
+    # Nothing else is needed: a second run reads, decides and sends nothing.
+    assert "changed=0" in run_playbook(identity, "node_labels.yml").stdout
+
+
+def test_sample_workload_passes_with_its_namespace_role(cluster: LocalCluster, identities):
+    identity = identities.make("sample", cluster_roles=("kubegpu-sample-workload-nodes",),
+                               roles=((SAMPLE_NAMESPACE, "kubegpu-sample-workload"),))
+    wait_until(lambda: allowed(cluster, identity, "get", "pods", namespace=SAMPLE_NAMESPACE, subresource="log"),
+               what="the sample workload binding")
+    try:
+        created = run_playbook(identity, "sample_workload.yml")
+        assert_passes(created)
+        assert "Accuracy at step" in created.stdout, created.explain()
+        removed = run_playbook(identity, "sample_workload.yml", {"sample_workload_state": "absent"})
+        assert_passes(removed)
+        assert cluster.api.request("GET", f"/api/v1/namespaces/{SAMPLE_NAMESPACE}/pods/{SAMPLE_POD}")[0] == 404
+    finally:
+        sample_pod_gone(cluster)
+
+
+def test_site_playbook_passes_with_every_shipped_role(cluster: LocalCluster, identities, labels_restored):
+    identity = identities.make(
+        "site",
+        cluster_roles=("kubegpu-reader", "kubegpu-node-labeler", "kubegpu-sample-workload-nodes"),
+        roles=((SAMPLE_NAMESPACE, "kubegpu-sample-workload"),),
+    )
+    wait_until(lambda: allowed(cluster, identity, "create", "pods", namespace=SAMPLE_NAMESPACE),
+               what="the site bindings")
+    try:
+        assert_passes(run_playbook(identity, "site.yml"))
+    finally:
+        sample_pod_gone(cluster)
+
+
+def test_secret_reads_are_optional_for_the_audit(cluster: LocalCluster, identities, namespace: str):
+    """Without kubegpu-reader-secrets the audit passes and says which Secret it could not read;
+    with it, the variable hidden in the Secret is judged like any other."""
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gpu-env", "namespace": namespace},
+              "stringData": {"NVIDIA_VISIBLE_DEVICES": "all"}}
+    assert cluster.create(f"/api/v1/namespaces/{namespace}/secrets", secret)[0] == 201
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "env-from-secret", "namespace": namespace},
+           "spec": {"nodeSelector": {"kubernetes.io/hostname": "no-such-node"},
+                    "containers": [{"name": "main", "image": "cuda:12",
+                                    "envFrom": [{"secretRef": {"name": "gpu-env"}}]}]}}
+    assert cluster.create(f"/api/v1/namespaces/{namespace}/pods", pod)[0] == 201
+    audit = {"pod_audit_namespaces": [namespace], "pod_audit_fail_on": "never"}
+
+    without = identities.make("audit-no-secrets", cluster_roles=("kubegpu-reader",))
+    with_secrets = identities.make("audit-secrets", cluster_roles=("kubegpu-reader", "kubegpu-reader-secrets"))
+    wait_until(lambda: allowed(cluster, with_secrets, "get", "secrets", namespace=namespace),
+               what="the secrets binding")
+
+    blind = run_playbook(without, "pod_audit.yml", audit)
+    assert blind.rc == 0, blind.explain()
+    assert not TRACEBACK.search(blind.stdout + blind.stderr), blind.explain()
+    assert f"could not read Secret {namespace}/gpu-env" in blind.stdout, blind.explain()
+    assert 'cannot get resource "secrets"' in blind.stdout, blind.explain()
+
+    seeing = run_playbook(with_secrets, "pod_audit.yml", audit)
+    assert_passes(seeing)
+    assert "could not read Secret" not in seeing.stdout
+    assert "NVIDIA_VISIBLE_DEVICES" in seeing.stdout, seeing.explain()
+    assert "all" not in re.findall(r"NVIDIA_VISIBLE_DEVICES\W+(\w+)", seeing.stdout), "a Secret value was printed"
+
+
+# --- tests: a verb taken away is named -------------------------------------------------------
+
+
+MISSING_VERB_CASES = [
+    # (playbook, file, role kind, role, resource, verb taken away, apiGroup, scope in the message)
+    ("preflight.yml", "kubegpu-reader.yaml", "ClusterRole", "kubegpu-reader", "pods", "list", "", "at cluster scope"),
+    ("pod_audit.yml", "kubegpu-reader.yaml", "ClusterRole", "kubegpu-reader", "cronjobs", "list", "batch",
+     "at cluster scope"),
+    ("node_labels.yml", "kubegpu-writer.yaml", "ClusterRole", "kubegpu-node-labeler", "nodes", "patch", "",
+     "at cluster scope"),
+    ("sample_workload.yml", "kubegpu-writer.yaml", "Role", "kubegpu-sample-workload", "pods/log", "get", "",
+     f'in namespace "{SAMPLE_NAMESPACE}"'),
+]
+
+
+@pytest.mark.parametrize(("playbook", "file", "kind", "role", "resource", "verb", "group", "scope"),
+                         MISSING_VERB_CASES, ids=[f"{c[0]}-{c[5]}-{c[4]}" for c in MISSING_VERB_CASES])
+def test_a_missing_verb_is_named(cluster: LocalCluster, identities, labels_restored, playbook: str, file: str,
+                                 kind: str, role: str, resource: str, verb: str, group: str, scope: str):
+    shipped = next(d for d in rbac_documents(file) if d["kind"] == kind and d["metadata"]["name"] == role)
+    suffix = identities.namespace.rsplit("-", 1)[-1]
+    weakened = variant(shipped, suffix, resource, verb)
+    apply(cluster, weakened)
+    bound_roles: dict[str, Any] = {"cluster_roles": (), "roles": ()}
+    if kind == "ClusterRole":
+        bound_roles["cluster_roles"] = (weakened["metadata"]["name"],)
+    else:
+        bound_roles["roles"] = ((SAMPLE_NAMESPACE, weakened["metadata"]["name"]),)
+        bound_roles["cluster_roles"] = ("kubegpu-sample-workload-nodes",)
+    base, sub = (resource.split("/") + [None])[:2]
+    identity = identities.make(f"no-{verb}-{base}{'-' + sub if sub else ''}", **bound_roles)
+    namespace = SAMPLE_NAMESPACE if kind == "Role" else None
+    kept = weakened["rules"][0]
+    kept_resource, kept_sub = (kept["resources"][0].split("/") + [None])[:2]
+    try:
+        wait_until(lambda: not allowed(cluster, identity, verb, base, group, namespace, sub)
+                   and allowed(cluster, identity, kept["verbs"][0], kept_resource, kept["apiGroups"][0], namespace,
+                               kept_sub),
+                   what="the weakened binding")
+        before = node_labels(cluster)
+        run = run_playbook(identity, playbook, REPORT_ONLY)
+        message = assert_fails_naming(run, verb, resource, group, scope)
+        assert identity.user in message, message
+        if playbook == "node_labels.yml":
+            assert node_labels(cluster) == before, "a forbidden labeling run changed a node"
+    finally:
+        cluster.delete(object_path(weakened))
+        if playbook == "sample_workload.yml":
+            sample_pod_gone(cluster)
