@@ -106,15 +106,25 @@ class Identities:
         apply(self.cluster, sa)
         subject = [{"kind": "ServiceAccount", "name": name, "namespace": self.namespace}]
         for role in cluster_roles:
-            self._bind({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                        "metadata": {"name": f"{self.namespace}-{name}-{role}"},
-                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-                        "subjects": subject})
+            self._bind(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": f"{self.namespace}-{name}-{role}"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                    "subjects": subject,
+                }
+            )
         for namespace, role in roles:
-            self._bind({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                        "metadata": {"name": f"{self.namespace}-{name}-{role}", "namespace": namespace},
-                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-                        "subjects": subject})
+            self._bind(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": {"name": f"{self.namespace}-{name}-{role}", "namespace": namespace},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                    "subjects": subject,
+                }
+            )
         return Identity(self.namespace, name, self._kubeconfig(name))
 
     def _bind(self, binding: dict[str, Any]) -> None:
@@ -142,8 +152,15 @@ def write_token_kubeconfig(path: Path, cluster: LocalCluster, token: str) -> Non
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {"server": cluster.layout.server,
-                                                   "certificate-authority": str(cluster.layout.pki / "ca.crt")}}],
+        "clusters": [
+            {
+                "name": "local",
+                "cluster": {
+                    "server": cluster.layout.server,
+                    "certificate-authority": str(cluster.layout.pki / "ca.crt"),
+                },
+            }
+        ],
         "users": [{"name": "sa", "user": {"token": token}}],
         "contexts": [{"name": "local", "context": {"cluster": "local", "user": "sa"}}],
         "current-context": "local",
@@ -152,19 +169,34 @@ def write_token_kubeconfig(path: Path, cluster: LocalCluster, token: str) -> Non
     path.chmod(0o600)
 
 
-def allowed(cluster: LocalCluster, identity: Identity, verb: str, resource: str, group: str = "",
-            namespace: str | None = None, subresource: str | None = None) -> bool:
+def allowed(
+    cluster: LocalCluster,
+    identity: Identity,
+    verb: str,
+    resource: str,
+    group: str = "",
+    namespace: str | None = None,
+    subresource: str | None = None,
+) -> bool:
     """What the authorizer answers for this identity now (a SubjectAccessReview, as admin)."""
     attributes: dict[str, Any] = {"verb": verb, "resource": resource, "group": group}
     if namespace:
         attributes["namespace"] = namespace
     if subresource:
         attributes["subresource"] = subresource
-    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-              "spec": {"user": identity.user, "groups": ["system:serviceaccounts",
-                                                         f"system:serviceaccounts:{identity.namespace}",
-                                                         "system:authenticated"],
-                       "resourceAttributes": attributes}}
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": identity.user,
+            "groups": [
+                "system:serviceaccounts",
+                f"system:serviceaccounts:{identity.namespace}",
+                "system:authenticated",
+            ],
+            "resourceAttributes": attributes,
+        },
+    }
     status, reply = cluster.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
     assert status == 201, reply
     assert isinstance(reply, dict)
@@ -251,8 +283,12 @@ def shipped_rbac(cluster: LocalCluster) -> Iterator[dict[str, dict[str, Any]]]:
         for obj in rbac_documents(name):
             objects[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
             if obj["kind"] == "Namespace":
-                wait_until(lambda: namespace_usable(cluster, obj["metadata"]["name"]), timeout=120,
-                           what=f"namespace {obj['metadata']['name']} to finish terminating")
+                name = obj["metadata"]["name"]
+                wait_until(
+                    lambda name=name: namespace_usable(cluster, name),
+                    timeout=120,
+                    what=f"namespace {name} to finish terminating",
+                )
             if apply(cluster, obj):
                 created.append(obj)
     yield objects
@@ -265,8 +301,9 @@ def shipped_rbac(cluster: LocalCluster) -> Iterator[dict[str, dict[str, Any]]]:
 @pytest.fixture(scope="module")
 def identities(cluster: LocalCluster, shipped_rbac, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Identities]:
     namespace = f"kubegpu-rbac-{uuid.uuid4().hex[:8]}"
-    status, reply = cluster.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                          "metadata": {"name": namespace}})
+    status, reply = cluster.create(
+        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    )
     assert status == 201, reply
     made = Identities(cluster, namespace, tmp_path_factory.mktemp("rbac"))
     yield made
@@ -277,17 +314,23 @@ def identities(cluster: LocalCluster, shipped_rbac, tmp_path_factory: pytest.Tem
 @pytest.fixture
 def labels_restored(cluster: LocalCluster) -> Iterator[None]:
     """Removes the accelerator label and its ownership record from nodes that had neither before."""
+
     def unlabeled() -> set[str]:
-        return {n["metadata"]["name"] for n in cluster.get("/api/v1/nodes")["items"]
-                if KEY not in n["metadata"].get("labels", {})
-                and OWNERSHIP not in n["metadata"].get("annotations", {})}
+        return {
+            n["metadata"]["name"]
+            for n in cluster.get("/api/v1/nodes")["items"]
+            if KEY not in n["metadata"].get("labels", {}) and OWNERSHIP not in n["metadata"].get("annotations", {})
+        }
 
     before = unlabeled()
     yield
     for name in before - unlabeled():
-        status, _ = cluster.api.request("PATCH", f"/api/v1/nodes/{name}",
-                                        {"metadata": {"labels": {KEY: None}, "annotations": {OWNERSHIP: None}}},
-                                        content_type="application/merge-patch+json")
+        status, _ = cluster.api.request(
+            "PATCH",
+            f"/api/v1/nodes/{name}",
+            {"metadata": {"labels": {KEY: None}, "annotations": {OWNERSHIP: None}}},
+            content_type="application/merge-patch+json",
+        )
         assert status in (200, 404)
 
 
@@ -297,8 +340,11 @@ def node_labels(cluster: LocalCluster) -> dict[str, dict[str, str]]:
 
 def sample_pod_gone(cluster: LocalCluster) -> None:
     cluster.delete(f"/api/v1/namespaces/{SAMPLE_NAMESPACE}/pods/{SAMPLE_POD}?gracePeriodSeconds=0")
-    wait_until(lambda: cluster.api.request("GET", f"/api/v1/namespaces/{SAMPLE_NAMESPACE}/pods/{SAMPLE_POD}")[0]
-               == 404, timeout=60, what="the sample pod to go")
+    wait_until(
+        lambda: cluster.api.request("GET", f"/api/v1/namespaces/{SAMPLE_NAMESPACE}/pods/{SAMPLE_POD}")[0] == 404,
+        timeout=60,
+        what="the sample pod to go",
+    )
 
 
 def variant(role: dict[str, Any], suffix: str, resource: str, verb: str) -> dict[str, Any]:
@@ -329,8 +375,11 @@ def test_the_shipped_roles_grant_no_write_to_the_reader(cluster: LocalCluster, s
     verbs = {verb for rule in reader["rules"] for verb in rule["verbs"]}
     assert verbs <= {"get", "list"}
     assert not any("secrets" in rule["resources"] for rule in reader["rules"])
-    assert not any("*" in rule["resources"] or "*" in rule["verbs"] for obj in shipped_rbac.values()
-                   for rule in obj.get("rules", []))
+    assert not any(
+        "*" in rule["resources"] or "*" in rule["verbs"]
+        for obj in shipped_rbac.values()
+        for rule in obj.get("rules", [])
+    )
     identity = identities.make("reader-only", cluster_roles=("kubegpu-reader",))
     wait_until(lambda: allowed(cluster, identity, "list", "pods"), what="the reader binding")
     assert not allowed(cluster, identity, "get", "secrets", namespace="default")
@@ -338,8 +387,7 @@ def test_the_shipped_roles_grant_no_write_to_the_reader(cluster: LocalCluster, s
     assert not allowed(cluster, identity, "watch", "pods")
 
 
-@pytest.mark.parametrize("playbook", ["preflight.yml", "fleet_facts.yml", "device_plugin_check.yml",
-                                      "pod_audit.yml"])
+@pytest.mark.parametrize("playbook", ["preflight.yml", "fleet_facts.yml", "device_plugin_check.yml", "pod_audit.yml"])
 def test_read_only_playbooks_pass_with_the_reader_role(cluster: LocalCluster, identities, playbook: str):
     identity = identities.make("reader", cluster_roles=("kubegpu-reader",))
     wait_until(lambda: allowed(cluster, identity, "list", "daemonsets", "apps"), what="the reader binding")
@@ -359,10 +407,15 @@ def test_node_labels_passes_with_the_labeler_role_alone(cluster: LocalCluster, i
 
 
 def test_sample_workload_passes_with_its_namespace_role(cluster: LocalCluster, identities):
-    identity = identities.make("sample", cluster_roles=("kubegpu-sample-workload-nodes",),
-                               roles=((SAMPLE_NAMESPACE, "kubegpu-sample-workload"),))
-    wait_until(lambda: allowed(cluster, identity, "get", "pods", namespace=SAMPLE_NAMESPACE, subresource="log"),
-               what="the sample workload binding")
+    identity = identities.make(
+        "sample",
+        cluster_roles=("kubegpu-sample-workload-nodes",),
+        roles=((SAMPLE_NAMESPACE, "kubegpu-sample-workload"),),
+    )
+    wait_until(
+        lambda: allowed(cluster, identity, "get", "pods", namespace=SAMPLE_NAMESPACE, subresource="log"),
+        what="the sample workload binding",
+    )
     try:
         created = run_playbook(identity, "sample_workload.yml")
         assert_passes(created)
@@ -380,8 +433,9 @@ def test_site_playbook_passes_with_every_shipped_role(cluster: LocalCluster, ide
         cluster_roles=("kubegpu-reader", "kubegpu-node-labeler", "kubegpu-sample-workload-nodes"),
         roles=((SAMPLE_NAMESPACE, "kubegpu-sample-workload"),),
     )
-    wait_until(lambda: allowed(cluster, identity, "create", "pods", namespace=SAMPLE_NAMESPACE),
-               what="the site bindings")
+    wait_until(
+        lambda: allowed(cluster, identity, "create", "pods", namespace=SAMPLE_NAMESPACE), what="the site bindings"
+    )
     try:
         assert_passes(run_playbook(identity, "site.yml"))
     finally:
@@ -391,20 +445,30 @@ def test_site_playbook_passes_with_every_shipped_role(cluster: LocalCluster, ide
 def test_secret_reads_are_optional_for_the_audit(cluster: LocalCluster, identities, namespace: str):
     """Without kubegpu-reader-secrets the audit passes and says which Secret it could not read;
     with it, the variable hidden in the Secret is judged like any other."""
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gpu-env", "namespace": namespace},
-              "stringData": {"NVIDIA_VISIBLE_DEVICES": "all"}}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "gpu-env", "namespace": namespace},
+        "stringData": {"NVIDIA_VISIBLE_DEVICES": "all"},
+    }
     assert cluster.create(f"/api/v1/namespaces/{namespace}/secrets", secret)[0] == 201
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "env-from-secret", "namespace": namespace},
-           "spec": {"nodeSelector": {"kubernetes.io/hostname": "no-such-node"},
-                    "containers": [{"name": "main", "image": "cuda:12",
-                                    "envFrom": [{"secretRef": {"name": "gpu-env"}}]}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "env-from-secret", "namespace": namespace},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": "no-such-node"},
+            "containers": [{"name": "main", "image": "cuda:12", "envFrom": [{"secretRef": {"name": "gpu-env"}}]}],
+        },
+    }
     assert cluster.create(f"/api/v1/namespaces/{namespace}/pods", pod)[0] == 201
     audit = {"pod_audit_namespaces": [namespace], "pod_audit_fail_on": "never"}
 
     without = identities.make("audit-no-secrets", cluster_roles=("kubegpu-reader",))
     with_secrets = identities.make("audit-secrets", cluster_roles=("kubegpu-reader", "kubegpu-reader-secrets"))
-    wait_until(lambda: allowed(cluster, with_secrets, "get", "secrets", namespace=namespace),
-               what="the secrets binding")
+    wait_until(
+        lambda: allowed(cluster, with_secrets, "get", "secrets", namespace=namespace), what="the secrets binding"
+    )
 
     blind = run_playbook(without, "pod_audit.yml", audit)
     assert blind.rc == 0, blind.explain()
@@ -425,19 +489,57 @@ def test_secret_reads_are_optional_for_the_audit(cluster: LocalCluster, identiti
 MISSING_VERB_CASES = [
     # (playbook, file, role kind, role, resource, verb taken away, apiGroup, scope in the message)
     ("preflight.yml", "kubegpu-reader.yaml", "ClusterRole", "kubegpu-reader", "pods", "list", "", "at cluster scope"),
-    ("pod_audit.yml", "kubegpu-reader.yaml", "ClusterRole", "kubegpu-reader", "cronjobs", "list", "batch",
-     "at cluster scope"),
-    ("node_labels.yml", "kubegpu-writer.yaml", "ClusterRole", "kubegpu-node-labeler", "nodes", "patch", "",
-     "at cluster scope"),
-    ("sample_workload.yml", "kubegpu-writer.yaml", "Role", "kubegpu-sample-workload", "pods/log", "get", "",
-     f'in namespace "{SAMPLE_NAMESPACE}"'),
+    (
+        "pod_audit.yml",
+        "kubegpu-reader.yaml",
+        "ClusterRole",
+        "kubegpu-reader",
+        "cronjobs",
+        "list",
+        "batch",
+        "at cluster scope",
+    ),
+    (
+        "node_labels.yml",
+        "kubegpu-writer.yaml",
+        "ClusterRole",
+        "kubegpu-node-labeler",
+        "nodes",
+        "patch",
+        "",
+        "at cluster scope",
+    ),
+    (
+        "sample_workload.yml",
+        "kubegpu-writer.yaml",
+        "Role",
+        "kubegpu-sample-workload",
+        "pods/log",
+        "get",
+        "",
+        f'in namespace "{SAMPLE_NAMESPACE}"',
+    ),
 ]
 
 
-@pytest.mark.parametrize(("playbook", "file", "kind", "role", "resource", "verb", "group", "scope"),
-                         MISSING_VERB_CASES, ids=[f"{c[0]}-{c[5]}-{c[4]}" for c in MISSING_VERB_CASES])
-def test_a_missing_verb_is_named(cluster: LocalCluster, identities, labels_restored, playbook: str, file: str,
-                                 kind: str, role: str, resource: str, verb: str, group: str, scope: str):
+@pytest.mark.parametrize(
+    ("playbook", "file", "kind", "role", "resource", "verb", "group", "scope"),
+    MISSING_VERB_CASES,
+    ids=[f"{c[0]}-{c[5]}-{c[4]}" for c in MISSING_VERB_CASES],
+)
+def test_a_missing_verb_is_named(
+    cluster: LocalCluster,
+    identities,
+    labels_restored,
+    playbook: str,
+    file: str,
+    kind: str,
+    role: str,
+    resource: str,
+    verb: str,
+    group: str,
+    scope: str,
+):
     shipped = next(d for d in rbac_documents(file) if d["kind"] == kind and d["metadata"]["name"] == role)
     suffix = identities.namespace.rsplit("-", 1)[-1]
     weakened = variant(shipped, suffix, resource, verb)
@@ -454,10 +556,15 @@ def test_a_missing_verb_is_named(cluster: LocalCluster, identities, labels_resto
     kept = weakened["rules"][0]
     kept_resource, kept_sub = (kept["resources"][0].split("/") + [None])[:2]
     try:
-        wait_until(lambda: not allowed(cluster, identity, verb, base, group, namespace, sub)
-                   and allowed(cluster, identity, kept["verbs"][0], kept_resource, kept["apiGroups"][0], namespace,
-                               kept_sub),
-                   what="the weakened binding")
+        wait_until(
+            lambda: (
+                not allowed(cluster, identity, verb, base, group, namespace, sub)
+                and allowed(
+                    cluster, identity, kept["verbs"][0], kept_resource, kept["apiGroups"][0], namespace, kept_sub
+                )
+            ),
+            what="the weakened binding",
+        )
         before = node_labels(cluster)
         run = run_playbook(identity, playbook, REPORT_ONLY)
         message = assert_fails_naming(run, verb, resource, group, scope)
