@@ -1,0 +1,88 @@
+"""The Molecule scenarios of the roles (extensions/molecule), one test each, against the local cluster.
+
+Each test runs `molecule test -s <scenario>` from the repository root, as a user would, with the
+collection on ANSIBLE_COLLECTIONS_PATH and the cluster's kubeconfig in K8S_AUTH_KUBECONFIG. Beyond
+the exit code, it checks that the steps that prove something really ran and passed: a step whose
+playbook is missing is reported as such by molecule and not as a failure, so a scenario that lost
+its check-mode or idempotence step would otherwise still pass.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import collection
+import pytest
+from conftest import LocalCluster
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIO_DIR = REPO / "extensions" / "molecule"
+SCENARIOS = ("preflight", "node_labels", "device_plugin_check", "pod_audit", "sample_workload")
+MOLECULE = Path(sys.executable).with_name("molecule")
+# Steps of the test sequence (extensions/molecule/config.yml) that must have run and passed.
+REQUIRED_STEPS = ("syntax", "prepare", "check", "side_effect", "converge", "idempotence", "verify")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def run_molecule(cluster: LocalCluster, scenario: str, ephemeral: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(
+        os.environ,
+        PATH=os.pathsep.join([str(MOLECULE.parent), os.environ.get("PATH", "")]),
+        ANSIBLE_COLLECTIONS_PATH=str(collection.collections_root()),
+        K8S_AUTH_KUBECONFIG=str(cluster.kubeconfig),
+        # Molecule's state and the generated inventory and ansible.cfg: outside the repository.
+        MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral),
+        NO_COLOR="1",
+        ANSIBLE_NOCOLOR="1",
+    )
+    return subprocess.run(
+        [str(MOLECULE), "test", "--scenario-name", scenario],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )
+
+
+def step_output(output: str, scenario: str, step: str) -> list[str]:
+    """The output of each run of `step`, from its `Executing` line to its `Executed` line."""
+    start = re.escape(f"[{scenario} > {step}] Executing")
+    end = re.escape(f"[{scenario} > {step}] Executed:")
+    return re.findall(rf"{start}\n(.*?){end}", output, re.DOTALL)
+
+
+def recaps(text: str) -> list[dict[str, int]]:
+    """The counts of each PLAY RECAP host line in `text`."""
+    return [
+        {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", line)}
+        for line in re.findall(r"^localhost\s+:\s+(ok=.*)$", text, re.MULTILINE)
+    ]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scenario(cluster: LocalCluster, scenario: str, tmp_path: Path) -> None:
+    assert (SCENARIO_DIR / scenario / "molecule.yml").is_file()
+    done = run_molecule(cluster, scenario, tmp_path / "molecule")
+    output = ANSI.sub("", done.stdout + done.stderr)
+    assert done.returncode == 0, output[-12000:]
+
+    for step in REQUIRED_STEPS:
+        assert re.search(rf"^{re.escape(scenario)} > {step}: Executed: Successful$", output, re.MULTILINE), (
+            f"step {step} did not run and pass:\n{output[-6000:]}"
+        )
+
+    # Idempotence ran converge a second time and its recap shows no change.
+    (idempotence,) = step_output(output, scenario, "idempotence")
+    counts = recaps(idempotence)
+    assert counts, f"no play recap in the idempotence step:\n{idempotence}"
+    assert all(c["changed"] == 0 and c["failed"] == 0 for c in counts), idempotence
+
+    # The check step ran converge with --check, and the step after it compared the cluster with
+    # what prepare recorded.
+    (check,) = step_output(output, scenario, "check")
+    assert recaps(check) and all(c["failed"] == 0 for c in recaps(check)), check
+    (compared,) = step_output(output, scenario, "side_effect")
+    assert re.search(r"TASK \[Check mode changed nothing on the cluster\][^\n]*\n\s*ok: \[localhost\]", compared), compared
