@@ -21,8 +21,11 @@ import yaml
 
 BYPASSES = ("env-all", "env-index", "privileged", "requests-only", "env-from", "init-env")
 CPU_IMAGES = ("nginx:1.27", "python:3.12-slim", "redis:7.4", "ghcr.io/example/api:2.3.1", "busybox:1.36")
-GPU_IMAGES = ("nvidia/cuda:12.4.1-base-ubuntu22.04", "nvcr.io/nvidia/pytorch:24.05-py3",
-              "registry.example.com/ml/trainer:1.8")
+GPU_IMAGES = (
+    "nvidia/cuda:12.4.1-base-ubuntu22.04",
+    "nvcr.io/nvidia/pytorch:24.05-py3",
+    "registry.example.com/ml/trainer:1.8",
+)
 
 
 class PlainDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
@@ -41,8 +44,12 @@ def config_map(file_index: int) -> dict:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "gpu-settings", "namespace": namespace_of(file_index), "labels": {"app": "settings"}},
-        "data": {"VISIBLE_DEVICES": "all", "LOG_LEVEL": "info", "FEATURE_FLAGS": "a,b,c",
-                 "settings.json": '{"retries": 3, "timeout": 30}'},
+        "data": {
+            "VISIBLE_DEVICES": "all",
+            "LOG_LEVEL": "info",
+            "FEATURE_FLAGS": "a,b,c",
+            "settings.json": '{"retries": 3, "timeout": 30}',
+        },
     }
 
 
@@ -67,14 +74,27 @@ def container(name: str, image: str, rng: random.Random) -> dict:
             "requests": {"cpu": f"{rng.choice((100, 250, 500))}m", "memory": f"{rng.choice((128, 256, 512))}Mi"},
             "limits": {"cpu": f"{rng.choice((1, 2))}", "memory": f"{rng.choice((512, 1024))}Mi"},
         },
-        "readinessProbe": {"httpGet": {"path": "/healthz", "port": port}, "initialDelaySeconds": 5,
-                           "periodSeconds": 10},
-        "livenessProbe": {"httpGet": {"path": "/livez", "port": port}, "initialDelaySeconds": 15,
-                          "periodSeconds": 20, "failureThreshold": 3},
-        "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
-                            "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True},
-        "volumeMounts": [{"name": "config", "mountPath": "/etc/app", "readOnly": True},
-                         {"name": "tmp", "mountPath": "/tmp"}],
+        "readinessProbe": {
+            "httpGet": {"path": "/healthz", "port": port},
+            "initialDelaySeconds": 5,
+            "periodSeconds": 10,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/livez", "port": port},
+            "initialDelaySeconds": 15,
+            "periodSeconds": 20,
+            "failureThreshold": 3,
+        },
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+        },
+        "volumeMounts": [
+            {"name": "config", "mountPath": "/etc/app", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
     }
 
 
@@ -87,9 +107,19 @@ def deployment(index: int, file_index: int, variant: str, rng: random.Random) ->
         "terminationGracePeriodSeconds": 30,
         "containers": [main],
         "volumes": [{"name": "config", "configMap": {"name": "app-config"}}, {"name": "tmp", "emptyDir": {}}],
-        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-            "weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app.kubernetes.io/name": name}},
-                                               "topologyKey": "kubernetes.io/hostname"}}]}},
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": name}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            }
+        },
     }
     if variant != "cpu":
         spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -117,16 +147,21 @@ def deployment(index: int, file_index: int, variant: str, rng: random.Random) ->
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace_of(file_index), "labels": labels,
-                     "annotations": {"deployment.kubernetes.io/revision": str(rng.randint(1, 40)),
-                                     "example.com/owner": f"team-{file_index:03d}@example.com"}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace_of(file_index),
+            "labels": labels,
+            "annotations": {
+                "deployment.kubernetes.io/revision": str(rng.randint(1, 40)),
+                "example.com/owner": f"team-{file_index:03d}@example.com",
+            },
+        },
         "spec": {
             "replicas": rng.randint(1, 5),
             "revisionHistoryLimit": 5,
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0}},
-            "template": {"metadata": {"labels": labels, "annotations": {"prometheus.io/scrape": "true"}},
-                         "spec": spec},
+            "template": {"metadata": {"labels": labels, "annotations": {"prometheus.io/scrape": "true"}}, "spec": spec},
         },
     }
 
@@ -146,8 +181,9 @@ def generate(out: Path, deployments: int, files: int, seed: int = 1) -> list[Pat
     written = []
     for file_index in range(files):
         first = file_index * per_file
-        docs = [config_map(file_index)] + [deployment(i, file_index, variant_of(i), rng)
-                                           for i in range(first, min(first + per_file, deployments))]
+        docs = [config_map(file_index)] + [
+            deployment(i, file_index, variant_of(i), rng) for i in range(first, min(first + per_file, deployments))
+        ]
         path = out / f"manifests-{file_index:03d}.yaml"
         path.write_text(yaml.dump_all(docs, Dumper=PlainDumper, sort_keys=False))
         written.append(path)

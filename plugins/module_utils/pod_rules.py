@@ -76,67 +76,149 @@ class Rule:
     allowable: bool = True
 
 
-RULES: dict[str, Rule] = {rule.id: rule for rule in (
-    Rule("KGPU101", "visible-devices-without-gpu", ERROR,
-         "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) gives GPUs to a container that requests none",
-         "Remove the variable and request GPUs in resources.limits (for example nvidia.com/gpu: 1); "
-         "to keep a container away from GPUs set NVIDIA_VISIBLE_DEVICES=void."),
-    Rule("KGPU102", "visible-devices-overrides-plugin", ERROR,
-         "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) overrides the GPUs the device plugin assigned",
-         "Remove the variable from the container: the device plugin sets it to the GPUs the scheduler counted."),
-    Rule("KGPU103", "visible-devices-unknown", WARNING,
-         "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) may be set to a value that cannot be known here",
-         "Set the variable from a literal value, or not at all; check the referenced source."),
-    Rule("KGPU201", "gpu-device-host-path", ERROR,
-         "A hostPath volume of GPU device nodes or driver files is mounted into a container",
-         "Remove the hostPath volume and request GPUs in resources.limits; the NVIDIA runtime injects "
-         "devices and driver files for the GPUs the scheduler assigned."),
-    Rule("KGPU202", "device-list-volume-mount", ERROR,
-         "A volume is mounted under /var/run/nvidia-container-devices, where a hardened NVIDIA runtime reads "
-         "device requests",
-         "Remove the mount; only the device plugin may request devices this way."),
-    Rule("KGPU301", "privileged-gpu-container", ERROR,
-         "A privileged container (privileged, SYS_ADMIN or ALL capabilities) shows GPU intent",
-         "Drop privileged and the SYS_ADMIN/ALL capabilities and request GPUs in resources.limits. "
-         "If the container must be privileged (a device plugin or driver), add the allow annotation with a reason."),
-    Rule("KGPU302", "privileged-container", WARNING,
-         "A privileged container (privileged, SYS_ADMIN or ALL capabilities) can reach every GPU of its node",
-         "Drop privileged if it is not needed, or keep the pod off GPU nodes; add the allow annotation "
-         "with a reason for system components."),
-    Rule("KGPU401", "gpu-request-without-limit", ERROR,
-         "A GPU resource is requested without a limit; the API server rejects it",
-         "Set the GPU in resources.limits (requests may be omitted: they default to the limits).", False),
-    Rule("KGPU402", "gpu-request-not-equal-limit", ERROR,
-         "A GPU request differs from its limit; the API server rejects it",
-         "Set the GPU only in resources.limits, or make the request equal to the limit.", False),
-    Rule("KGPU403", "gpu-quantity-not-whole", ERROR,
-         "A GPU quantity is not a whole number",
-         "Request whole GPUs (1, 2, ...); for a share of a GPU use a shared-GPU or MIG resource.", False),
-    Rule("KGPU404", "gpu-quantity-negative", ERROR,
-         "A GPU quantity is negative; the API server rejects it",
-         "Use a quantity of 0 or more.", False),
-    Rule("KGPU405", "gpu-quantity-malformed", ERROR,
-         "A GPU quantity is not a Kubernetes quantity; the API server rejects it",
-         "Write the quantity as a whole number such as 1.", False),
-    Rule("KGPU406", "pod-level-gpu-resources", ERROR,
-         "A GPU resource is set in pod-level spec.resources; the API server rejects it",
-         "Move the GPU to the resources.limits of the container that uses it.", False),
-    Rule("KGPU407", "ephemeral-container-gpu-resources", ERROR,
-         "An ephemeral container sets GPU resources; the API server rejects it",
-         "Remove resources from the ephemeral container.", False),
-    Rule("KGPU501", "image-visible-devices-all", WARNING,
-         "The image sets NVIDIA_VISIBLE_DEVICES=all (or is a legacy CUDA image) and the container requests no GPU",
-         "Set NVIDIA_VISIBLE_DEVICES=void in the container env, or request the GPU in resources.limits."),
-    Rule("KGPU601", "nvidia-runtime-class-without-gpu", WARNING,
-         "The pod uses an NVIDIA runtime class but requests no GPU",
-         "Request GPUs in resources.limits, or remove runtimeClassName."),
-    Rule("KGPU602", "device-annotation-without-gpu", WARNING,
-         "The pod carries device-injection annotations (CDI, NRI, CRI-O) but requests no GPU",
-         "Remove the annotation and request GPUs in resources.limits."),
-    Rule("KGPU901", "allow-annotation-without-reason", WARNING,
-         "The allow annotation has no reason, so it is not honoured",
-         "Give the reason as the annotation value, for example: \"NVIDIA device plugin\"."),
-)}
+RULES: dict[str, Rule] = {
+    rule.id: rule
+    for rule in (
+        Rule(
+            "KGPU101",
+            "visible-devices-without-gpu",
+            ERROR,
+            "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) gives GPUs to a container that requests none",
+            "Remove the variable and request GPUs in resources.limits (for example nvidia.com/gpu: 1); "
+            "to keep a container away from GPUs set NVIDIA_VISIBLE_DEVICES=void.",
+        ),
+        Rule(
+            "KGPU102",
+            "visible-devices-overrides-plugin",
+            ERROR,
+            "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) overrides the GPUs the device plugin assigned",
+            "Remove the variable from the container: the device plugin sets it to the GPUs the scheduler counted.",
+        ),
+        Rule(
+            "KGPU103",
+            "visible-devices-unknown",
+            WARNING,
+            "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) may be set to a value that cannot be known here",
+            "Set the variable from a literal value, or not at all; check the referenced source.",
+        ),
+        Rule(
+            "KGPU201",
+            "gpu-device-host-path",
+            ERROR,
+            "A hostPath volume of GPU device nodes or driver files is mounted into a container",
+            "Remove the hostPath volume and request GPUs in resources.limits; the NVIDIA runtime injects "
+            "devices and driver files for the GPUs the scheduler assigned.",
+        ),
+        Rule(
+            "KGPU202",
+            "device-list-volume-mount",
+            ERROR,
+            "A volume is mounted under /var/run/nvidia-container-devices, where a hardened NVIDIA runtime reads "
+            "device requests",
+            "Remove the mount; only the device plugin may request devices this way.",
+        ),
+        Rule(
+            "KGPU301",
+            "privileged-gpu-container",
+            ERROR,
+            "A privileged container (privileged, SYS_ADMIN or ALL capabilities) shows GPU intent",
+            "Drop privileged and the SYS_ADMIN/ALL capabilities and request GPUs in resources.limits. "
+            "If the container must be privileged (a device plugin or driver), add the allow annotation with a reason.",
+        ),
+        Rule(
+            "KGPU302",
+            "privileged-container",
+            WARNING,
+            "A privileged container (privileged, SYS_ADMIN or ALL capabilities) can reach every GPU of its node",
+            "Drop privileged if it is not needed, or keep the pod off GPU nodes; add the allow annotation "
+            "with a reason for system components.",
+        ),
+        Rule(
+            "KGPU401",
+            "gpu-request-without-limit",
+            ERROR,
+            "A GPU resource is requested without a limit; the API server rejects it",
+            "Set the GPU in resources.limits (requests may be omitted: they default to the limits).",
+            False,
+        ),
+        Rule(
+            "KGPU402",
+            "gpu-request-not-equal-limit",
+            ERROR,
+            "A GPU request differs from its limit; the API server rejects it",
+            "Set the GPU only in resources.limits, or make the request equal to the limit.",
+            False,
+        ),
+        Rule(
+            "KGPU403",
+            "gpu-quantity-not-whole",
+            ERROR,
+            "A GPU quantity is not a whole number",
+            "Request whole GPUs (1, 2, ...); for a share of a GPU use a shared-GPU or MIG resource.",
+            False,
+        ),
+        Rule(
+            "KGPU404",
+            "gpu-quantity-negative",
+            ERROR,
+            "A GPU quantity is negative; the API server rejects it",
+            "Use a quantity of 0 or more.",
+            False,
+        ),
+        Rule(
+            "KGPU405",
+            "gpu-quantity-malformed",
+            ERROR,
+            "A GPU quantity is not a Kubernetes quantity; the API server rejects it",
+            "Write the quantity as a whole number such as 1.",
+            False,
+        ),
+        Rule(
+            "KGPU406",
+            "pod-level-gpu-resources",
+            ERROR,
+            "A GPU resource is set in pod-level spec.resources; the API server rejects it",
+            "Move the GPU to the resources.limits of the container that uses it.",
+            False,
+        ),
+        Rule(
+            "KGPU407",
+            "ephemeral-container-gpu-resources",
+            ERROR,
+            "An ephemeral container sets GPU resources; the API server rejects it",
+            "Remove resources from the ephemeral container.",
+            False,
+        ),
+        Rule(
+            "KGPU501",
+            "image-visible-devices-all",
+            WARNING,
+            "The image sets NVIDIA_VISIBLE_DEVICES=all (or is a legacy CUDA image) and the container requests no GPU",
+            "Set NVIDIA_VISIBLE_DEVICES=void in the container env, or request the GPU in resources.limits.",
+        ),
+        Rule(
+            "KGPU601",
+            "nvidia-runtime-class-without-gpu",
+            WARNING,
+            "The pod uses an NVIDIA runtime class but requests no GPU",
+            "Request GPUs in resources.limits, or remove runtimeClassName.",
+        ),
+        Rule(
+            "KGPU602",
+            "device-annotation-without-gpu",
+            WARNING,
+            "The pod carries device-injection annotations (CDI, NRI, CRI-O) but requests no GPU",
+            "Remove the annotation and request GPUs in resources.limits.",
+        ),
+        Rule(
+            "KGPU901",
+            "allow-annotation-without-reason",
+            WARNING,
+            "The allow annotation has no reason, so it is not honoured",
+            'Give the reason as the annotation value, for example: "NVIDIA device plugin".',
+        ),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -207,8 +289,9 @@ class NoEnvSources:
 
 def config_map_values(obj: Mapping[str, Any]) -> dict[str, str | None]:
     # envFrom reads `data` only; a non-string value would be refused by the API server.
-    return {k: (v if isinstance(v, str) else None) for k, v in as_mapping(obj.get("data")).items()
-            if isinstance(k, str)}
+    return {
+        k: (v if isinstance(v, str) else None) for k, v in as_mapping(obj.get("data")).items() if isinstance(k, str)
+    }
 
 
 def secret_values(obj: Mapping[str, Any]) -> dict[str, str | None]:
@@ -367,11 +450,11 @@ def expand_references(raw: str, env: ResolvedEnv) -> tuple[str | None, list[EnvV
             if close == -1:
                 piece, advance = "$(", 1
             else:
-                name = raw[cursor + 2:close]
+                name = raw[cursor + 2 : close]
                 ref = env.lookup(name)
                 advance = close - cursor
                 if ref is None:
-                    piece = raw[cursor:close + 1]
+                    piece = raw[cursor : close + 1]
                 elif ref.value is None:
                     return None, used + [ref], f"it refers to $({name}), whose value is unknown"
                 else:
@@ -389,8 +472,31 @@ def expand_references(raw: str, env: ResolvedEnv) -> tuple[str | None, list[EnvV
     return "".join(out), used, ""
 
 
-def resolve_env(container: Mapping[str, Any], container_path: str, namespace: str, sources: EnvSources,
-                pod_metadata: Mapping[str, Any]) -> ResolvedEnv:
+_RELEVANT_PREFIXES = ("NVIDIA_", "CUDA_")
+
+
+def env_may_matter(container: Mapping[str, Any]) -> bool:
+    """Whether the env can hold an NVIDIA or CUDA variable. Names are never expanded, so a container
+    whose env names none of them and that has no envFrom needs no resolution at all."""
+    if container.get("envFrom"):
+        return True
+    env = container.get("env")
+    if not isinstance(env, list):
+        return False
+    for item in env:
+        name = item.get("name") if isinstance(item, dict) else None
+        if isinstance(name, str) and name.startswith(_RELEVANT_PREFIXES):
+            return True
+    return False
+
+
+def resolve_env(
+    container: Mapping[str, Any],
+    container_path: str,
+    namespace: str,
+    sources: EnvSources,
+    pod_metadata: Mapping[str, Any],
+) -> ResolvedEnv:
     env = ResolvedEnv()
     env_from = container.get("envFrom")
     if isinstance(env_from, list):
@@ -403,15 +509,15 @@ def resolve_env(container: Mapping[str, Any], container_path: str, namespace: st
             if isinstance(item, dict):
                 name = item.get("name")
                 if isinstance(name, str) and name:
-                    value = _env_var_value(item, f"{container_path}.env[{index}]", env, namespace, sources,
-                                           pod_metadata)
+                    value = _env_var_value(
+                        item, f"{container_path}.env[{index}]", env, namespace, sources, pod_metadata
+                    )
                     if value is not None:
                         env.values[name] = value
     return env
 
 
-def _apply_env_from(env: ResolvedEnv, item: Mapping[str, Any], path: str, namespace: str,
-                    sources: EnvSources) -> None:
+def _apply_env_from(env: ResolvedEnv, item: Mapping[str, Any], path: str, namespace: str, sources: EnvSources) -> None:
     prefix = text(item.get("prefix"))
     for ref_key, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
         ref = item.get(ref_key)
@@ -422,19 +528,35 @@ def _apply_env_from(env: ResolvedEnv, item: Mapping[str, Any], path: str, namesp
         data = sources.secret(namespace, name) if kind == "Secret" else sources.config_map(namespace, name)
         through = f"{path.rsplit('.', 1)[-1]}" + (f" with prefix {prefix!r}" if prefix else "")
         if data is None:
-            marker = EnvValue(None, ref_path, f"{kind} {name or '(no name)'} through {through}",
-                              secret=kind == "Secret", note=f"{kind} {name or '(no name)'} is not available here")
+            marker = EnvValue(
+                None,
+                ref_path,
+                f"{kind} {name or '(no name)'} through {through}",
+                secret=kind == "Secret",
+                note=f"{kind} {name or '(no name)'} is not available here",
+            )
             env.opaque.append((prefix, marker))
             continue
         if data.absent:
             continue  # optional, or the pod cannot start: either way it sets nothing
         for key, value in data.values.items():
-            env.values[prefix + key] = EnvValue(value, ref_path, f"key {key} of {data.where} through {through}",
-                                                secret=data.secret, note="" if value is not None else "unreadable value")
+            env.values[prefix + key] = EnvValue(
+                value,
+                ref_path,
+                f"key {key} of {data.where} through {through}",
+                secret=data.secret,
+                note="" if value is not None else "unreadable value",
+            )
 
 
-def _env_var_value(item: Mapping[str, Any], path: str, env: ResolvedEnv, namespace: str, sources: EnvSources,
-                   pod_metadata: Mapping[str, Any]) -> EnvValue | None:
+def _env_var_value(
+    item: Mapping[str, Any],
+    path: str,
+    env: ResolvedEnv,
+    namespace: str,
+    sources: EnvSources,
+    pod_metadata: Mapping[str, Any],
+) -> EnvValue | None:
     raw = item.get("value")
     label = f"{path.rsplit('.', 1)[-1]}.value"
     if isinstance(raw, str) and raw:
@@ -451,8 +573,9 @@ def _env_var_value(item: Mapping[str, Any], path: str, env: ResolvedEnv, namespa
     return EnvValue(None, f"{path}.value", label, note=f"the value {raw!r} is not a string")
 
 
-def _value_from(value_from: Mapping[str, Any], path: str, namespace: str, sources: EnvSources,
-                pod_metadata: Mapping[str, Any]) -> EnvValue | None:
+def _value_from(
+    value_from: Mapping[str, Any], path: str, namespace: str, sources: EnvSources, pod_metadata: Mapping[str, Any]
+) -> EnvValue | None:
     for ref_key, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
         ref = value_from.get(ref_key)
         if not isinstance(ref, dict):
@@ -461,19 +584,26 @@ def _value_from(value_from: Mapping[str, Any], path: str, namespace: str, source
         ref_path = f"{path}.{ref_key}"
         data = sources.secret(namespace, name) if kind == "Secret" else sources.config_map(namespace, name)
         if data is None:
-            return EnvValue(None, ref_path, f"key {key} of {kind} {name}", secret=kind == "Secret",
-                            note=f"{kind} {name or '(no name)'} is not available here")
+            return EnvValue(
+                None,
+                ref_path,
+                f"key {key} of {kind} {name}",
+                secret=kind == "Secret",
+                note=f"{kind} {name or '(no name)'} is not available here",
+            )
         if data.absent or key not in data.values:
             if ref.get("optional") is True or data.absent:
                 return None  # the kubelet skips an optional reference that is missing
-            return EnvValue(None, ref_path, f"key {key} of {data.where}", secret=data.secret,
-                            note=f"{data.where} has no key {key}")
+            return EnvValue(
+                None, ref_path, f"key {key} of {data.where}", secret=data.secret, note=f"{data.where} has no key {key}"
+            )
         return EnvValue(data.values[key], ref_path, f"key {key} of {data.where}", secret=data.secret)
     field_ref = value_from.get("fieldRef")
     if isinstance(field_ref, dict):
         return _field_ref_value(text(field_ref.get("fieldPath")), f"{path}.fieldRef", pod_metadata)
-    return EnvValue(None, path, "valueFrom", note="resourceFieldRef and other valueFrom sources are known only at "
-                                                 "run time")
+    return EnvValue(
+        None, path, "valueFrom", note="resourceFieldRef and other valueFrom sources are known only at run time"
+    )
 
 
 _METADATA_MAP_FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']*)'\]$")
@@ -486,8 +616,9 @@ def _field_ref_value(field_path: str, path: str, pod_metadata: Mapping[str, Any]
         value = values.get(match[2], "")
         if isinstance(value, str):
             return EnvValue(value, path, f"the pod's {field_path}")
-    return EnvValue(None, path, f"the pod's {field_path or 'field'}", note=f"{field_path or 'the field'} is known "
-                                                                            "only at run time")
+    return EnvValue(
+        None, path, f"the pod's {field_path or 'field'}", note=f"{field_path or 'the field'} is known only at run time"
+    )
 
 
 def device_selection(value: str) -> str:
@@ -510,9 +641,10 @@ def selects_gpus(value: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Quantities, as the API server validates them
 
-_SI_SUFFIXES = ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"), (0, ""), (-3, "m"), (-6, "u"),
-                (-9, "n"))
-_QUANTITY_PATTERN_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+_SI_SUFFIXES = ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"), (0, ""), (-3, "m"), (-6, "u"), (-9, "n"))
+_QUANTITY_PATTERN_MESSAGE = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
 
 
 def format_quantity(value: Decimal) -> str:
@@ -547,15 +679,23 @@ def quantity_issues(raw: Any, api_path: str, path: str, resource: str) -> tuple[
     try:
         value = parse_quantity(raw)
     except QuantityError:
-        return None, [QuantityIssue("KGPU405", path, f"{field_path}: Invalid value: {raw!r}: {_QUANTITY_PATTERN_MESSAGE}")]
+        message = f"{field_path}: Invalid value: {raw!r}: {_QUANTITY_PATTERN_MESSAGE}"
+        return None, [QuantityIssue("KGPU405", path, message)]
     if value < 0:
-        return value, [QuantityIssue("KGPU404", path, f'{field_path}: Invalid value: "{format_quantity(value)}": '
-                                                      "must be greater than or equal to 0")]
+        return value, [
+            QuantityIssue(
+                "KGPU404",
+                path,
+                f'{field_path}: Invalid value: "{format_quantity(value)}": must be greater than or equal to 0',
+            )
+        ]
     if not is_whole(value):
         if server_admits_fraction(value):
-            message = (f"{resource} quantity {raw!r} is not a whole number of GPUs. The API server admits it (its "
-                       "integer check rounds milli-units up) and the scheduler counts it as "
-                       f"{int(value.to_integral_value(rounding=ROUND_CEILING))}.")
+            message = (
+                f"{resource} quantity {raw!r} is not a whole number of GPUs. The API server admits it (its "
+                "integer check rounds milli-units up) and the scheduler counts it as "
+                f"{int(value.to_integral_value(rounding=ROUND_CEILING))}."
+            )
         else:
             message = f"{field_path}: Invalid value: {format_quantity(value)}: must be an integer"
         return value, [QuantityIssue("KGPU403", path, message)]
@@ -589,11 +729,11 @@ def image_repository(image: str) -> tuple[str, str]:
     """Repository (lower case, Docker Hub defaults removed) and tag of an image reference."""
     ref = image.strip().split("@", 1)[0]
     slash, colon = ref.rfind("/"), ref.rfind(":")
-    repo, tag = (ref[:colon], ref[colon + 1:]) if colon > slash else (ref, "")
+    repo, tag = (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, "")
     repo = repo.lower()
     for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
         if repo.startswith(prefix):
-            repo = repo[len(prefix):]
+            repo = repo[len(prefix) :]
             break
     return repo.removeprefix("library/"), tag
 
@@ -691,7 +831,7 @@ class PodChecker:
         api_prefix = site.api_path
         containers = [self._container_facts(c, site, emit, api_prefix) for c in iter_containers(site)]
         pod_has_gpu = any(c.has_gpu for c in containers) or bool(as_list(site.spec.get("resourceClaims")))
-        volumes = _volumes_by_name(site)
+        volumes = gpu_host_path_volumes(site.spec)
         for facts in containers:
             self._env_rules(facts, emit)
             self._image_rule(facts, emit)
@@ -703,23 +843,28 @@ class PodChecker:
             _annotation_rule(site, pod_has_gpu, emit)
         return self._apply_allow(site, findings)
 
-    def _container_facts(self, container: ContainerSite, site: PodSpecSite, emit: _Emitter,
-                         api_prefix: str) -> ContainerFacts:
+    def _container_facts(
+        self, container: ContainerSite, site: PodSpecSite, emit: _Emitter, api_prefix: str
+    ) -> ContainerFacts:
         resources = as_mapping(container.container.get("resources"))
-        api_path = api_prefix + container.path[len(site.path):] + ".resources"
+        api_path = api_prefix + container.path[len(site.path) :] + ".resources"
         gpu_names: list[str] = []
         has_gpu = False
         if resources:
             gpu_names, has_gpu = self._resource_rules(resources, container, api_path, emit)
         c = container.container
-        env = (resolve_env(c, container.path, site.ref.namespace, self.sources, site.pod_metadata)
-               if c.get("env") or c.get("envFrom") else ResolvedEnv())
+        env = (
+            resolve_env(c, container.path, site.ref.namespace, self.sources, site.pod_metadata)
+            if env_may_matter(c)
+            else ResolvedEnv()
+        )
         image = c.get("image")
         image_env = self.images.lookup(image) if isinstance(image, str) and image else None
         return ContainerFacts(container, env, has_gpu, gpu_names, image_env)
 
-    def _resource_rules(self, resources: Mapping[str, Any], container: ContainerSite, api_path: str,
-                        emit: _Emitter) -> tuple[list[str], bool]:
+    def _resource_rules(
+        self, resources: Mapping[str, Any], container: ContainerSite, api_path: str, emit: _Emitter
+    ) -> tuple[list[str], bool]:
         limits = as_mapping(resources.get("limits"))
         requests = as_mapping(resources.get("requests"))
         gpu_names = [n for n in (*limits, *requests) if self.is_gpu(n)]
@@ -743,15 +888,23 @@ class PodChecker:
             emit.issues(container, issues)
             request_path = key_path(f"{path}.requests", name)
             if name not in limits:
-                emit(container, "KGPU401", request_path,
-                     f"{api_path}.limits: Required value: Limit must be set for non overcommitable resources "
-                     f"({name} is requested without a limit)")
+                emit(
+                    container,
+                    "KGPU401",
+                    request_path,
+                    f"{api_path}.limits: Required value: Limit must be set for non overcommitable resources "
+                    f"({name} is requested without a limit)",
+                )
             else:
                 limit = parsed_limits.get(name)
                 if value is not None and limit is not None and value != limit:
-                    emit(container, "KGPU402", request_path,
-                         f'{api_path}.requests: Invalid value: "{format_quantity(value)}": must be equal to {name} '
-                         f"limit of {format_quantity(limit)}")
+                    emit(
+                        container,
+                        "KGPU402",
+                        request_path,
+                        f'{api_path}.requests: Invalid value: "{format_quantity(value)}": must be equal to {name} '
+                        f"limit of {format_quantity(limit)}",
+                    )
         has_gpu = has_claims or any(v is not None and v > 0 for v in parsed_limits.values())
         return gpu_names, has_gpu
 
@@ -760,9 +913,13 @@ class PodChecker:
         for section in ("limits", "requests"):
             for name in as_mapping(resources.get(section)):
                 if self.is_gpu(name):
-                    emit(None, "KGPU406", key_path(f"{site.path}.resources.{section}", name),
-                         f'{api_prefix}.resources.{section}[{name}]: Unsupported value: "{name}": supported values: '
-                         '"cpu", "memory"')
+                    emit(
+                        None,
+                        "KGPU406",
+                        key_path(f"{site.path}.resources.{section}", name),
+                        f'{api_prefix}.resources.{section}[{name}]: Unsupported value: "{name}": supported values: '
+                        '"cpu", "memory"',
+                    )
 
     def _env_rules(self, facts: ContainerFacts, emit: _Emitter) -> None:
         for variable, verb in DEVICE_VARIABLES.items():
@@ -771,9 +928,13 @@ class PodChecker:
                 continue
             who = f"container {facts.site.name!r}"
             if value.value is None:
-                emit(facts.site, "KGPU103", value.path,
-                     f"{variable} in {who} comes from {value.origin}, whose value cannot be known here "
-                     f"({value.note}); if it names GPUs, the container gets them without the scheduler counting them")
+                emit(
+                    facts.site,
+                    "KGPU103",
+                    value.path,
+                    f"{variable} in {who} comes from {value.origin}, whose value cannot be known here "
+                    f"({value.note}); if it names GPUs, the container gets them without the scheduler counting them",
+                )
                 continue
             selection = device_selection(value.value)
             if selection not in ("all", "devices"):
@@ -781,14 +942,22 @@ class PodChecker:
             what = "every GPU of the node" if selection == "all" else "GPUs by index or id"
             shown = f"{variable}={value.value}" if not value.secret else f"{variable} ({value.shown()})"
             if facts.has_gpu:
-                emit(facts.site, "KGPU102", value.path,
-                     f"{shown} in {who} (from {value.origin}) overrides the GPUs the device plugin assigned for "
-                     f"its {', '.join(facts.gpu_resources) or 'GPU'} limit: it {verb} {what}, including GPUs the "
-                     "scheduler gave to other pods")
+                emit(
+                    facts.site,
+                    "KGPU102",
+                    value.path,
+                    f"{shown} in {who} (from {value.origin}) overrides the GPUs the device plugin assigned for "
+                    f"its {', '.join(facts.gpu_resources) or 'GPU'} limit: it {verb} {what}, including GPUs the "
+                    "scheduler gave to other pods",
+                )
             else:
-                emit(facts.site, "KGPU101", value.path,
-                     f"{shown} in {who} (from {value.origin}) {verb} {what}, but the container requests no GPU: "
-                     "the scheduler does not count them and places other GPU pods on the same cards")
+                emit(
+                    facts.site,
+                    "KGPU101",
+                    value.path,
+                    f"{shown} in {who} (from {value.origin}) {verb} {what}, but the container requests no GPU: "
+                    "the scheduler does not count them and places other GPU pods on the same cards",
+                )
 
     def _image_rule(self, facts: ContainerFacts, emit: _Emitter) -> None:
         image_env = facts.image_env
@@ -799,20 +968,29 @@ class PodChecker:
         baked = image_env.env.get(VISIBLE_DEVICES)
         if baked is not None:
             if selects_gpus(baked):
-                emit(facts.site, "KGPU501", path,
-                     f"image {image} ({image_env.source}) sets {VISIBLE_DEVICES}={baked} and container "
-                     f"{facts.site.name!r} requests no GPU and does not override it: it gets GPUs the scheduler "
-                     "does not count")
+                emit(
+                    facts.site,
+                    "KGPU501",
+                    path,
+                    f"image {image} ({image_env.source}) sets {VISIBLE_DEVICES}={baked} and container "
+                    f"{facts.site.name!r} requests no GPU and does not override it: it gets GPUs the scheduler "
+                    "does not count",
+                )
             return
         cuda = _merged(facts.env, image_env.env, CUDA_VERSION)
         if cuda and not _merged(facts.env, image_env.env, REQUIRE_CUDA):
-            emit(facts.site, "KGPU501", path,
-                 f"image {image} ({image_env.source}) is a legacy CUDA image ({CUDA_VERSION}={cuda} without "
-                 f"{REQUIRE_CUDA} or {VISIBLE_DEVICES}), for which the NVIDIA runtime defaults to all GPUs; "
-                 f"container {facts.site.name!r} requests no GPU")
+            emit(
+                facts.site,
+                "KGPU501",
+                path,
+                f"image {image} ({image_env.source}) is a legacy CUDA image ({CUDA_VERSION}={cuda} without "
+                f"{REQUIRE_CUDA} or {VISIBLE_DEVICES}), for which the NVIDIA runtime defaults to all GPUs; "
+                f"container {facts.site.name!r} requests no GPU",
+            )
 
-    def _privilege_rule(self, facts: ContainerFacts, site: PodSpecSite, device_mounts: list[str],
-                        emit: _Emitter) -> None:
+    def _privilege_rule(
+        self, facts: ContainerFacts, site: PodSpecSite, device_mounts: list[str], emit: _Emitter
+    ) -> None:
         escalations = privilege_escalations(facts.site)
         if not escalations:
             return
@@ -821,12 +999,20 @@ class PodChecker:
         signs = self.gpu_intent(facts, site) + device_mounts
         who = f"container {facts.site.name!r}"
         if signs:
-            emit(facts.site, "KGPU301", path,
-                 f"{who} runs with {how} and shows GPU intent ({'; '.join(signs)}): a privileged container sees "
-                 "every /dev/nvidia* device of its node, so it can use GPUs the scheduler gave to other pods")
+            emit(
+                facts.site,
+                "KGPU301",
+                path,
+                f"{who} runs with {how} and shows GPU intent ({'; '.join(signs)}): a privileged container sees "
+                "every /dev/nvidia* device of its node, so it can use GPUs the scheduler gave to other pods",
+            )
         else:
-            emit(facts.site, "KGPU302", path,
-                 f"{who} runs with {how}; it shows no sign of GPU use, but on a GPU node it can reach every GPU")
+            emit(
+                facts.site,
+                "KGPU302",
+                path,
+                f"{who} runs with {how}; it shows no sign of GPU use, but on a GPU node it can reach every GPU",
+            )
 
     def gpu_intent(self, facts: ContainerFacts, site: PodSpecSite) -> list[str]:
         """Why a container looks like it runs GPU code, in words; empty when nothing suggests it."""
@@ -834,9 +1020,12 @@ class PodChecker:
         signs = [f"GPU resource {name}" for name in facts.gpu_resources]
         if as_list(as_mapping(c.get("resources")).get("claims")):
             signs.append("resource claims")
-        signs += [f"env {name}" for name, v in facts.env.values.items()
-                  if (name.startswith("NVIDIA_") or name == "CUDA_VISIBLE_DEVICES")
-                  and not (v.value is not None and device_selection(v.value) == "void" and name in DEVICE_VARIABLES)]
+        signs += [
+            f"env {name}"
+            for name, v in facts.env.values.items()
+            if (name.startswith("NVIDIA_") or name == "CUDA_VISIBLE_DEVICES")
+            and not (v.value is not None and device_selection(v.value) == "void" and name in DEVICE_VARIABLES)
+        ]
         image = c.get("image")
         if isinstance(image, str) and (facts.image_env is not None or _GPU_WORDS.search(image)):
             signs.append(f"image {image}")
@@ -857,9 +1046,17 @@ class PodChecker:
         if not reason:
             kept = findings
             if "KGPU901" not in skip:
-                kept = kept + [Finding("KGPU901", WARNING, site.ref, None, path,
-                                       f"annotation {key} is set without a reason, so the findings of this object "
-                                       "stand", RULES["KGPU901"].remedy)]
+                kept = kept + [
+                    Finding(
+                        "KGPU901",
+                        WARNING,
+                        site.ref,
+                        None,
+                        path,
+                        f"annotation {key} is set without a reason, so the findings of this object stand",
+                        RULES["KGPU901"].remedy,
+                    )
+                ]
             return kept, []
         allowed = [Allowed(f, reason) for f in findings if RULES[f.rule].allowable]
         return [f for f in findings if not RULES[f.rule].allowable], allowed
@@ -874,8 +1071,9 @@ class _Emitter:
 
     def __call__(self, container: ContainerSite | None, rule_id: str, path: str, message: str) -> None:
         rule = RULES[rule_id]
-        self.sink.append(Finding(rule_id, rule.severity, self.ref, container.name if container else None, path,
-                                 message, rule.remedy))
+        self.sink.append(
+            Finding(rule_id, rule.severity, self.ref, container.name if container else None, path, message, rule.remedy)
+        )
 
     def issues(self, container: ContainerSite, issues: list[QuantityIssue]) -> None:
         for issue in issues:
@@ -890,8 +1088,10 @@ def _merged(env: ResolvedEnv, image_env: Mapping[str, str], name: str) -> str:
 
 
 def _allow_reason(site: PodSpecSite, key: str) -> tuple[str, str | None]:
-    for metadata, base in ((site.pod_metadata, site.metadata_path),
-                           (site.object_metadata, join_path(site.prefix, "metadata"))):
+    for metadata, base in (
+        (site.pod_metadata, site.metadata_path),
+        (site.object_metadata, join_path(site.prefix, "metadata")),
+    ):
         annotations = as_mapping(metadata.get("annotations"))
         if key in annotations:
             value = annotations[key]
@@ -934,10 +1134,13 @@ def pod_gpu_intent(spec: Mapping[str, Any]) -> list[str]:
 
 def _affinity_keys(spec: Mapping[str, Any]) -> Iterator[str]:
     node_affinity = as_mapping(as_mapping(spec.get("affinity")).get("nodeAffinity"))
-    required = as_list(as_mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
-                       .get("nodeSelectorTerms"))
-    preferred = [as_mapping(p).get("preference") for p in as_list(
-        node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"))]
+    required = as_list(
+        as_mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")).get("nodeSelectorTerms")
+    )
+    preferred = [
+        as_mapping(p).get("preference")
+        for p in as_list(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"))
+    ]
     for term in (*required, *preferred):
         for expression in as_list(as_mapping(term).get("matchExpressions")):
             key = as_mapping(expression).get("key")
@@ -945,11 +1148,14 @@ def _affinity_keys(spec: Mapping[str, Any]) -> Iterator[str]:
                 yield key
 
 
-def _volumes_by_name(site: PodSpecSite) -> dict[str, tuple[int, Mapping[str, Any]]]:
-    volumes: dict[str, tuple[int, Mapping[str, Any]]] = {}
-    for index, volume in enumerate(as_list(site.spec.get("volumes"))):
-        if isinstance(volume, dict) and isinstance(volume.get("name"), str):
-            volumes[volume["name"]] = (index, volume)
+def gpu_host_path_volumes(spec: Mapping[str, Any]) -> dict[str, tuple[int, str]]:
+    """Volumes of GPU device or driver host paths, by name: (index, host path)."""
+    volumes: dict[str, tuple[int, str]] = {}
+    for index, volume in enumerate(as_list(spec.get("volumes"))):
+        if isinstance(volume, dict) and "hostPath" in volume and isinstance(volume.get("name"), str):
+            host_path = text(as_mapping(volume.get("hostPath")).get("path"))
+            if host_path and gpu_host_path(host_path):
+                volumes[volume["name"]] = (index, host_path)
     return volumes
 
 
@@ -963,8 +1169,14 @@ def gpu_host_path(path: str) -> bool:
     return posixpath.basename(normal).startswith(_DRIVER_FILE_PREFIXES)
 
 
-def _device_mounts(container: ContainerSite, volumes: Mapping[str, tuple[int, Mapping[str, Any]]],
-                   emit: _Emitter) -> list[str]:
+def device_list_mount(mount_path: str) -> bool:
+    if "nvidia-container-devices" not in mount_path:
+        return False
+    normal = posixpath.normpath(mount_path)
+    return any(normal == root or normal.startswith(root + "/") for root in DEVICE_LIST_MOUNT_ROOTS)
+
+
+def _device_mounts(container: ContainerSite, volumes: Mapping[str, tuple[int, str]], emit: _Emitter) -> list[str]:
     mounts = container.container.get("volumeMounts")
     if not isinstance(mounts, list) or not mounts:
         return []
@@ -974,22 +1186,26 @@ def _device_mounts(container: ContainerSite, volumes: Mapping[str, tuple[int, Ma
         if not isinstance(mount, dict):
             continue
         mount_path = text(mount.get("mountPath"))
-        normal = posixpath.normpath(mount_path) if mount_path else ""
-        if any(normal == root or normal.startswith(root + "/") for root in DEVICE_LIST_MOUNT_ROOTS):
-            emit(container, "KGPU202", f"{container.path}.volumeMounts[{index}].mountPath",
-                 f"container {container.name!r} mounts volume {mount.get('name')!r} at {mount_path}: with "
-                 "accept-nvidia-visible-devices-as-volume-mounts the NVIDIA runtime reads this as a request for "
-                 "the GPUs named under it, which the scheduler does not count")
+        if device_list_mount(mount_path):
+            emit(
+                container,
+                "KGPU202",
+                f"{container.path}.volumeMounts[{index}].mountPath",
+                f"container {container.name!r} mounts volume {mount.get('name')!r} at {mount_path}: with "
+                "accept-nvidia-visible-devices-as-volume-mounts the NVIDIA runtime reads this as a request for "
+                "the GPUs named under it, which the scheduler does not count",
+            )
             found.append(f"mount at {mount_path}")
-        entry = volumes.get(text(mount.get("name")))
-        if entry is None:
-            continue
-        volume_index, volume = entry
-        host_path = text(as_mapping(volume.get("hostPath")).get("path"))
-        if host_path and gpu_host_path(host_path):
-            emit(container, "KGPU201", f"{spec_path}.volumes[{volume_index}].hostPath.path",
-                 f"container {container.name!r} mounts hostPath {host_path} (volume {volume.get('name')!r}) at "
-                 f"{mount_path}: GPU device nodes or driver files reached this way bypass the scheduler's GPU count")
+        entry = volumes.get(text(mount.get("name"))) if volumes else None
+        if entry is not None:
+            volume_index, host_path = entry
+            emit(
+                container,
+                "KGPU201",
+                f"{spec_path}.volumes[{volume_index}].hostPath.path",
+                f"container {container.name!r} mounts hostPath {host_path} (volume {mount.get('name')!r}) at "
+                f"{mount_path}: GPU device nodes or driver files reached this way bypass the scheduler's GPU count",
+            )
             found.append(f"hostPath {host_path}")
     return found
 
@@ -997,9 +1213,13 @@ def _device_mounts(container: ContainerSite, volumes: Mapping[str, tuple[int, Ma
 def _runtime_class_rule(site: PodSpecSite, pod_has_gpu: bool, emit: _Emitter) -> None:
     runtime = site.spec.get("runtimeClassName")
     if not pod_has_gpu and isinstance(runtime, str) and "nvidia" in runtime.lower():
-        emit(None, "KGPU601", f"{site.path}.runtimeClassName",
-             f"runtimeClassName {runtime} runs the pod with the NVIDIA runtime, but no container requests a GPU; "
-             "with an image or env that selects GPUs it gets them without the scheduler counting them")
+        emit(
+            None,
+            "KGPU601",
+            f"{site.path}.runtimeClassName",
+            f"runtimeClassName {runtime} runs the pod with the NVIDIA runtime, but no container requests a GPU; "
+            "with an image or env that selects GPUs it gets them without the scheduler counting them",
+        )
 
 
 def _annotation_rule(site: PodSpecSite, pod_has_gpu: bool, emit: _Emitter) -> None:
@@ -1011,9 +1231,13 @@ def _annotation_rule(site: PodSpecSite, pod_has_gpu: bool, emit: _Emitter) -> No
     base = f"{site.metadata_path}.annotations"
     for key in annotations:
         if isinstance(key, str) and (key.startswith(_DEVICE_ANNOTATION_PREFIXES) or key in _DEVICE_ANNOTATION_KEYS):
-            emit(None, "KGPU602", key_path(base, key),
-                 f"annotation {key} asks the container runtime to inject devices, which are not privilege-gated "
-                 "and not counted by the scheduler; no container in the pod requests a GPU")
+            emit(
+                None,
+                "KGPU602",
+                key_path(base, key),
+                f"annotation {key} asks the container runtime to inject devices, which are not privilege-gated "
+                "and not counted by the scheduler; no container in the pod requests a GPU",
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1050,17 +1274,26 @@ class ValidationResult:
         self.documents += other.documents
 
 
-def index_env_sources(documents: Iterable[DocumentLike]) -> DocumentEnvSources:
-    sources = DocumentEnvSources()
+def _objects_of(data: Any) -> list[Any]:
+    items = data.get("items") if str(data.get("kind", "")).endswith("List") else None
+    return items if isinstance(items, list) else [data]
+
+
+def index_env_sources(
+    documents: Iterable[DocumentLike], sources: DocumentEnvSources | None = None
+) -> DocumentEnvSources:
+    sources = sources if sources is not None else DocumentEnvSources()
     for doc in documents:
-        data = doc.data
-        if not isinstance(data, dict):
-            continue
-        items = data.get("items") if str(data.get("kind", "")).endswith("List") else None
-        for obj in (items if isinstance(items, list) else [data]):
-            if isinstance(obj, dict) and obj.get("kind") in ("ConfigMap", "Secret"):
-                sources.add(obj, f"{doc.source} document {doc.index}")
+        if isinstance(doc.data, dict):
+            for obj in _objects_of(doc.data):
+                if isinstance(obj, dict) and obj.get("kind") in ("ConfigMap", "Secret"):
+                    sources.add(obj, f"{doc.source} document {doc.index}")
     return sources
+
+
+def needs_env_sources(site: PodSpecSite) -> bool:
+    """Whether any container's env may read a ConfigMap or Secret that matters to the rules."""
+    return any(env_may_matter(c.container) for c in iter_containers(site))
 
 
 def check_sites(checker: PodChecker, sites: Iterable[PodSpecSite], result: ValidationResult) -> None:
@@ -1071,18 +1304,41 @@ def check_sites(checker: PodChecker, sites: Iterable[PodSpecSite], result: Valid
         result.objects_checked += 1
 
 
-def validate_documents(documents: Iterable[DocumentLike], config: RuleConfig | None = None,
-                       sources: EnvSources | None = None) -> ValidationResult:
-    """Check every document; ConfigMaps and Secrets among them resolve envFrom and valueFrom."""
-    docs = list(documents)
-    checker = PodChecker(config, sources if sources is not None else index_env_sources(docs))
-    result = ValidationResult(documents=len(docs))
-    for doc in docs:
+def validate_documents(
+    documents: Iterable[DocumentLike], config: RuleConfig | None = None, sources: EnvSources | None = None
+) -> ValidationResult:
+    """Check documents as they stream in, keeping none of them.
+
+    Without explicit `sources`, ConfigMaps and Secrets among the documents resolve envFrom and
+    valueFrom; a pod spec whose env may need them waits until every document has been read.
+    The findings come out in input order all the same.
+    """
+    own_sources = DocumentEnvSources() if sources is None else None
+    checker = PodChecker(config, own_sources if own_sources is not None else sources)
+    result = ValidationResult()
+    parts: list[ValidationResult] = []  # per pod spec with findings, in input order
+    deferred: list[tuple[ValidationResult, PodSpecSite]] = []
+    for doc in documents:
+        result.documents += 1
         if doc.data is None:
             continue
+        if own_sources is not None:
+            index_env_sources([doc], own_sources)
         sites, skipped = walk_document(doc.data, source=doc.source, document=doc.index, line=doc.line)
         result.not_checked += skipped
-        check_sites(checker, sites, result)
+        result.objects_checked += len(sites)
+        for site in sites:
+            part = ValidationResult()
+            if own_sources is not None and needs_env_sources(site):
+                deferred.append((part, site))
+            else:
+                check_sites(checker, [site], part)
+            parts.append(part)
+    for part, site in deferred:
+        check_sites(checker, [site], part)
+    for part in parts:
+        result.findings += part.findings
+        result.allowed += part.allowed
     return result
 
 
@@ -1097,6 +1353,7 @@ def pod_site(obj: Mapping[str, Any], ref: ObjectRef, *, ephemeral_only: bool = F
         return None
     metadata = as_mapping(obj.get("metadata"))
     if ephemeral_only:
-        return PodSpecSite(ref, spec, "spec", metadata, metadata, "metadata", "", ("ephemeralContainers",),
-                           pod_level=False)
+        return PodSpecSite(
+            ref, spec, "spec", metadata, metadata, "metadata", "", ("ephemeralContainers",), pod_level=False
+        )
     return PodSpecSite(ref, spec, "spec", metadata, metadata, "metadata")

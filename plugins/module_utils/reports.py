@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.manifests import LineLocator, LoadError, Manifests
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.manifests import (
+    LineLocator,
+    LoadError,
+    Manifests,
+    gc_paused,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod_rules import (
     ERROR,
     RULES,
@@ -61,15 +66,28 @@ class Report:
     notes: list[str] = field(default_factory=list)
 
 
-def offline_report(manifests: Manifests, config: RuleConfig, max_file_size: int | None = None) -> Report:
-    """Check loaded manifests and place each finding on its line."""
-    result = validate_documents(manifests.documents, config)
-    locator = LineLocator(manifests, max_file_size) if max_file_size else LineLocator(manifests)
+def offline_report(manifests: Manifests, config: RuleConfig) -> Report:
+    """Check the manifests as they load, then place each finding on its line."""
+    with gc_paused():
+        result = validate_documents(manifests, config)
+    locator = LineLocator(manifests)
     findings = [with_line(f, locator.line_of(f.ref.source, f.ref.document, f.path)) for f in result.findings]
-    allowed = [Allowed(with_line(a.finding, locator.line_of(a.finding.ref.source, a.finding.ref.document,
-                                                            a.finding.path)), a.reason) for a in result.allowed]
-    return Report(findings, allowed, result.not_checked, list(manifests.errors), len(manifests.files),
-                  result.documents, result.objects_checked)
+    allowed = [
+        Allowed(
+            with_line(a.finding, locator.line_of(a.finding.ref.source, a.finding.ref.document, a.finding.path)),
+            a.reason,
+        )
+        for a in result.allowed
+    ]
+    return Report(
+        findings,
+        allowed,
+        result.not_checked,
+        list(manifests.errors),
+        len(manifests.files),
+        result.documents,
+        result.objects_checked,
+    )
 
 
 def merge_reports(reports: Iterable[Report]) -> Report:
@@ -100,12 +118,19 @@ def live_report(client: Any, config: RuleConfig, namespaces: Iterable[str] | Non
     `client` needs `list_items(path)` (paginated) and `get(path)`; its errors propagate.
     """
     chosen = sorted(set(namespaces)) if namespaces else None
-    workloads = [with_kind(item, api_version, kind)
-                 for api_version, kind, resource in LIVE_WORKLOAD_PATHS
-                 for path in collection_paths(api_version, resource, chosen)
-                 for item in client.list_items(path) if isinstance(item, dict)]
-    pods = [with_kind(item, "v1", "Pod") for path in collection_paths("v1", "pods", chosen)
-            for item in client.list_items(path) if isinstance(item, dict)]
+    workloads = [
+        with_kind(item, api_version, kind)
+        for api_version, kind, resource in LIVE_WORKLOAD_PATHS
+        for path in collection_paths(api_version, resource, chosen)
+        for item in client.list_items(path)
+        if isinstance(item, dict)
+    ]
+    pods = [
+        with_kind(item, "v1", "Pod")
+        for path in collection_paths("v1", "pods", chosen)
+        for item in client.list_items(path)
+        if isinstance(item, dict)
+    ]
     selection = select_live_objects(workloads, pods)
     sources = ClusterEnvSources(client)
     checker = PodChecker(config, sources)
@@ -120,10 +145,14 @@ def live_report(client: Any, config: RuleConfig, namespaces: Iterable[str] | Non
         if site is not None:
             ephemeral.append(site)
     check_sites(checker, ephemeral, result)
-    notes = [(f"live: checked {len(selection.workloads)} workloads and {len(selection.pods)} pods in full, and the "
-              f"ephemeral containers of {len(ephemeral)} pods; {selection.skipped_workloads} workloads are covered "
-              f"by their owner's template and {selection.finished_pods} finished pods were not checked"),
-             *sources.problems]
+    notes = [
+        (
+            f"live: checked {len(selection.workloads)} workloads and {len(selection.pods)} pods in full, and the "
+            f"ephemeral containers of {len(ephemeral)} pods; {selection.skipped_workloads} workloads are covered "
+            f"by their owner's template and {selection.finished_pods} finished pods were not checked"
+        ),
+        *sources.problems,
+    ]
     return Report(result.findings, result.allowed, result.not_checked, [], 0, 0, result.objects_checked, notes)
 
 
@@ -132,13 +161,15 @@ def summarize(report: Report) -> dict[str, Any]:
     by_rule: dict[str, dict[str, Any]] = {}
     for finding in report.findings:
         by_severity[finding.severity] = by_severity.get(finding.severity, 0) + 1
-        entry = by_rule.setdefault(finding.rule, {"name": RULES[finding.rule].name, "severity": finding.severity,
-                                                  "count": 0, "allowed": 0})
+        entry = by_rule.setdefault(
+            finding.rule, {"name": RULES[finding.rule].name, "severity": finding.severity, "count": 0, "allowed": 0}
+        )
         entry["count"] += 1
     for allowed in report.allowed:
         rule = allowed.finding.rule
-        entry = by_rule.setdefault(rule, {"name": RULES[rule].name, "severity": allowed.finding.severity,
-                                          "count": 0, "allowed": 0})
+        entry = by_rule.setdefault(
+            rule, {"name": RULES[rule].name, "severity": allowed.finding.severity, "count": 0, "allowed": 0}
+        )
         entry["allowed"] += 1
     return {
         "findings": len(report.findings),
@@ -234,16 +265,19 @@ def artifact_uri(source: str, base: str | None = None) -> str:
 
 
 def sarif_rules() -> list[dict[str, Any]]:
-    return [{
-        "id": rule.id,
-        "name": rule.name,
-        "shortDescription": {"text": rule.title},
-        "fullDescription": {"text": rule.title},
-        "help": {"text": rule.remedy, "markdown": f"**{rule.title}.** {rule.remedy}"},
-        "helpUri": f"{TOOL_URI}#{rule.id.lower()}",
-        "defaultConfiguration": {"level": rule.severity},
-        "properties": {"tags": ["security", "kubernetes", "gpu"], "precision": "high"},
-    } for rule in RULES.values()]
+    return [
+        {
+            "id": rule.id,
+            "name": rule.name,
+            "shortDescription": {"text": rule.title},
+            "fullDescription": {"text": rule.title},
+            "help": {"text": rule.remedy, "markdown": f"**{rule.title}.** {rule.remedy}"},
+            "helpUri": f"{TOOL_URI}#{rule.id.lower()}",
+            "defaultConfiguration": {"level": rule.severity},
+            "properties": {"tags": ["security", "kubernetes", "gpu"], "precision": "high"},
+        }
+        for rule in RULES.values()
+    ]
 
 
 def _location(source: str | None, line: int | None, base: str | None) -> dict[str, Any] | None:
@@ -261,12 +295,16 @@ def _fingerprint(finding: Finding) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def sarif_result(finding: Finding, rule_index: Mapping[str, int], base: str | None,
-                 allowed_reason: str | None = None) -> dict[str, Any]:
+def sarif_result(
+    finding: Finding, rule_index: Mapping[str, int], base: str | None, allowed_reason: str | None = None
+) -> dict[str, Any]:
     ref = finding.ref
     location = _location(ref.source, finding.line or ref.line, base)
-    logical = {"name": finding.container or ref.name, "kind": "resource",
-               "fullyQualifiedName": "/".join(p for p in (ref.kind, ref.namespace, ref.name, finding.container) if p)}
+    logical = {
+        "name": finding.container or ref.name,
+        "kind": "resource",
+        "fullyQualifiedName": "/".join(p for p in (ref.kind, ref.namespace, ref.name, finding.container) if p),
+    }
     result: dict[str, Any] = {
         "ruleId": finding.rule,
         "ruleIndex": rule_index[finding.rule],
@@ -274,8 +312,14 @@ def sarif_result(finding: Finding, rule_index: Mapping[str, int], base: str | No
         "message": {"text": f"{finding.message}. Remedy: {finding.remedy}"},
         "locations": [{**(location or {}), "logicalLocations": [logical]}],
         "partialFingerprints": {"kubegpuFinding/v1": _fingerprint(finding)},
-        "properties": {"kind": ref.kind, "namespace": ref.namespace, "name": ref.name,
-                       "container": finding.container, "path": finding.path, "document": ref.document},
+        "properties": {
+            "kind": ref.kind,
+            "namespace": ref.namespace,
+            "name": ref.name,
+            "container": finding.container,
+            "path": finding.path,
+            "document": ref.document,
+        },
     }
     if allowed_reason is not None:
         result["suppressions"] = [{"kind": "inSource", "justification": allowed_reason}]
@@ -289,8 +333,11 @@ def sarif_report(report: Report, base: str | None = None) -> dict[str, Any]:
     results += [sarif_result(a.finding, rule_index, base, a.reason) for a in report.allowed]
     notifications = []
     for error in report.errors:
-        notification: dict[str, Any] = {"level": "error", "message": {"text": error.message},
-                                        "descriptor": {"id": "load-error"}}
+        notification: dict[str, Any] = {
+            "level": "error",
+            "message": {"text": error.message},
+            "descriptor": {"id": "load-error"},
+        }
         location = _location(error.source, error.line, base)
         if location:
             notification["locations"] = [location]
@@ -298,13 +345,17 @@ def sarif_report(report: Report, base: str | None = None) -> dict[str, Any]:
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": TOOL_NAME, "version": TOOL_VERSION, "informationUri": TOOL_URI,
-                                "rules": rules}},
-            "invocations": [{"executionSuccessful": not report.errors,
-                             "toolExecutionNotifications": notifications}],
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {"name": TOOL_NAME, "version": TOOL_VERSION, "informationUri": TOOL_URI, "rules": rules}
+                },
+                "invocations": [
+                    {"executionSuccessful": not report.errors, "toolExecutionNotifications": notifications}
+                ],
+                "results": results,
+            }
+        ],
     }
 
 
@@ -342,18 +393,25 @@ def format_finding(finding: Finding) -> str:
         where += f":{line}"
     elif ref.document is not None:
         where += f" (document {ref.document})"
-    return (f"{where}: {finding.severity} {finding.rule} {describe_object(finding)}: {finding.message}\n"
-            f"    at {finding.path}\n    fix: {finding.remedy}")
+    return (
+        f"{where}: {finding.severity} {finding.rule} {describe_object(finding)}: {finding.message}\n"
+        f"    at {finding.path}\n    fix: {finding.remedy}"
+    )
 
 
 def format_text(report: Report, summary: Mapping[str, Any], *, verbose: bool = False) -> str:
     lines = [format_finding(f) for f in report.findings]
     lines += [f"{e.source}{f':{e.line}' if e.line else ''}: cannot load: {e.message}" for e in report.errors]
     if verbose:
-        lines += [f"allowed {a.finding.rule} {describe_object(a.finding)} ({a.finding.path}): {a.reason}"
-                  for a in report.allowed]
-        lines += [f"not checked: {n.ref.kind or 'document'} {n.ref.name} in {n.ref.source} document "
-                  f"{n.ref.document}: {n.reason}" for n in report.not_checked]
+        lines += [
+            f"allowed {a.finding.rule} {describe_object(a.finding)} ({a.finding.path}): {a.reason}"
+            for a in report.allowed
+        ]
+        lines += [
+            f"not checked: {n.ref.kind or 'document'} {n.ref.name} in {n.ref.source} document "
+            f"{n.ref.document}: {n.reason}"
+            for n in report.not_checked
+        ]
     lines += report.notes
     lines.append(summary_line(summary))
     return "\n".join(lines)

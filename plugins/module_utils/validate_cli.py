@@ -50,28 +50,52 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu-pod-validate",
         description="Find GPU use that bypasses the Kubernetes scheduler in manifests: NVIDIA_VISIBLE_DEVICES "
-                    "in env, device mounts, privileged GPU containers, malformed GPU quantities and more.",
+        "in env, device mounts, privileged GPU containers, malformed GPU quantities and more.",
     )
     parser.add_argument("paths", nargs="*", help="manifest files, directories or globs (YAML or JSON)")
-    parser.add_argument("--fail-on", choices=FAIL_ON_CHOICES, default="error",
-                        help="the lowest severity that fails the run (default: error)")
-    parser.add_argument("--skip-rule", action="append", default=[], metavar="RULE",
-                        help="a rule id not to report, e.g. KGPU302; repeat it or separate ids with commas")
-    parser.add_argument("--gpu-resource", action="append", default=[], metavar="NAME",
-                        help="another GPU resource name or glob, e.g. example.com/accel-*")
-    parser.add_argument("--image-env", metavar="FILE",
-                        help="a YAML or JSON map of image (or glob) to the env its config sets")
-    parser.add_argument("--allow-annotation", default=DEFAULT_ALLOW_ANNOTATION, metavar="KEY",
-                        help=f"annotation that allows an object's findings, with a reason (default: "
-                             f"{DEFAULT_ALLOW_ANNOTATION})")
-    parser.add_argument("--max-file-size", type=int, default=DEFAULT_MAX_FILE_SIZE, metavar="BYTES",
-                        help=f"skip larger files with an error (default: {DEFAULT_MAX_FILE_SIZE})")
+    parser.add_argument(
+        "--fail-on",
+        choices=FAIL_ON_CHOICES,
+        default="error",
+        help="the lowest severity that fails the run (default: error)",
+    )
+    parser.add_argument(
+        "--skip-rule",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="a rule id not to report, e.g. KGPU302; repeat it or separate ids with commas",
+    )
+    parser.add_argument(
+        "--gpu-resource",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="another GPU resource name or glob, e.g. example.com/accel-*",
+    )
+    parser.add_argument(
+        "--image-env", metavar="FILE", help="a YAML or JSON map of image (or glob) to the env its config sets"
+    )
+    parser.add_argument(
+        "--allow-annotation",
+        default=DEFAULT_ALLOW_ANNOTATION,
+        metavar="KEY",
+        help=f"annotation that allows an object's findings, with a reason (default: {DEFAULT_ALLOW_ANNOTATION})",
+    )
+    parser.add_argument(
+        "--max-file-size",
+        type=int,
+        default=DEFAULT_MAX_FILE_SIZE,
+        metavar="BYTES",
+        help=f"skip larger files with an error (default: {DEFAULT_MAX_FILE_SIZE})",
+    )
     parser.add_argument("--sarif", metavar="FILE", help="write a SARIF 2.1.0 report")
     parser.add_argument("--json", metavar="FILE", dest="json_file", help="write a JSON report")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("-q", "--quiet", action="store_true", help="print only the summary line")
-    output.add_argument("-v", "--verbose", action="store_true",
-                        help="also print allowed findings and the objects not checked")
+    output.add_argument(
+        "-v", "--verbose", action="store_true", help="also print allowed findings and the objects not checked"
+    )
     parser.add_argument("--list-rules", action="store_true", help="print the rules and exit")
     return parser
 
@@ -109,8 +133,12 @@ def rule_config(args: argparse.Namespace) -> RuleConfig:
     if unknown:
         raise UsageError(f"unknown rule id(s): {', '.join(unknown)} (see --list-rules)")
     image_env = load_image_env(args.image_env, args.max_file_size) if args.image_env else {}
-    return RuleConfig(gpu_resources=tuple(args.gpu_resource), image_env=image_env,
-                      allow_annotation=args.allow_annotation, skip_rules=frozenset(skip))
+    return RuleConfig(
+        gpu_resources=tuple(args.gpu_resource),
+        image_env=image_env,
+        allow_annotation=args.allow_annotation,
+        skip_rules=frozenset(skip),
+    )
 
 
 def run(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
@@ -134,7 +162,7 @@ def run(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr: 
         print(f"gpu-pod-validate: error: {exc}", file=stderr)
         return EXIT_USAGE
 
-    report = offline_report(load_manifests(args.paths, None, args.max_file_size), config, args.max_file_size)
+    report = offline_report(load_manifests(args.paths, None, args.max_file_size), config)
     summary = summarize(report)
     try:
         if args.json_file:

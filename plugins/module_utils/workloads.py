@@ -74,11 +74,10 @@ class PodSpecSite:
     container_lists: tuple[str, ...] = CONTAINER_LISTS
     pod_level: bool = True  # False: only the listed containers are checked, not the pod's own fields
 
-
     @property
     def api_path(self) -> str:
         """The path as the API server reports it, without the List item prefix."""
-        return self.path[len(self.prefix) + 1:] if self.prefix else self.path
+        return self.path[len(self.prefix) + 1 :] if self.prefix else self.path
 
 
 @dataclass(frozen=True)
@@ -134,8 +133,9 @@ def api_group(api_version: str) -> str:
     return _GROUP_ALIASES.get(group, group)
 
 
-def object_ref(obj: Mapping[str, Any], *, source: str | None = None, document: int | None = None,
-               line: int | None = None) -> ObjectRef:
+def object_ref(
+    obj: Mapping[str, Any], *, source: str | None = None, document: int | None = None, line: int | None = None
+) -> ObjectRef:
     metadata = as_mapping(obj.get("metadata"))
     return ObjectRef(
         kind=text(obj.get("kind")),
@@ -148,8 +148,9 @@ def object_ref(obj: Mapping[str, Any], *, source: str | None = None, document: i
     )
 
 
-def walk_document(data: Any, *, source: str | None = None, document: int | None = None,
-                  line: int | None = None) -> tuple[list[PodSpecSite], list[NotChecked]]:
+def walk_document(
+    data: Any, *, source: str | None = None, document: int | None = None, line: int | None = None
+) -> tuple[list[PodSpecSite], list[NotChecked]]:
     """All pod specs in one document (items of a List included), and what was not checked."""
     sites: list[PodSpecSite] = []
     skipped: list[NotChecked] = []
@@ -194,8 +195,15 @@ def pod_spec_site(obj: Mapping[str, Any], ref: ObjectRef, prefix: str = "") -> P
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return NotChecked(ref, "Pod has no spec mapping", join_path(prefix, "spec"))
-        return PodSpecSite(ref, spec, join_path(prefix, "spec"), object_metadata, object_metadata,
-                           join_path(prefix, "metadata"), prefix)
+        return PodSpecSite(
+            ref,
+            spec,
+            join_path(prefix, "spec"),
+            object_metadata,
+            object_metadata,
+            join_path(prefix, "metadata"),
+            prefix,
+        )
     template: Any = obj
     path = prefix
     for key in keys or ():
@@ -204,21 +212,34 @@ def pod_spec_site(obj: Mapping[str, Any], ref: ObjectRef, prefix: str = "") -> P
     spec = template.get("spec") if isinstance(template, dict) else None
     if not isinstance(spec, dict):
         return NotChecked(ref, f"{ref.kind} has no pod template spec mapping", join_path(path, "spec"))
-    return PodSpecSite(ref, spec, join_path(path, "spec"), as_mapping(template.get("metadata")), object_metadata,
-                       join_path(path, "metadata"), prefix)
+    return PodSpecSite(
+        ref,
+        spec,
+        join_path(path, "spec"),
+        as_mapping(template.get("metadata")),
+        object_metadata,
+        join_path(path, "metadata"),
+        prefix,
+    )
 
 
 def _not_walked(obj: Mapping[str, Any], ref: ObjectRef, group: str, prefix: str) -> NotChecked:
     if ref.kind in _KEYS_BY_KIND:
-        reason = (f"custom resource: kind {ref.kind} in group {group or 'core'} is not the built-in "
-                  f"{ref.kind}, so its pod specs are not validated")
+        reason = (
+            f"custom resource: kind {ref.kind} in group {group or 'core'} is not the built-in "
+            f"{ref.kind}, so its pod specs are not validated"
+        )
         embedded = find_embedded_pod_spec(obj)
         return NotChecked(ref, reason, join_path(prefix, embedded) if embedded else prefix)
     embedded = find_embedded_pod_spec(obj)
     if embedded is not None:
-        return NotChecked(ref, f"{ref.kind} ({ref.api_version or 'no apiVersion'}) embeds a pod spec at {embedded}; "
-                               "pod specs inside custom resources are not validated until their controller "
-                               "creates the pods (live mode checks those pods)", join_path(prefix, embedded))
+        return NotChecked(
+            ref,
+            f"{ref.kind} ({ref.api_version or 'no apiVersion'}) embeds a pod spec at {embedded}; "
+            "pod specs inside custom resources are not validated until their controller "
+            "creates the pods (live mode checks those pods)",
+            join_path(prefix, embedded),
+        )
     return NotChecked(ref, f"{ref.kind} carries no pod spec", prefix)
 
 
@@ -258,8 +279,9 @@ def iter_containers(site: PodSpecSite) -> Iterator[ContainerSite]:
         base = join_path(site.path, list_name)
         for index, container in enumerate(containers):
             if isinstance(container, dict):
-                yield ContainerSite(container, text(container.get("name")) or f"{list_name}[{index}]",
-                                    list_name, f"{base}[{index}]")
+                yield ContainerSite(
+                    container, text(container.get("name")) or f"{list_name}[{index}]", list_name, f"{base}[{index}]"
+                )
 
 
 def controller_uid(obj: Mapping[str, Any]) -> str | None:

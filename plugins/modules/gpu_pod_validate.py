@@ -291,6 +291,7 @@ notes:
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
@@ -354,8 +355,12 @@ def rule_config(module: AnsibleModule) -> RuleConfig:
         image_env = image_env_map(params["image_env"], "image_env")
     except UsageError as exc:
         module.fail_json(msg=str(exc))
-    return RuleConfig(gpu_resources=tuple(params["gpu_resources"]), image_env=image_env,
-                      allow_annotation=params["allow_annotation"], skip_rules=frozenset(params["skip_rules"]))
+    return RuleConfig(
+        gpu_resources=tuple(params["gpu_resources"]),
+        image_env=image_env,
+        allow_annotation=params["allow_annotation"],
+        skip_rules=frozenset(params["skip_rules"]),
+    )
 
 
 def audit_cluster(module: AnsibleModule, config: RuleConfig) -> Report:
@@ -378,7 +383,7 @@ def run(module: AnsibleModule) -> None:
     reports = []
     if params["src"] or params["definition"] is not None:
         manifests = load_manifests(params["src"] or [], params["definition"], params["max_file_size"])
-        reports.append(offline_report(manifests, config, params["max_file_size"]))
+        reports.append(offline_report(manifests, config))
     if params["live"]:
         reports.append(audit_cluster(module, config))
     report = merge_reports(reports)
