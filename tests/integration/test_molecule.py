@@ -28,6 +28,7 @@ MOLECULE = Path(sys.executable).with_name("molecule")
 # Steps of the test sequence (extensions/molecule/config.yml) that must have run and passed.
 REQUIRED_STEPS = ("syntax", "prepare", "check", "side_effect", "converge", "idempotence", "verify")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+COMPARED = re.compile(r"TASK \[Check mode changed nothing on the cluster\][^\n]*\n\s*ok: \[localhost\]")
 
 
 def run_molecule(cluster: LocalCluster, scenario: str, ephemeral: Path) -> subprocess.CompletedProcess[str]:
@@ -43,7 +44,12 @@ def run_molecule(cluster: LocalCluster, scenario: str, ephemeral: Path) -> subpr
     )
     return subprocess.run(
         [str(MOLECULE), "test", "--scenario-name", scenario],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
     )
 
 
@@ -85,4 +91,4 @@ def test_scenario(cluster: LocalCluster, scenario: str, tmp_path: Path) -> None:
     (check,) = step_output(output, scenario, "check")
     assert recaps(check) and all(c["failed"] == 0 for c in recaps(check)), check
     (compared,) = step_output(output, scenario, "side_effect")
-    assert re.search(r"TASK \[Check mode changed nothing on the cluster\][^\n]*\n\s*ok: \[localhost\]", compared), compared
+    assert COMPARED.search(compared), compared
