@@ -456,7 +456,8 @@ def expand_references(raw: str, env: ResolvedEnv) -> tuple[str | None, list[EnvV
                 if ref is None:
                     piece = raw[cursor : close + 1]
                 elif ref.value is None:
-                    return None, used + [ref], f"it refers to $({name}), whose value is unknown"
+                    why = ref.note if ref.note.startswith("it refers to") else f"it refers to $({name}): {ref.note}"
+                    return None, [*used, ref], why
                 else:
                     used.append(ref)
                     piece = ref.value
@@ -922,12 +923,14 @@ class PodChecker:
                     )
 
     def _env_rules(self, facts: ContainerFacts, emit: _Emitter) -> None:
+        reported_sources: set[int] = set()
         for variable, verb in DEVICE_VARIABLES.items():
             value = facts.env.values.get(variable) or facts.env.opaque_source_for(variable)
-            if value is None:
+            if value is None or id(value) in reported_sources:
                 continue
             who = f"container {facts.site.name!r}"
             if value.value is None:
+                reported_sources.add(id(value))  # one unknown source may stand for several variables
                 emit(
                     facts.site,
                     "KGPU103",
