@@ -62,20 +62,34 @@ def tools() -> dict[str, str]:
     bin_dir = Path(sys.executable).parent
     return {
         "python": sys.executable,
-        "ansible_playbook": str(bin_dir / "ansible-playbook") if (bin_dir / "ansible-playbook").exists()
+        "ansible_playbook": str(bin_dir / "ansible-playbook")
+        if (bin_dir / "ansible-playbook").exists()
         else shutil.which("ansible-playbook") or "ansible-playbook",
         "kubectl": str(versions.bin_dir() / "kubectl"),
     }
 
 
 def playbook_command(t: dict[str, str], kubeconfig: str, playbook: str) -> list[str]:
-    return [t["ansible_playbook"], "-i", "localhost,", "-e", f"kubeconfig={kubeconfig}",
-            "-e", f"ansible_python_interpreter={t['python']}", str(HERE / "playbooks" / playbook)]
+    return [
+        t["ansible_playbook"],
+        "-i",
+        "localhost,",
+        "-e",
+        f"kubeconfig={kubeconfig}",
+        "-e",
+        f"ansible_python_interpreter={t['python']}",
+        str(HERE / "playbooks" / playbook),
+    ]
 
 
 def ansible_env() -> dict[str, str]:
-    return {"ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
-            "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_LOCALHOST_WARNING": "0"}
+    return {
+        "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_LOCALHOST_WARNING": "0",
+    }
 
 
 def check_ok(contender: Contender, _output: str) -> None:
@@ -96,18 +110,33 @@ def facts_contenders(kubeconfig: str, with_empty: bool = True) -> list[Contender
         contender.notes.setdefault("runs", []).append(json.loads(line))
 
     chosen = [
-        Contender("gpu_node_facts via ansible-playbook", [playbook_command(t, kubeconfig, "facts.yml")],
-                  env=ansible_env(), after=check_ok),
-        Contender("gpu_node_facts via module_utils", [[t["python"], str(HERE / "facts_direct.py"),
-                                                        "--kubeconfig", kubeconfig]],
-                  capture=True, after=direct_after),
-        Contender("kubectl get nodes + get pods -A, -o json (floor)",
-                  [kubectl + ["get", "nodes", "-o", "json"], kubectl + ["get", "pods", "-A", "-o", "json"]],
-                  after=check_ok),
+        Contender(
+            "gpu_node_facts via ansible-playbook",
+            [playbook_command(t, kubeconfig, "facts.yml")],
+            env=ansible_env(),
+            after=check_ok,
+        ),
+        Contender(
+            "gpu_node_facts via module_utils",
+            [[t["python"], str(HERE / "facts_direct.py"), "--kubeconfig", kubeconfig]],
+            capture=True,
+            after=direct_after,
+        ),
+        Contender(
+            "kubectl get nodes + get pods -A, -o json (floor)",
+            [kubectl + ["get", "nodes", "-o", "json"], kubectl + ["get", "pods", "-A", "-o", "json"]],
+            after=check_ok,
+        ),
     ]
     if with_empty:
-        chosen.append(Contender("ansible-playbook, empty play (fixed cost)", [playbook_command(t, kubeconfig, "empty.yml")],
-                                env=ansible_env(), after=check_ok))
+        chosen.append(
+            Contender(
+                "ansible-playbook, empty play (fixed cost)",
+                [playbook_command(t, kubeconfig, "empty.yml")],
+                env=ansible_env(),
+                after=check_ok,
+            )
+        )
     return chosen
 
 
@@ -122,13 +151,16 @@ def list_sizes(kubeconfig: str) -> dict[str, int]:
     return sizes
 
 
-def profile_facts(kubeconfig: str, out: Path, top: int = 25) -> str:
-    """cProfile of the module_utils run; the top functions by internal and by cumulative time."""
+def profile(script: str, kubeconfig: str, out: Path, top: int = 25) -> str:
+    """cProfile of a module_utils run; the top functions by internal and by cumulative time."""
     import pstats
     from io import StringIO
 
-    subprocess.run([sys.executable, str(HERE / "facts_direct.py"), "--kubeconfig", kubeconfig, "--profile", str(out)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(HERE / script), "--kubeconfig", kubeconfig, "--profile", str(out)],
+        check=True,
+        capture_output=True,
+    )
     text = StringIO()
     stats = pstats.Stats(str(out), stream=text)
     stats.strip_dirs().sort_stats("tottime").print_stats(top)
@@ -154,8 +186,10 @@ def label_commands(kubectl: list[str]) -> list[list[str]]:
     for model in fleet_scale.MODELS:
         source = model.labels[model.source_key]
         value = label_value_for(source, {})
-        commands.append(kubectl + ["label", "nodes", "-l", f"{model.source_key}={source}",
-                                   f"{DEFAULT_LABEL_KEY}={value}", "--overwrite"])
+        commands.append(
+            kubectl
+            + ["label", "nodes", "-l", f"{model.source_key}={source}", f"{DEFAULT_LABEL_KEY}={value}", "--overwrite"]
+        )
     return commands
 
 
@@ -180,15 +214,21 @@ class Cluster:
     def strip(self) -> int:
         """Remove the accelerator label and the ownership annotation from every node that has either."""
         patch = {"metadata": {"labels": {DEFAULT_LABEL_KEY: None}, "annotations": {OWNERSHIP_ANNOTATION: None}}}
-        names = [item["metadata"]["name"] for item in self.client.list_items(NODES, page_size=1000)
-                 if DEFAULT_LABEL_KEY in (item["metadata"].get("labels") or {})
-                 or OWNERSHIP_ANNOTATION in (item["metadata"].get("annotations") or {})]
+        names = [
+            item["metadata"]["name"]
+            for item in self.client.list_items(NODES, page_size=1000)
+            if DEFAULT_LABEL_KEY in (item["metadata"].get("labels") or {})
+            or OWNERSHIP_ANNOTATION in (item["metadata"].get("annotations") or {})
+        ]
         fleet_scale.run_bounded(names, lambda name: self.client.patch_merge(f"{NODES}/{name}", patch), 32)
         return len(names)
 
     def labeled(self) -> int:
-        return sum(1 for item in self.client.list_items(NODES, page_size=1000)
-                   if DEFAULT_LABEL_KEY in (item["metadata"].get("labels") or {}))
+        return sum(
+            1
+            for item in self.client.list_items(NODES, page_size=1000)
+            if DEFAULT_LABEL_KEY in (item["metadata"].get("labels") or {})
+        )
 
 
 def bench_labels(kubeconfig: str, repeat: int, log: Callable[[str], None]) -> dict[str, Any]:
@@ -208,14 +248,18 @@ def bench_labels(kubeconfig: str, repeat: int, log: Callable[[str], None]) -> di
     def warm_before() -> None:
         mark["patches"] = cluster.node_patches()
 
-    def after(cold: bool, module: bool) -> Callable[[Contender, str], None]:
+    def after(cold: bool, module: bool | str) -> Callable[[Contender, str], None]:
         def check(contender: Contender, output: str) -> None:
             check_ok(contender, output)
             server = cluster.node_patches() - mark["patches"]
             contender.notes.setdefault("server_patches", []).append(server)
             labeled = cluster.labeled()
             contender.notes.setdefault("labeled_nodes", []).append(labeled)
-            if module:
+            if module == "direct":
+                result = json.loads(output.strip().splitlines()[-1])
+                contender.notes.setdefault("module_writes", []).append(result["writes"])
+                contender.notes.setdefault("module_counts", []).append(result["counts"])
+            elif module:
                 match = re.search(r'"msg": "BENCH (\{.*\})"', output) or re.search(r"BENCH (\{.*\})", output)
                 if not match:
                     raise RuntimeError(f"{contender.name}: no BENCH line in the playbook output")
@@ -224,25 +268,58 @@ def bench_labels(kubeconfig: str, repeat: int, log: Callable[[str], None]) -> di
                 contender.notes.setdefault("module_counts", []).append(result["counts"])
             if cold and labeled != nodes:
                 raise RuntimeError(f"{contender.name}: {labeled} of {nodes} nodes labeled")
+
         return check
 
-    module_cold = Contender("gpu_node_label via ansible-playbook, cold", [playbook_command(t, kubeconfig, "label.yml")],
-                            env=ansible_env(), capture=True, before=cold_before, after=after(True, True))
-    module_warm = Contender("gpu_node_label via ansible-playbook, warm", [playbook_command(t, kubeconfig, "label.yml")],
-                            env=ansible_env(), capture=True, before=warm_before, after=after(False, True))
-    kubectl_cold = Contender("kubectl label nodes -l <model> --overwrite, per model, cold", label_commands(kubectl),
-                             before=cold_before, after=after(True, False))
-    kubectl_warm = Contender("kubectl label nodes -l <model> --overwrite, per model, warm", label_commands(kubectl),
-                             before=warm_before, after=after(False, False))
-    pairs = [(module_cold, module_warm), (kubectl_cold, kubectl_warm)]
+    module_cold = Contender(
+        "gpu_node_label via ansible-playbook, cold",
+        [playbook_command(t, kubeconfig, "label.yml")],
+        env=ansible_env(),
+        capture=True,
+        before=cold_before,
+        after=after(True, True),
+    )
+    module_warm = Contender(
+        "gpu_node_label via ansible-playbook, warm",
+        [playbook_command(t, kubeconfig, "label.yml")],
+        env=ansible_env(),
+        capture=True,
+        before=warm_before,
+        after=after(False, True),
+    )
+    direct_warm = Contender(
+        "gpu_node_label via module_utils, warm",
+        [[t["python"], str(HERE / "label_direct.py"), "--kubeconfig", kubeconfig]],
+        capture=True,
+        before=warm_before,
+        after=after(False, "direct"),
+    )
+    kubectl_cold = Contender(
+        "kubectl label nodes -l <model> --overwrite, per model, cold",
+        label_commands(kubectl),
+        before=cold_before,
+        after=after(True, False),
+    )
+    kubectl_warm = Contender(
+        "kubectl label nodes -l <model> --overwrite, per model, warm",
+        label_commands(kubectl),
+        before=warm_before,
+        after=after(False, False),
+    )
+    groups = [(module_cold, module_warm, direct_warm), (kubectl_cold, kubectl_warm)]
     for repetition in range(repeat):
-        for cold, warm in pairs[repetition % 2:] + pairs[:repetition % 2]:
-            for contender in (cold, warm):
+        for group in groups[repetition % 2 :] + groups[: repetition % 2]:
+            for contender in group:
                 run_once(contender)
-                log(f"  [{repetition + 1}/{repeat}] {contender.name}: {contender.walls[-1]:.2f}s, "
-                    f"server patches {contender.notes['server_patches'][-1]}")
-    return {"nodes": nodes, "label_commands": len(fleet_scale.MODELS),
-            "contenders": [c.summary() for c in (module_cold, kubectl_cold, module_warm, kubectl_warm)]}
+                log(
+                    f"  [{repetition + 1}/{repeat}] {contender.name}: {contender.walls[-1]:.2f}s, "
+                    f"server patches {contender.notes['server_patches'][-1]}"
+                )
+    return {
+        "nodes": nodes,
+        "label_commands": len(fleet_scale.MODELS),
+        "contenders": [c.summary() for c in (module_cold, kubectl_cold, module_warm, direct_warm, kubectl_warm)],
+    }
 
 
 def main() -> int:
@@ -251,7 +328,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--labels", action="store_true", help="also the label benchmark")
     parser.add_argument("--label-repeat", type=int, default=3)
-    parser.add_argument("--profile", type=Path, help="write a cProfile of the module_utils facts run here")
+    parser.add_argument(
+        "--profile", type=Path, help="write a cProfile of the module_utils facts run here (and of a warm label run)"
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
 
@@ -262,14 +341,19 @@ def main() -> int:
     if args.labels:
         results["labels"] = bench_labels(args.kubeconfig, args.label_repeat, log)
     if args.profile:
-        results["facts_profile"] = profile_facts(args.kubeconfig, args.profile)
+        results["facts_profile"] = profile("facts_direct.py", args.kubeconfig, args.profile)
+        if args.labels:  # the fleet is labeled now: a warm run
+            labels_out = args.profile.with_name(args.profile.stem + "-labels-warm.pstats")
+            results["labels_warm_profile"] = profile("label_direct.py", args.kubeconfig, labels_out)
     text = json.dumps(results, indent=2)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(text)
     for contender in results["facts"]["contenders"] + results.get("labels", {}).get("contenders", []):
-        print(f"{contender['name']}: median {contender['median']:.2f}s (min {contender['min']:.2f}, "
-              f"max {contender['max']:.2f}), peak RSS {contender['peak_rss_mb']:.0f} MB")
+        print(
+            f"{contender['name']}: median {contender['median']:.2f}s (min {contender['min']:.2f}, "
+            f"max {contender['max']:.2f}), peak RSS {contender['peak_rss_mb']:.0f} MB"
+        )
     return 0
 
 

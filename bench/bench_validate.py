@@ -24,15 +24,16 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from timing import run_command  # noqa: E402
 
 PARSE_FLOOR = """
 import glob, os, sys, yaml
@@ -55,17 +56,12 @@ class Contender:
 
 
 def run_once(contender: Contender) -> None:
-    """Run in a subprocess; wait4 gives this child's own resource usage (ru_maxrss in KiB on Linux)."""
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        contender.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **contender.env}
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    contender.walls.append(time.perf_counter() - started)
-    contender.cpus.append(usage.ru_utime + usage.ru_stime)
-    contender.rss_kib.append(usage.ru_maxrss)
-    contender.codes.add(os.waitstatus_to_exitcode(status))
-    process.returncode = os.waitstatus_to_exitcode(status)
+    """Run in a subprocess (bench/timing.py: wall, CPU of the tree, and the command's own peak RSS in KiB)."""
+    wall, cpu, rss_kib, code, _ = run_command(contender.command, contender.env, capture=False)
+    contender.walls.append(wall)
+    contender.cpus.append(cpu)
+    contender.rss_kib.append(rss_kib)
+    contender.codes.add(code)
 
 
 def find_checkov(explicit: str | None, disabled: bool) -> str | None:

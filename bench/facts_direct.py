@@ -41,9 +41,14 @@ def facts(kubeconfig: str, page_size: int) -> dict:
     # The module returns the facts twice (ansible_facts and the result); it serialises both.
     text = json.dumps({"changed": False, "ansible_facts": {"gpu_fleet": result}, **result})
     totals = result.get("totals") or {}
-    return {"nodes": len(nodes), "gpu_pods": len(pods), "plugin_pods": len(plugins),
-            "api_requests": client.request_count, "result_bytes": len(text),
-            "totals": totals if isinstance(totals, dict) else {}}
+    return {
+        "nodes": len(nodes),
+        "gpu_pods": len(pods),
+        "plugin_pods": len(plugins),
+        "api_requests": client.request_count,
+        "result_bytes": len(text),
+        "totals": totals if isinstance(totals, dict) else {},
+    }
 
 
 def main() -> int:

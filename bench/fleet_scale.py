@@ -81,18 +81,60 @@ def _gfd(product: str, count: int, memory: str, family: str, extra: dict[str, st
 
 MODELS: tuple[Model, ...] = (
     Model("h100", 4, 8, _gfd("NVIDIA-H100-80GB-HBM3", 8, "81559", "hopper"), "nvidia.com/gpu.product"),
-    Model("a100mig", 5, 56, _gfd("NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", 56, "9728", "ampere",
-                                  {"nvidia.com/mig.strategy": "single", "nvidia.com/mig.config": "all-1g.10gb"}),
-          "nvidia.com/gpu.product"),
-    Model("t4shared", 4, 16, _gfd("Tesla-T4-SHARED", 16, "15360", "turing", {"nvidia.com/gpu.replicas": "4"}),
-          "nvidia.com/gpu.product"),
-    Model("l4", 3, 8, {"cloud.google.com/gke-accelerator": "nvidia-l4", "cloud.google.com/gke-accelerator-count": "8",
-                       "cloud.google.com/gke-gpu-driver-version": "default"}, "cloud.google.com/gke-accelerator"),
-    Model("a10", 2, 8, {"aliyun.accelerator/nvidia_name": "NVIDIA-A10", "aliyun.accelerator/nvidia_count": "8",
-                        "aliyun.accelerator/nvidia_mem": "23028MiB", "ack.node.gpu.schedule": "default"},
-          "aliyun.accelerator/nvidia_name"),
-    Model("a10g", 2, 8, {"eks.amazonaws.com/instance-gpu-name": "a10g", "eks.amazonaws.com/instance-gpu-count": "8",
-                         "node.kubernetes.io/instance-type": "g5.48xlarge"}, "eks.amazonaws.com/instance-gpu-name"),
+    Model(
+        "a100mig",
+        5,
+        56,
+        _gfd(
+            "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb",
+            56,
+            "9728",
+            "ampere",
+            {"nvidia.com/mig.strategy": "single", "nvidia.com/mig.config": "all-1g.10gb"},
+        ),
+        "nvidia.com/gpu.product",
+    ),
+    Model(
+        "t4shared",
+        4,
+        16,
+        _gfd("Tesla-T4-SHARED", 16, "15360", "turing", {"nvidia.com/gpu.replicas": "4"}),
+        "nvidia.com/gpu.product",
+    ),
+    Model(
+        "l4",
+        3,
+        8,
+        {
+            "cloud.google.com/gke-accelerator": "nvidia-l4",
+            "cloud.google.com/gke-accelerator-count": "8",
+            "cloud.google.com/gke-gpu-driver-version": "default",
+        },
+        "cloud.google.com/gke-accelerator",
+    ),
+    Model(
+        "a10",
+        2,
+        8,
+        {
+            "aliyun.accelerator/nvidia_name": "NVIDIA-A10",
+            "aliyun.accelerator/nvidia_count": "8",
+            "aliyun.accelerator/nvidia_mem": "23028MiB",
+            "ack.node.gpu.schedule": "default",
+        },
+        "aliyun.accelerator/nvidia_name",
+    ),
+    Model(
+        "a10g",
+        2,
+        8,
+        {
+            "eks.amazonaws.com/instance-gpu-name": "a10g",
+            "eks.amazonaws.com/instance-gpu-count": "8",
+            "node.kubernetes.io/instance-type": "g5.48xlarge",
+        },
+        "eks.amazonaws.com/instance-gpu-name",
+    ),
 )
 _SLOTS = tuple(model for model in MODELS for _ in range(model.share))
 assert len(_SLOTS) == 20
@@ -136,8 +178,12 @@ def node_object(index: int) -> dict[str, Any]:
             "capacity": capacity,
             "allocatable": dict(capacity),
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake",
-                         "kubeProxyVersion": "fake"},
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "fake",
+                "kubeProxyVersion": "fake",
+            },
         },
     }
 
@@ -159,8 +205,11 @@ def pod_object(node_index: int, slot: int, gpu: bool) -> dict[str, Any]:
         "name": "main",
         "image": "nvcr.io/nvidia/pytorch:24.05-py3" if gpu else "ghcr.io/example/api:2.3.1",
         "command": ["sleep", "infinity"],
-        "env": [{"name": "APP", "value": app}, {"name": "LOG_LEVEL", "value": "info"},
-                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "env": [
+            {"name": "APP", "value": app},
+            {"name": "LOG_LEVEL", "value": "info"},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        ],
         "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
         "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
     }
@@ -172,8 +221,11 @@ def pod_object(node_index: int, slot: int, gpu: bool) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "namespace": NAMESPACES[node_index % len(NAMESPACES)],
-            "labels": {"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": "bench",
-                       "workload": "gpu" if gpu else "cpu"},
+            "labels": {
+                "app.kubernetes.io/name": app,
+                "app.kubernetes.io/part-of": "bench",
+                "workload": "gpu" if gpu else "cpu",
+            },
         },
         "spec": {
             "nodeName": node_name(node_index),
@@ -197,8 +249,13 @@ def fleet_summary(nodes: int, pods: int) -> dict[str, Any]:
     mix: dict[str, int] = {}
     for index in range(nodes):
         mix[model_of(index).short] = mix.get(model_of(index).short, 0) + 1
-    return {"nodes": nodes, "pods": pods, "gpu_pods": gpu_pods, "gpu_units": sum(model_of(i).units for i in range(nodes)),
-            "models": mix}
+    return {
+        "nodes": nodes,
+        "pods": pods,
+        "gpu_pods": gpu_pods,
+        "gpu_units": sum(model_of(i).units for i in range(nodes)),
+        "models": mix,
+    }
 
 
 # --- talking to the cluster ---------------------------------------------------------------
@@ -292,16 +349,22 @@ def wait_settled(client: KubeClient, nodes: int, pods: int, timeout: float, quie
         if total_nodes >= nodes and not not_ready and total_pods >= pods + nodes and not pending:
             return time.monotonic() - started
         if not quiet:
-            print(f"  waiting: {total_nodes - not_ready}/{total_nodes} nodes Ready, "
-                  f"{total_pods - pending}/{total_pods} pods Running", file=sys.stderr)
+            print(
+                f"  waiting: {total_nodes - not_ready}/{total_nodes} nodes Ready, "
+                f"{total_pods - pending}/{total_pods} pods Running",
+                file=sys.stderr,
+            )
         if time.monotonic() - started > timeout:
-            raise TimeoutError(f"fleet not settled after {timeout:.0f}s: {not_ready} nodes not Ready, "
-                               f"{pending} pods not Running, {total_pods} pods")
+            raise TimeoutError(
+                f"fleet not settled after {timeout:.0f}s: {not_ready} nodes not Ready, "
+                f"{pending} pods not Running, {total_pods} pods"
+            )
         time.sleep(5)
 
 
-def scale(kubeconfig: str, nodes: int, pods: int, workers: int = 24, timeout: float = 1800,
-          quiet: bool = False) -> dict[str, Any]:
+def scale(
+    kubeconfig: str, nodes: int, pods: int, workers: int = 24, timeout: float = 1800, quiet: bool = False
+) -> dict[str, Any]:
     """Create what is missing for `nodes` nodes and `pods` pods, then wait until all are Ready/Running."""
     client = make_client(kubeconfig, pool=workers * 2)
     started = time.monotonic()
@@ -311,8 +374,9 @@ def scale(kubeconfig: str, nodes: int, pods: int, workers: int = 24, timeout: fl
     run_bounded(new_nodes, lambda i: ensure(client, "/api/v1/nodes", node_object(i)), workers)
     nodes_done = time.monotonic()
     have_pods = existing_pod_keys(client)
-    missing = (p for p in wanted_pods(nodes, pods)
-               if (p["metadata"]["namespace"], p["metadata"]["name"]) not in have_pods)
+    missing = (
+        p for p in wanted_pods(nodes, pods) if (p["metadata"]["namespace"], p["metadata"]["name"]) not in have_pods
+    )
     created = [0]
 
     def create_pod(pod: dict[str, Any]) -> None:

@@ -1,0 +1,460 @@
+#!/usr/bin/env python3
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Write docs/benchmarks.md and docs/benchmark-facts-scaling.png from bench/results/.
+
+Reads machine.json, validate.json, fleet.json and facts-<nodes>.json as bench/run.py leaves
+them; bench/analysis.md, when present, is included as the analysis section. Needs matplotlib
+for the plot (run it with the benchmark's virtual environment).
+
+    python bench/report.py [--results bench/results] [--docs docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+PLOT = "benchmark-facts-scaling.png"
+
+FACTS_ANSIBLE = "gpu_node_facts via ansible-playbook"
+FACTS_DIRECT = "gpu_node_facts via module_utils"
+FACTS_FLOOR = "kubectl get nodes + get pods -A, -o json (floor)"
+ANSIBLE_EMPTY = "ansible-playbook, empty play (fixed cost)"
+TARGET_FACTS = 1.3
+TARGET_WARM_S = 3.0
+TARGET_CHECKOV = 50.0
+TARGET_PARSE = 2.0
+
+
+def load(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def by_name(contenders: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in contenders}
+
+
+def find(contenders: dict[str, dict[str, Any]], prefix: str) -> dict[str, Any] | None:
+    return next((c for name, c in contenders.items() if name.startswith(prefix)), None)
+
+
+def s(value: float) -> str:
+    return f"{value:.2f}" if value < 100 else f"{value:.0f}"
+
+
+def mb(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def row(c: dict[str, Any], ratio: str, extra: str = "") -> str:
+    runs = len(c["walls"])
+    return (
+        f"| {c['name']} | {s(c['median'])} | {s(c['min'])} | {s(c['max'])} | {s(c['cpu_median'])} | "
+        f"{mb(c['peak_rss_mb'])} | {runs} | {ratio} |{extra}"
+    )
+
+
+def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
+    """Least-squares a + b*x, and R²."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
+    a = my - b * mx
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    ss_res = sum((y - a - b * x) ** 2 for x, y in zip(xs, ys, strict=True))
+    return a, b, 1 - ss_res / ss_tot if ss_tot else 1.0
+
+
+def facts_sizes(results: Path) -> dict[int, dict[str, Any]]:
+    found = {}
+    for path in results.glob("facts-*.json"):
+        match = re.fullmatch(r"facts-(\d+)\.json", path.name)
+        if match:
+            found[int(match.group(1))] = load(path)
+    return dict(sorted(found.items()))
+
+
+def plot(sizes: dict[int, dict[str, Any]], fleet: list[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    nodes = list(sizes)
+    pods = {f["nodes"]: f["pods"] for f in fleet or []}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [3, 2]})
+    series = (
+        (FACTS_FLOOR, "kubectl get nodes + pods -A -o json (floor)", "black", "s"),
+        (FACTS_DIRECT, "gpu_node_facts, module_utils", "tab:blue", "o"),
+        (FACTS_ANSIBLE, "gpu_node_facts, ansible-playbook", "tab:orange", "^"),
+    )
+    for name, label, colour, marker in series:
+        contenders = [by_name(sizes[n]["facts"]["contenders"])[name] for n in nodes]
+        medians = [c["median"] for c in contenders]
+        low = [c["median"] - c["min"] for c in contenders]
+        high = [c["max"] - c["median"] for c in contenders]
+        left.errorbar(nodes, medians, yerr=[low, high], label=label, color=colour, marker=marker, capsize=4)
+        if name == FACTS_FLOOR:
+            left.plot(
+                nodes,
+                [m * TARGET_FACTS for m in medians],
+                color="grey",
+                linestyle="--",
+                label=f"{TARGET_FACTS}× floor (target)",
+            )
+        rss = [c["peak_rss_mb"] for c in contenders]
+        right.plot(nodes, rss, label=label, color=colour, marker=marker)
+    left.set_xlabel("GPU nodes (pods: " + ", ".join(f"{pods.get(n, 0):,}" for n in nodes) + ")")
+    left.set_ylabel("wall time, s (median; bars: min–max)")
+    left.set_title("Fleet facts: time against fleet size")
+    left.set_xlim(0, max(nodes) * 1.05)
+    left.set_ylim(0, None)
+    left.grid(True, alpha=0.3)
+    left.legend(fontsize=8)
+    right.set_xlabel("GPU nodes")
+    right.set_ylabel("peak RSS, MB")
+    right.set_title("Peak memory")
+    right.set_xlim(0, max(nodes) * 1.05)
+    right.set_ylim(0, None)
+    right.grid(True, alpha=0.3)
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def machine_section(m: dict[str, Any]) -> list[str]:
+    return [
+        "## Machine and versions",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| CPUs (`nproc`) | {m['nproc']} ({m['cpu']}) |",
+        f"| Memory | {m['memory_gib']} GiB |",
+        f"| Kernel | {m['kernel']} |",
+        f"| Python | {m['python']} |",
+        f"| ansible-core | {m['ansible_core']} |",
+        f"| kubernetes (Python client) | {m['kubernetes_python']} |",
+        f"| PyYAML | {m['pyyaml']} |",
+        f"| kube-apiserver, kubectl | {m['kubernetes']} ({m['kubectl']}) |",
+        f"| etcd, KWOK | {m['etcd']}, {m['kwok']} |",
+        f"| checkov | {m['checkov']} |",
+        f"| Load average at start, end | {', '.join(f'{x:.1f}' for x in m['load_average_start'])}; "
+        f"{', '.join(f'{x:.1f}' for x in m.get('load_average_end', []))} |",
+        f"| Run | {m['started']}, {m.get('duration_s', 0) // 60} min |",
+        "",
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=HERE / "results")
+    parser.add_argument("--docs", type=Path, default=HERE.parent / "docs")
+    args = parser.parse_args()
+    m = load(args.results / "machine.json")
+    validate = load(args.results / "validate.json")
+    fleet = load(args.results / "fleet.json") or []
+    sizes = facts_sizes(args.results)
+    args.docs.mkdir(parents=True, exist_ok=True)
+
+    lines = ["# Benchmarks", ""]
+    lines += [
+        "Fleet facts, node labeling and manifest validation at scale, each timed beside its baseline in the "
+        "same run on the same data: repetitions alternate between the contenders, rotating the order each "
+        "round, so a slow spell of the machine hits them alike. Every contender runs as its own process; "
+        "wall time is reported as median, min and max, CPU as user + system of the process tree, memory as "
+        "the peak RSS of the largest process (`ru_maxrss` from `wait4`). Written by `bench/report.py` from "
+        "the results of one run.",
+        "",
+        "Command (see `bench/README.md`):",
+        "",
+        "```",
+        m["command"],
+        "```",
+        "",
+    ]
+    if m.get("quick"):
+        lines += ["> **Smoke run at reduced sizes: these numbers are not the benchmark.**", ""]
+    lines += machine_section(m)
+
+    # --- targets --------------------------------------------------------------------------
+    targets: list[str] = []
+    largest = max(sizes) if sizes else None
+    facts_top = by_name(sizes[largest]["facts"]["contenders"]) if largest else {}
+    labels = sizes[largest].get("labels") if largest else None
+    if facts_top:
+        floor = facts_top[FACTS_FLOOR]["median"]
+        for name in (FACTS_DIRECT, FACTS_ANSIBLE):
+            ratio = facts_top[name]["median"] / floor
+            targets.append(
+                f"| Facts at {largest:,} nodes, {name.split(' via ')[1]} | ≤ {TARGET_FACTS}× kubectl floor | "
+                f"{ratio:.2f}× ({s(facts_top[name]['median'])} s vs {s(floor)} s) | "
+                f"{verdict(ratio <= TARGET_FACTS)} |"
+            )
+        if len(sizes) >= 3:
+            xs = [float(n) for n in sizes]
+            ys = [by_name(sizes[n]["facts"]["contenders"])[FACTS_DIRECT]["median"] for n in sizes]
+            a, b, r2 = fit_line(xs, ys)
+            targets.append(
+                f"| Facts cost growth, module_utils | linear | {a:.2f} s + {b * 1000:.2f} s per 1,000 nodes, "
+                f"R² {r2:.3f} | {verdict(r2 >= 0.98)} |"
+            )
+        rss = [by_name(sizes[n]["facts"]["contenders"])[FACTS_DIRECT]["peak_rss_mb"] for n in sizes]
+        pods_mb = sizes[largest]["facts"]["sizes"]["pods_json_bytes"] / 1e6
+        targets.append(
+            f"| Facts memory, module_utils | bounded | {' → '.join(mb(r) for r in rss)} MB at "
+            f"{', '.join(f'{n:,}' for n in sizes)} nodes (pod list as kubectl prints it: {pods_mb:,.0f} MB) | "
+            f"see below |"
+        )
+    if labels:
+        lab = by_name(labels["contenders"])
+        mc, kc = (
+            find(lab, "gpu_node_label via ansible-playbook, cold"),
+            find(lab, "kubectl label nodes -l <model> --overwrite, per model, cold"),
+        )
+        mw = find(lab, "gpu_node_label via ansible-playbook, warm")
+        if mc and kc:
+            targets.append(
+                f"| Labels cold, {labels['nodes']:,} nodes | faster than bulk kubectl label | "
+                f"{s(mc['median'])} s vs {s(kc['median'])} s "
+                f"(kubectl takes {kc['median'] / mc['median']:.2f}× as long) | "
+                f"{verdict(mc['median'] < kc['median'])} |"
+            )
+        if mw:
+            writes = mw["notes"].get("module_writes", [])
+            server = mw["notes"].get("server_patches", [])
+            targets.append(
+                f"| Labels warm | 0 writes, < {TARGET_WARM_S:.0f} s | writes {max(writes)} (server: "
+                f"{max(server)} node PATCHes), {s(mw['median'])} s (max {s(mw['max'])}) | "
+                f"{verdict(max(writes) == 0 and max(server) == 0 and mw['median'] < TARGET_WARM_S)} |"
+            )
+    if validate:
+        val = validate["contenders"]
+        ours, floor_c = val[0], val[1]
+        checkov = val[2] if len(val) > 2 else None
+        if checkov:
+            speed = checkov["median"] / ours["median"]
+            targets.append(
+                f"| Validation vs checkov | ≥ {TARGET_CHECKOV:.0f}× faster | {speed:.0f}× "
+                f"({s(ours['median'])} s vs {s(checkov['median'])} s) | {verdict(speed >= TARGET_CHECKOV)} |"
+            )
+        ratio = ours["median"] / floor_c["median"]
+        targets.append(
+            f"| Validation vs YAML parse floor | ≤ {TARGET_PARSE:.0f}× | {ratio:.2f}× ({s(ours['median'])} s vs "
+            f"{s(floor_c['median'])} s) | {verdict(ratio <= TARGET_PARSE)} |"
+        )
+        if checkov:
+            targets.append(
+                f"| Validation memory | well under checkov's | {mb(ours['peak_rss_mb'])} MB vs "
+                f"{mb(checkov['peak_rss_mb'])} MB | {verdict(ours['peak_rss_mb'] * 4 < checkov['peak_rss_mb'])} |"
+            )
+    lines += ["## Targets", "", "| What | Target | Measured | |", "|---|---|---|---|", *targets, ""]
+
+    # --- fleet ------------------------------------------------------------------------------
+    if fleet:
+        last = fleet[-1]
+        lines += [
+            "## The simulated fleet",
+            "",
+            "A separate local cluster (`tests/cluster/cluster.py`: etcd, kube-apiserver, kube-controller-manager, "
+            "kube-scheduler and KWOK on 127.0.0.1) with the base fleet of `bench/fleet.yaml`, scaled by "
+            "`bench/fleet_scale.py`: KWOK GPU nodes of six models as their providers label them, "
+            + ", ".join(f"{k} {v}" for k, v in last["models"].items())
+            + f" at {last['nodes']:,} nodes; {last['pods'] // last['nodes']} pods per node bound by `spec.nodeName` "
+            "in 20 namespaces, of which those that fit the node's GPU units request one GPU each, the rest CPU "
+            "only; plus one device-plugin pod per node from the DaemonSet. KWOK keeps every node Ready (node "
+            "leases) and every pod Running while the benchmark runs.",
+            "",
+            "| Nodes | Workload pods | of which request a GPU | Device-plugin pods | GPU units | "
+            "`kubectl get pods -A -o json` | `kubectl get nodes -o json` | Pods created in | Settled in |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for f in fleet:
+            size = sizes.get(f["nodes"], {}).get("facts", {}).get("sizes", {})
+            lines.append(
+                f"| {f['nodes']:,} | {f['pods']:,} | {f['gpu_pods']:,} ({f['gpu_pods'] / f['pods']:.0%}) | "
+                f"{f['nodes']:,} | "
+                f"{f['gpu_units']:,} | {size.get('pods_json_bytes', 0) / 1e6:,.0f} MB | "
+                f"{size.get('nodes_json_bytes', 0) / 1e6:,.1f} MB | {f['pod_create_s']:.0f} s | {f['settle_s']:.0f} s |"
+            )
+        lines.append("")
+
+    # --- facts --------------------------------------------------------------------------------
+    header = [
+        "| Contender | Median (s) | Min (s) | Max (s) | CPU median (s) | Peak RSS (MB) | Runs | Ratio to baseline |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    if facts_top:
+        floor = facts_top[FACTS_FLOOR]["median"]
+        direct_runs = facts_top[FACTS_DIRECT]["notes"].get("runs", [{}])
+        first = direct_runs[0] if direct_runs else {}
+        lines += [
+            f"## Fleet facts at {largest:,} nodes",
+            "",
+            "Baseline: the raw floor, `kubectl get nodes -o json` followed by `kubectl get pods -A -o json`, "
+            "output discarded. `gpu_node_facts` lists the same nodes and the active pods "
+            f"(`{'status.phase!=Succeeded,status.phase!=Failed'}`), 500 a page, keeps a compact projection "
+            "of each, and returns the facts; the module_utils run is `bench/facts_direct.py` (the module's "
+            "`read_fleet` and `summarise`, and the JSON it would return), its peak RSS is the module's memory.",
+            "",
+            *header,
+        ]
+        for name in (FACTS_DIRECT, FACTS_ANSIBLE, FACTS_FLOOR, ANSIBLE_EMPTY):
+            if name in facts_top:
+                c = facts_top[name]
+                lines.append(row(c, "1.00× (baseline)" if name == FACTS_FLOOR else f"{c['median'] / floor:.2f}×"))
+        lines += [
+            "",
+            f"The module made {first.get('api_requests', '?')} API requests, reported "
+            f"{first.get('nodes', '?'):,} GPU nodes, {first.get('gpu_pods', '?'):,} GPU pods and "
+            f"{first.get('plugin_pods', '?'):,} device-plugin pods, and returned "
+            f"{first.get('result_bytes', 0) / 1e6:.1f} MB of JSON.",
+            "",
+        ]
+        lines += [
+            "## Fleet facts against fleet size",
+            "",
+            f"![Facts time and memory against fleet size]({PLOT})",
+            "",
+            "| Nodes | Pods | module_utils (s) | ansible-playbook (s) | kubectl floor (s) | module_utils / floor | "
+            "ansible-playbook / floor | module_utils peak RSS (MB) | kubectl peak RSS (MB) |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        pods_of = {f["nodes"]: f["pods"] for f in fleet}
+        for n, data in sizes.items():
+            c = by_name(data["facts"]["contenders"])
+            fl = c[FACTS_FLOOR]["median"]
+            lines.append(
+                f"| {n:,} | {pods_of.get(n, 0):,} | {s(c[FACTS_DIRECT]['median'])} | {s(c[FACTS_ANSIBLE]['median'])} | "
+                f"{s(fl)} | {c[FACTS_DIRECT]['median'] / fl:.2f}× | {c[FACTS_ANSIBLE]['median'] / fl:.2f}× | "
+                f"{mb(c[FACTS_DIRECT]['peak_rss_mb'])} | {mb(c[FACTS_FLOOR]['peak_rss_mb'])} |"
+            )
+        lines.append("")
+        if len(sizes) >= 2:
+            fits = []
+            for name, label in (
+                (FACTS_DIRECT, "module_utils"),
+                (FACTS_ANSIBLE, "ansible-playbook"),
+                (FACTS_FLOOR, "kubectl floor"),
+            ):
+                xs = [float(n) for n in sizes]
+                ys = [by_name(sizes[n]["facts"]["contenders"])[name]["median"] for n in sizes]
+                a, b, r2 = fit_line(xs, ys)
+                fits.append(f"{label} {a:.2f} s + {b * 1000:.2f} s per 1,000 nodes (R² {r2:.3f})")
+            lines += ["Least-squares lines through the medians: " + "; ".join(fits) + ".", ""]
+
+    # --- labels -------------------------------------------------------------------------------
+    if labels:
+        lab = labels["contenders"]
+        kc = find(by_name(lab), "kubectl label nodes -l <model> --overwrite, per model, cold")
+        kw = find(by_name(lab), "kubectl label nodes -l <model> --overwrite, per model, warm")
+        lines += [
+            f"## Labeling {labels['nodes']:,} nodes",
+            "",
+            "Baseline: what a person would run, one bulk `kubectl label nodes -l <model label>=<model> "
+            f"accelerator=<value> --overwrite` per model ({labels['label_commands']} commands, run one "
+            "after another). Cold: the `accelerator` label and the module's ownership annotation are "
+            "stripped from every node first (untimed), so every node changes. Warm: the same again at "
+            "once, nothing changes. Writes: the module's own count (`writes`), and on the API server the "
+            "increase of `apiserver_request_total` for PATCH on nodes without subresource.",
+            "",
+            "| Contender | Median (s) | Min (s) | Max (s) | CPU median (s) | Peak RSS (MB) | Runs | "
+            "Ratio to baseline | Module writes | Server node PATCHes |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for c in lab:
+            base = kc if "cold" in c["name"] else kw
+            is_base = c is base
+            writes = c["notes"].get("module_writes")
+            lines.append(
+                row(
+                    c,
+                    "1.00× (baseline)" if is_base else f"{c['median'] / base['median']:.2f}×",
+                    f" {', '.join(map(str, writes)) if writes else '–'} | "
+                    f"{', '.join(map(str, c['notes'].get('server_patches', [])))} |",
+                )
+            )
+        lines.append("")
+
+    # --- validation -------------------------------------------------------------------------
+    if validate:
+        corpus = validate["corpus"]
+        val = validate["contenders"]
+        floor_c = val[1]
+        lines += [
+            "## Manifest validation",
+            "",
+            f"A generated corpus (`bench/validate_corpus.py`): {corpus.get('deployments') or 0:,} Deployments "
+            f"and one ConfigMap per file in {corpus['files']} multi-document files, {corpus['documents']:,} "
+            f"documents, {corpus['bytes'] / 1e6:.0f} MB; 87% CPU services, 10% proper GPU users, 3% scheduler "
+            "bypasses. Baselines: only parsing every document with PyYAML's C loader (the floor), and "
+            "checkov's Kubernetes framework on the same folder (`checkov -d DIR --framework kubernetes "
+            f"--quiet --compact --skip-download`), run {validate.get('checkov_repeat', 0)} time(s): a "
+            "single run takes minutes.",
+            "",
+            *header,
+        ]
+        for c in val:
+            if c is floor_c:
+                ratio = "1.00× (floor)"
+            elif c["name"].startswith("checkov"):
+                ratio = (
+                    f"{c['median'] / floor_c['median']:.1f}× floor; "
+                    f"{c['median'] / val[0]['median']:.0f}× gpu-pod-validate"
+                )
+            else:
+                ratio = f"{c['median'] / floor_c['median']:.2f}× floor"
+            lines.append(row(c, ratio))
+        lines.append("")
+
+    analysis = HERE / "analysis.md"
+    if analysis.exists():
+        lines += [analysis.read_text().strip(), ""]
+    if largest and sizes[largest].get("facts_profile"):
+        lines += [
+            f"## Appendix: cProfile of the module_utils facts run at {largest:,} nodes",
+            "",
+            "From `bench/facts_direct.py --profile`, top functions by internal time, then by cumulative time.",
+            "",
+            "```",
+            *[
+                line.rstrip()
+                for line in sizes[largest]["facts_profile"].strip().splitlines()
+                if line.strip() and not line.startswith(("   Ordered by", "   List reduced"))
+            ],
+            "```",
+            "",
+        ]
+    if largest and sizes[largest].get("labels_warm_profile"):
+        lines += [
+            f"## Appendix: cProfile of a warm module_utils label run at {largest:,} nodes",
+            "",
+            "From `bench/label_direct.py --profile` on the labeled fleet (nothing to write).",
+            "",
+            "```",
+            *[
+                line.rstrip()
+                for line in sizes[largest]["labels_warm_profile"].strip().splitlines()
+                if line.strip() and not line.startswith(("   Ordered by", "   List reduced"))
+            ],
+            "```",
+            "",
+        ]
+    (args.docs / "benchmarks.md").write_text("\n".join(lines))
+    if sizes:
+        plot(sizes, fleet, args.docs / PLOT)
+    print(f"wrote {args.docs / 'benchmarks.md'}" + (f" and {args.docs / PLOT}" if sizes else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
