@@ -311,6 +311,14 @@ def yaml_documents(text: str, source: str = "") -> Iterator[Document]:
         raise ManifestError(
             f"YAML error in document {index} at {where}{problem}", index, mark.line + 1 if mark else None
         ) from exc
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise ManifestError(
+            f"YAML error in document {index}: unacceptable character #x{exc.character:04x} "
+            f"({exc.reason}) at line {line}",
+            index,
+            line,
+        ) from exc
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
         # SafeConstructor raises ValueError for impossible timestamps such as 2024-13-45.
         raise ManifestError(f"YAML error in document {index}: {exc}", index) from exc
