@@ -394,33 +394,6 @@ def down() -> list[str]:
     return stopped
 
 
-def stop_component(name: str, timeout: float = 15) -> bool:
-    """Stop one running component (by recorded pid and binary); True if it was running."""
-    layout = Layout(state_dir())
-    entry = read_pids(layout).get(name)
-    if not entry or not _alive(entry["pid"], entry["binary"]):
-        return False
-    os.kill(entry["pid"], signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _alive(entry["pid"], entry["binary"]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _alive(entry["pid"], entry["binary"]):
-        os.kill(entry["pid"], signal.SIGKILL)
-    return True
-
-
-def start_component(name: str) -> bool:
-    """Start one stopped component again with its usual command line; True if it was started."""
-    layout = Layout(state_dir())
-    pids = read_pids(layout)
-    entry = pids.get(name)
-    if entry and _alive(entry["pid"], entry["binary"]):
-        return False
-    bins = Path(entry["binary"]).parent if entry else build.build()
-    start_process(layout, name, command_lines(layout, bins)[name], pids)
-    return True
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("up", "down", "status", "build"))
