@@ -1,0 +1,432 @@
+"""Faults a production run meets, against the local cluster: the API server stopped in the middle of
+labeling, throttling by API Priority and Fairness, another writer changing the same nodes, and an
+unreachable or misconfigured cluster.
+
+The labeling tests work on extra Node objects made for the test (plain API objects with GPU model
+labels, not managed by KWOK, selected by a label of their own) and delete them after, so the fleet
+nodes other tests rely on are never labeled here. The test that stops kube-apiserver starts it
+again and waits until it and the fleet are ready, whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LocalCluster, local_cluster, wait_until
+
+pytestmark = pytest.mark.cluster
+
+BIN = Path(sys.executable).parent
+KEY = "accelerator"
+OWNERSHIP = "kubegpu.io/managed-labels"
+EXTRA = "kubegpu.io/fault-test"
+FOREIGN_LABEL = "example.com/team"
+FOREIGN_ANNOTATION = "example.com/owner"
+FOREIGN_VALUE = "custom-model"
+# Source label -> model: the extra nodes cycle through these (the value gpu_node_label must set).
+MODELS = (
+    ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
+    ("aliyun.accelerator/nvidia_name", "Tesla-V100-SXM2-16GB"),
+    ("cloud.google.com/gke-accelerator", "nvidia-l4"),
+    ("nvidia.com/gpu.product", "Tesla-T4"),
+)
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)|MODULE FAILURE|module_stderr")
+RBAC_API = "/apis/rbac.authorization.k8s.io/v1"
+FLOWCONTROL_API = "/apis/flowcontrol.apiserver.k8s.io/v1"
+
+
+# --- extra nodes ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ExtraNodes:
+    """Node objects made for one test: names, the value each must get, and what is not ours on them."""
+
+    run: str
+    expected: dict[str, str] = field(default_factory=dict)
+    foreign_owned: set[str] = field(default_factory=set)
+    created: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def selector(self) -> str:
+        return f"{EXTRA}={self.run}"
+
+
+def extra_node(name: str, run: str, index: int, foreign_accelerator: bool) -> dict[str, Any]:
+    source, model = MODELS[index % len(MODELS)]
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        EXTRA: run,
+        source: model,
+        FOREIGN_LABEL: f"team-{index % 3}",
+    }
+    if foreign_accelerator:
+        labels[KEY] = FOREIGN_VALUE
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": {FOREIGN_ANNOTATION: f"owner-{index}"}},
+        "spec": {"unschedulable": True},
+    }
+
+
+def parallel(function: Callable[[Any], Any], items: list[Any], workers: int = 8) -> list[Any]:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(function, items))
+
+
+def create_extra_nodes(cluster: LocalCluster, count: int, foreign: int = 0) -> ExtraNodes:
+    nodes = ExtraNodes(uuid.uuid4().hex[:8])
+    bodies = []
+    for index in range(count):
+        name = f"extra-{nodes.run}-{index:04d}"
+        body = extra_node(name, nodes.run, index, foreign_accelerator=index < foreign)
+        bodies.append(body)
+        if index < foreign:
+            nodes.foreign_owned.add(name)
+        else:
+            nodes.expected[name] = MODELS[index % len(MODELS)][1]
+
+    def create(body: dict[str, Any]) -> None:
+        status, reply = cluster.create("/api/v1/nodes", body)
+        assert status == 201, f"creating node {body['metadata']['name']}: {status} {reply}"
+        nodes.created[body["metadata"]["name"]] = body
+
+    parallel(create, bodies)
+    return nodes
+
+
+def delete_extra_nodes(cluster: LocalCluster, nodes: ExtraNodes) -> None:
+    parallel(lambda name: cluster.delete(f"/api/v1/nodes/{name}"), sorted(nodes.created))
+    status, listed = cluster.api.request("GET", f"/api/v1/nodes?labelSelector={EXTRA}")
+    if status == 200 and isinstance(listed, dict):  # an earlier run that could not clean up
+        parallel(lambda n: cluster.delete(f"/api/v1/nodes/{n['metadata']['name']}"), listed["items"])
+
+
+def listed_extra(cluster: LocalCluster, nodes: ExtraNodes) -> dict[str, dict[str, Any]]:
+    items = cluster.get(f"/api/v1/nodes?labelSelector={nodes.selector}")["items"]
+    return {n["metadata"]["name"]: n["metadata"] for n in items}
+
+
+def assert_consistent(cluster: LocalCluster, nodes: ExtraNodes, *, complete: bool) -> set[str]:
+    """Every node has the right value and its ownership record together, or neither; nodes whose
+    value someone else set keep it; every label and annotation not ours is as created. Returns
+    the labeled nodes."""
+    current = listed_extra(cluster, nodes)
+    assert set(current) == set(nodes.created)
+    labeled = set()
+    for name, metadata in current.items():
+        labels, annotations = metadata.get("labels", {}), metadata.get("annotations", {})
+        created = nodes.created[name]["metadata"]
+        if name in nodes.foreign_owned:
+            assert labels.get(KEY) == FOREIGN_VALUE, f"{name}: a value the collection does not own was changed"
+            assert OWNERSHIP not in annotations, f"{name}: ownership claimed for a value set by someone else"
+        else:
+            has_label, has_record = KEY in labels, OWNERSHIP in annotations
+            assert has_label == has_record, f"{name}: half-labeled: label {labels.get(KEY)!r}, record {has_record}"
+            if has_label:
+                assert labels[KEY] == nodes.expected[name], f"{name}: wrong value {labels[KEY]!r}"
+                assert json.loads(annotations[OWNERSHIP]) == {KEY: nodes.expected[name]}, name
+                labeled.add(name)
+            elif complete:
+                pytest.fail(f"{name} was not labeled")
+        for key, value in created["labels"].items():
+            if key != KEY:
+                assert labels.get(key) == value, f"{name}: label {key} changed"
+        for key, value in created["annotations"].items():
+            assert annotations.get(key) == value, f"{name}: annotation {key} changed"
+    return labeled
+
+
+# --- running modules -----------------------------------------------------------------------------
+
+
+@dataclass
+class ModuleRun:
+    rc: int
+    status: str  # what ansible printed before the result: SUCCESS, CHANGED, FAILED!
+    result: dict[str, Any]
+    output: str
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "FAILED!" or bool(self.result.get("failed"))
+
+
+def module_env(kubeconfig: Path | str, **extra: str) -> dict[str, str]:
+    env = dict(
+        os.environ,
+        K8S_AUTH_KUBECONFIG=str(kubeconfig),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_LOCALHOST_WARNING="0",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+        **extra,
+    )
+    env.pop("KUBECONFIG", None)
+    return env
+
+
+def module_command(module: str, args: dict[str, Any]) -> list[str]:
+    command = [str(BIN / "ansible"), "localhost", "-m", f"kubegpu.scheduling.{module}"]
+    return command + (["-a", json.dumps(args)] if args else [])
+
+
+def parse_run(rc: int, stdout: str, stderr: str) -> ModuleRun:
+    marker = re.search(r"^localhost \| ([A-Z!]+) => ", stdout, re.MULTILINE)
+    if not marker:
+        pytest.fail(f"ansible printed no result (rc {rc}): {stdout[-4000:]}\n{stderr[-2000:]}")
+    result, _ = json.JSONDecoder().raw_decode(stdout[marker.end() :])
+    return ModuleRun(rc, marker.group(1), result, stdout + stderr)
+
+
+def run_module(
+    module: str, args: dict[str, Any], kubeconfig: Path | str, timeout: float = 300, **env: str
+) -> ModuleRun:
+    done = subprocess.run(
+        module_command(module, args),
+        env=module_env(kubeconfig, **env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return parse_run(done.returncode, done.stdout, done.stderr)
+
+
+def brief(run: ModuleRun) -> str:
+    """The run's result without its long node lists, and what it printed around it."""
+    shown = {k: (v if not isinstance(v, list) or len(v) < 12 else f"[{len(v)} entries]") for k, v in run.result.items()}
+    return f"rc {run.rc} {run.status}: {json.dumps(shown, indent=1)}\n{TRACEBACK.findall(run.output)}"
+
+
+def assert_one_clear_message(run: ModuleRun, *fragments: str) -> str:
+    assert run.failed, brief(run)
+    assert not TRACEBACK.search(run.output), run.output[-6000:]
+    assert "exception" not in run.result, run.result.get("exception")
+    message = run.result.get("msg")
+    assert isinstance(message, str) and message, run.result
+    assert "\n" not in message, message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+# --- identities ----------------------------------------------------------------------------------
+
+
+def token_kubeconfig(path: Path, cluster: LocalCluster, token: str, ca: Path | None = None) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "local",
+                "cluster": {
+                    "server": cluster.layout.server,
+                    "certificate-authority": str(ca or cluster.layout.pki / "ca.crt"),
+                },
+            }
+        ],
+        "users": [{"name": "token", "user": {"token": token}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "token"}}],
+        "current-context": "local",
+    }
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return path
+
+
+def admin_kubeconfig_with(cluster: LocalCluster, path: Path, **cluster_fields: str) -> Path:
+    config = json.loads(Path(cluster.kubeconfig).read_text())
+    config["clusters"][0]["cluster"].update(cluster_fields)
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return path
+
+
+def service_account_token(cluster: LocalCluster, namespace: str, name: str) -> str:
+    status, reply = cluster.create(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+    )
+    assert status == 201 and isinstance(reply, dict), reply
+    return reply["status"]["token"]
+
+
+@pytest.fixture
+def labeler_account(cluster: LocalCluster, namespace: str) -> Iterator[tuple[str, str]]:
+    """A ServiceAccount that may read and label nodes and list pods (what labeling and facts use)."""
+    name = "labeler"
+    role = f"kubegpu-faults-{namespace}"
+    assert (
+        cluster.create(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+        )[0]
+        == 201
+    )
+    rules = [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    ]
+    assert (
+        cluster.create(
+            f"{RBAC_API}/clusterroles",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": role},
+                "rules": rules,
+            },
+        )[0]
+        == 201
+    )
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+    }
+    assert cluster.create(f"{RBAC_API}/clusterrolebindings", binding)[0] == 201
+    try:
+        yield namespace, name
+    finally:
+        cluster.delete(f"{RBAC_API}/clusterrolebindings/{role}")
+        cluster.delete(f"{RBAC_API}/clusterroles/{role}")
+
+
+# --- the API server stopped in the middle of labeling --------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class OwnApiServer:
+    """A second kube-apiserver of the local cluster (same etcd, same certificates, another loopback
+    port), started and stopped by the test alone: stopping it takes nothing away from the shared
+    cluster and the sessions that use it, while a client that talks to it sees its API server go."""
+
+    def __init__(self, cluster: LocalCluster, folder: Path) -> None:
+        layout = cluster.layout
+        binary = Path(local_cluster.read_pids(layout)["kube-apiserver"]["binary"])
+        self.port = free_port()
+        argv = local_cluster.command_lines(layout, binary.parent)["kube-apiserver"]
+        self.argv = [a for a in argv if not a.startswith(("--secure-port=", "--cert-dir="))]
+        self.argv += [f"--secure-port={self.port}", f"--cert-dir={folder / 'apiserver-certs'}"]
+        self.log = folder / "kube-apiserver.log"
+        self.server = f"https://127.0.0.1:{self.port}"
+        self.api = local_cluster.Api(layout)
+        self.api.base = self.server
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 180) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        deadline = time.monotonic() + timeout
+        while not local_cluster._is_ready(self.api):
+            if self.process.poll() is not None:
+                pytest.fail(f"the test's kube-apiserver exited ({self.process.returncode}); see {self.log}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the test's kube-apiserver was not ready within {timeout:g}s; see {self.log}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_apiserver_stopped_while_labeling_leaves_no_half_label_and_a_rerun_converges(
+    cluster: LocalCluster, tmp_path: Path
+):
+    apiserver = OwnApiServer(cluster, tmp_path)
+    kubeconfig = admin_kubeconfig_with(cluster, tmp_path / "kubeconfig", server=apiserver.server)
+    nodes = create_extra_nodes(cluster, 300, foreign=10)
+    args = {"label_selector": nodes.selector, "parallelism": 1}
+    process = None
+    try:
+        apiserver.start()
+        process = subprocess.Popen(
+            module_command("gpu_node_label", args),
+            env=module_env(kubeconfig),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wanted = len(nodes.expected) // 5 + len(nodes.foreign_owned)
+
+        def labeled_so_far() -> bool:
+            status, listed = cluster.api.request("GET", f"/api/v1/nodes?labelSelector={nodes.selector},{KEY}")
+            return status == 200 and isinstance(listed, dict) and len(listed["items"]) >= wanted
+
+        wait_until(
+            lambda: labeled_so_far() or process.poll() is not None, timeout=120, interval=0.05, what="labeling to start"
+        )
+        assert process.poll() is None, "labeling finished before the API server could be stopped"
+        stopped_at = time.monotonic()
+        apiserver.stop()
+        stdout, stderr = process.communicate(timeout=180)
+        failed_after = time.monotonic() - stopped_at
+        run = parse_run(process.returncode, stdout, stderr)
+
+        message = assert_one_clear_message(
+            run,
+            f"labeling stopped: connection refused by the API server at {apiserver.server}",
+            "none is half-labeled; run again to converge",
+        )
+        assert "not attempted" in message, message
+        assert run.result["counts"]["labeled"] > 0 and run.result["not_attempted"], run.result["counts"]
+        labeled = assert_consistent(cluster, nodes, complete=False)
+        # What the run says it changed, it changed; at most the patch in flight when the server
+        # stopped may have been applied without the run hearing back.
+        assert set(run.result["labeled"]) <= labeled
+        assert len(labeled - set(run.result["labeled"])) <= args["parallelism"]
+        assert labeled < set(nodes.expected), "every node was labeled: the API server stopped too late"
+
+        apiserver.start()
+        rerun = run_module("gpu_node_label", {"label_selector": nodes.selector}, kubeconfig)
+        assert not rerun.failed, brief(rerun)
+        assert set(rerun.result["labeled"]) == set(nodes.expected) - labeled
+        assert {c["node"] for c in rerun.result["conflicts"]} == nodes.foreign_owned
+        assert assert_consistent(cluster, nodes, complete=True) == set(nodes.expected)
+
+        third = run_module("gpu_node_label", {"label_selector": nodes.selector}, kubeconfig)
+        assert not third.failed, brief(third)
+        assert third.result["changed"] is False and third.result["writes"] == 0
+        print(
+            f"\napiserver stopped after {len(labeled)} of {len(nodes.expected)} nodes; the run failed "
+            f"{failed_after:.1f}s later; counts {run.result['counts']}"
+        )
+    finally:
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+        apiserver.stop()
+        delete_extra_nodes(cluster, nodes)
