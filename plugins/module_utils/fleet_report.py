@@ -4,15 +4,23 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 _COLUMNS = ("model", "nodes", "gpus", "allocatable", "allocated", "free")
 
 
+def _row(cells: tuple[str, ...], widths: list[int]) -> str:
+    """The first column left-aligned, the numbers right-aligned."""
+    return "  ".join(
+        cell.ljust(width) if i == 0 else cell.rjust(width)
+        for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
+    )
+
+
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-             for row in rows]
+    lines = [_row(row, widths) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
 
@@ -23,11 +31,27 @@ def summary_lines(facts: Mapping[str, Any]) -> list[str]:
     rows: list[tuple[str, ...]] = [_COLUMNS]
     for name in sorted(models):
         model = models[name]
-        rows.append((name, str(model.get("nodes", 0)), str(model.get("capacity", 0)),
-                     str(model.get("allocatable", 0)), str(model.get("allocated", 0)), str(model.get("free", 0))))
+        rows.append(
+            (
+                name,
+                str(model.get("nodes", 0)),
+                str(model.get("capacity", 0)),
+                str(model.get("allocatable", 0)),
+                str(model.get("allocated", 0)),
+                str(model.get("free", 0)),
+            )
+        )
     totals = facts.get("totals") or {}
-    rows.append(("total", str(totals.get("nodes", 0)), str(totals.get("capacity", 0)),
-                 str(totals.get("allocatable", 0)), str(totals.get("allocated", 0)), str(totals.get("free", 0))))
+    rows.append(
+        (
+            "total",
+            str(totals.get("nodes", 0)),
+            str(totals.get("capacity", 0)),
+            str(totals.get("allocatable", 0)),
+            str(totals.get("allocated", 0)),
+            str(totals.get("free", 0)),
+        )
+    )
     lines = ["GPU fleet", *_table(rows)]
     problems = facts.get("problems") or []
     lines.append(f"problems: {len(problems)}" if problems else "problems: none")
@@ -41,10 +65,14 @@ def preflight_diagnosis(facts: Mapping[str, Any], resource_name: str = "nvidia.c
         return ""
     without = facts.get("nodes_without_capacity") or []
     if not facts.get("nodes"):
-        return (f"no node exposes {resource_name} capacity and no node looks like a GPU node (no GPU model, "
-                "count or presence label, no GPU capacity): add GPU nodes, or label them (GPU Feature Discovery, "
-                "ACK's node pool labels) so they can be found")
-    return (f"no node exposes {resource_name} capacity; GPU nodes without it: {', '.join(without)}. Check, on each: "
-            "that the device-plugin pod runs there and is Ready (its DaemonSet's node selector matches the node's "
-            "labels), that the NVIDIA driver is loaded (nvidia-smi works on the host), and the node's "
-            "configuration (container runtime with the NVIDIA toolkit, ACK's ack.node.gpu.schedule=default)")
+        return (
+            f"no node exposes {resource_name} capacity and no node looks like a GPU node (no GPU model, "
+            "count or presence label, no GPU capacity): add GPU nodes, or label them (GPU Feature Discovery, "
+            "ACK's node pool labels) so they can be found"
+        )
+    return (
+        f"no node exposes {resource_name} capacity; GPU nodes without it: {', '.join(without)}. Check, on each: "
+        "that the device-plugin pod runs there and is Ready (its DaemonSet's node selector matches the node's "
+        "labels), that the NVIDIA driver is loaded (nvidia-smi works on the host), and the node's "
+        "configuration (container runtime with the NVIDIA toolkit, ACK's ack.node.gpu.schedule=default)"
+    )

@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import ClusterError, KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import detect_model
@@ -24,14 +25,15 @@ class PodDefinitionError(ValueError):
     """A definition that is not a single, named Pod."""
 
 
-def checked_definition(definition: Any, namespace: Optional[str]) -> dict:
+def checked_definition(definition: Any, namespace: str | None) -> dict:
     """The definition as a Pod in its namespace, or PodDefinitionError saying what is wrong."""
     if not isinstance(definition, dict):
         raise PodDefinitionError(f"definition must be a mapping (one Pod), got {type(definition).__name__}")
     if definition.get("kind") != "Pod" or definition.get("apiVersion") != "v1":
         raise PodDefinitionError(
             f"definition must be apiVersion v1, kind Pod; got {definition.get('apiVersion')!r}, "
-            f"{definition.get('kind')!r}")
+            f"{definition.get('kind')!r}"
+        )
     metadata = definition.get("metadata")
     if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
         raise PodDefinitionError("definition.metadata.name is required")
@@ -39,8 +41,9 @@ def checked_definition(definition: Any, namespace: Optional[str]) -> dict:
         raise PodDefinitionError("definition.spec is required")
     ns = namespace or metadata.get("namespace") or "default"
     if metadata.get("namespace") not in (None, ns):
-        raise PodDefinitionError(f"definition.metadata.namespace {metadata['namespace']!r} differs from "
-                                 f"namespace {ns!r}")
+        raise PodDefinitionError(
+            f"definition.metadata.namespace {metadata['namespace']!r} differs from namespace {ns!r}"
+        )
     return {**definition, "metadata": {**metadata, "namespace": ns}}
 
 
@@ -55,7 +58,7 @@ def with_digest(definition: dict, digest: str) -> dict:
     return {**definition, "metadata": {**metadata, "annotations": annotations}}
 
 
-def plan_present(existing: Optional[Mapping[str, Any]], digest: str, recreate: bool) -> str:
+def plan_present(existing: Mapping[str, Any] | None, digest: str, recreate: bool) -> str:
     """create | unchanged | recreate | conflict."""
     if existing is None:
         return "create"
@@ -101,7 +104,7 @@ def pod_path(namespace: str, name: str = "") -> str:
     return f"{base}/{name}" if name else base
 
 
-def read_pod(client: KubeClient, namespace: str, name: str) -> Optional[dict]:
+def read_pod(client: KubeClient, namespace: str, name: str) -> dict | None:
     try:
         return client.get(pod_path(namespace, name))
     except ClusterError as exc:
@@ -119,8 +122,14 @@ def ensure_namespace(client: KubeClient, namespace: str) -> None:
         client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
 
 
-def wait_for(probe: Callable[[], Any], done: Callable[[Any], bool], timeout: float, interval: float = 1.0,
-             clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> tuple:
+def wait_for(
+    probe: Callable[[], Any],
+    done: Callable[[Any], bool],
+    timeout: float,
+    interval: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple:
     """Poll until done(value); returns (value, finished in time)."""
     deadline = clock() + timeout
     while True:
@@ -139,7 +148,7 @@ def delete_and_wait(client: KubeClient, namespace: str, name: str, timeout: floa
         raise ClusterError(f"pod {namespace}/{name} was still terminating after {timeout:g}s")
 
 
-def landed_on(client: KubeClient, node_name: Optional[str], model_label_keys: Any = None) -> dict:
+def landed_on(client: KubeClient, node_name: str | None, model_label_keys: Any = None) -> dict:
     """The node a pod runs on and the GPU model its labels name."""
     if not node_name:
         return {"node": None, "model": None}

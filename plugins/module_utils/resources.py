@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
-from typing import Callable, Iterable
 
 NVIDIA_GPU = "nvidia.com/gpu"
 

@@ -223,13 +223,18 @@ def apply(module: AnsibleModule, client) -> dict:
     if action == "conflict":
         module.fail_json(
             msg=f"pod {namespace}/{name} exists with a different manifest and a pod's spec cannot be changed; "
-                "set recreate=true to delete and create it again", action=action)
+            "set recreate=true to delete and create it again",
+            action=action,
+        )
     result: dict = {"changed": action != "unchanged", "action": action}
     if module._diff and action != "unchanged":
         before = (existing or {}).get("metadata", {}).get("annotations", {}).get(gpu_pod.DIGEST_ANNOTATION)
-        result["diff"] = {"before_header": f"pod {namespace}/{name}", "after_header": f"pod {namespace}/{name}",
-                          "before": {"manifest-sha256": before} if existing else {},
-                          "after": definition}
+        result["diff"] = {
+            "before_header": f"pod {namespace}/{name}",
+            "after_header": f"pod {namespace}/{name}",
+            "before": {"manifest-sha256": before} if existing else {},
+            "after": definition,
+        }
     if module.check_mode:
         return result
     if params["create_namespace"] and action == "create":
@@ -240,12 +245,15 @@ def apply(module: AnsibleModule, client) -> dict:
         client.create(gpu_pod.pod_path(namespace), gpu_pod.with_digest(definition, digest))
     pod = gpu_pod.read_pod(client, namespace, name) or {}
     if params["wait"]:
-        pod, settled = gpu_pod.wait_for(lambda: gpu_pod.read_pod(client, namespace, name) or {},
-                                        lambda p: gpu_pod.is_settled(gpu_pod.pod_summary(p)),
-                                        params["wait_timeout"])
+        pod, settled = gpu_pod.wait_for(
+            lambda: gpu_pod.read_pod(client, namespace, name) or {},
+            lambda p: gpu_pod.is_settled(gpu_pod.pod_summary(p)),
+            params["wait_timeout"],
+        )
         if not settled:
-            module.fail_json(msg=gpu_pod.timeout_message(name, namespace, gpu_pod.pod_summary(pod),
-                                                         params["wait_timeout"]), **result)
+            module.fail_json(
+                msg=gpu_pod.timeout_message(name, namespace, gpu_pod.pod_summary(pod), params["wait_timeout"]), **result
+            )
     summary = gpu_pod.pod_summary(pod)
     result.update(phase=summary["phase"])
     result.update(gpu_pod.landed_on(client, summary["node"], params["model_label_keys"]))

@@ -38,15 +38,20 @@ def build_steps(out: Path) -> list[tuple[str, list[str]]]:
     common = ["go", "build", "-mod=readonly", "-trimpath", "-pgo=off"]
     return [
         ("etcd", common + ["-ldflags=-s -w", "-o", str(out / "etcd"), "go.etcd.io/etcd/server/v3"]),
-        ("kwok", common + [
-            "-ldflags=-s -w",
-            "-o", str(out / "kwok"), "sigs.k8s.io/kwok/cmd/kwok"]),
-        ("kubernetes", common + [
-            f"-ldflags={_kubernetes_ldflags()}", "-o", str(out) + "/",
-            "k8s.io/kubernetes/cmd/kube-apiserver",
-            "k8s.io/kubernetes/cmd/kube-scheduler",
-            "k8s.io/kubernetes/cmd/kube-controller-manager",
-            "k8s.io/kubernetes/cmd/kubectl"]),
+        ("kwok", common + ["-ldflags=-s -w", "-o", str(out / "kwok"), "sigs.k8s.io/kwok/cmd/kwok"]),
+        (
+            "kubernetes",
+            common
+            + [
+                f"-ldflags={_kubernetes_ldflags()}",
+                "-o",
+                str(out) + "/",
+                "k8s.io/kubernetes/cmd/kube-apiserver",
+                "k8s.io/kubernetes/cmd/kube-scheduler",
+                "k8s.io/kubernetes/cmd/kube-controller-manager",
+                "k8s.io/kubernetes/cmd/kubectl",
+            ],
+        ),
     ]
 
 
@@ -62,8 +67,14 @@ def build() -> Path:
     if os.environ.get("KUBEGPU_CLUSTER_BIN_DIR"):
         sys.exit(f"KUBEGPU_CLUSTER_BIN_DIR={out} lacks: {', '.join(missing_binaries(out))}")
     cache = versions.cache_root() / "go"
-    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-buildvcs=false", GOTOOLCHAIN="local",
-               GOMODCACHE=str(cache / "mod"), GOCACHE=str(cache / "build"))
+    env = dict(
+        os.environ,
+        CGO_ENABLED="0",
+        GOFLAGS="-buildvcs=false",
+        GOTOOLCHAIN="local",
+        GOMODCACHE=str(cache / "mod"),
+        GOCACHE=str(cache / "build"),
+    )
     tmp = out.with_name(out.name + ".partial")
     tmp.mkdir(parents=True, exist_ok=True)
     for module, args in build_steps(tmp):

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import build  # noqa: E402
 import fleet  # noqa: E402
 import versions  # noqa: E402
+import yaml  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LOOPBACK = "127.0.0.1"
@@ -73,6 +74,7 @@ class Layout:
 
 # --- certificates -----------------------------------------------------------------------
 
+
 def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
@@ -89,10 +91,39 @@ def _issue(pki: Path, name: str, subject: str, *, server_sans: str = "", client:
     if server_sans:
         ext.append(f"subjectAltName={server_sans}")
     (pki / f"{name}.ext").write_text("\n".join(ext) + "\n")
-    _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-             "-subj", subject, cwd=pki)
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-             "-days", "3650", "-sha256", "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=pki)
+    _openssl(
+        "req",
+        "-new",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.csr",
+        "-subj",
+        subject,
+        cwd=pki,
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-sha256",
+        "-extfile",
+        f"{name}.ext",
+        "-out",
+        f"{name}.crt",
+        cwd=pki,
+    )
 
 
 def make_pki(pki: Path) -> None:
@@ -100,10 +131,26 @@ def make_pki(pki: Path) -> None:
     if (pki / "done").exists():
         return
     pki.mkdir(parents=True, exist_ok=True)
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-             "-days", "3650", "-subj", "/CN=kubegpu-local-ca", cwd=pki)
-    sans = ("IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,"
-            "DNS:kubernetes.default.svc.cluster.local")
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=kubegpu-local-ca",
+        cwd=pki,
+    )
+    sans = (
+        "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,"
+        "DNS:kubernetes.default.svc.cluster.local"
+    )
     _issue(pki, "apiserver", "/CN=kube-apiserver", server_sans=sans, client=False)
     _issue(pki, "admin", "/O=system:masters/CN=kubegpu-admin")
     _issue(pki, "apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client")
@@ -119,10 +166,18 @@ def write_kubeconfig(path: Path, layout: Layout, cert: str) -> None:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "kubegpu-local", "cluster": {
-            "server": layout.server, "certificate-authority": str(pki / "ca.crt")}}],
-        "users": [{"name": cert, "user": {
-            "client-certificate": str(pki / f"{cert}.crt"), "client-key": str(pki / f"{cert}.key")}}],
+        "clusters": [
+            {
+                "name": "kubegpu-local",
+                "cluster": {"server": layout.server, "certificate-authority": str(pki / "ca.crt")},
+            }
+        ],
+        "users": [
+            {
+                "name": cert,
+                "user": {"client-certificate": str(pki / f"{cert}.crt"), "client-key": str(pki / f"{cert}.key")},
+            }
+        ],
         "contexts": [{"name": "kubegpu-local", "context": {"cluster": "kubegpu-local", "user": cert}}],
         "current-context": "kubegpu-local",
     }
@@ -132,17 +187,28 @@ def write_kubeconfig(path: Path, layout: Layout, cert: str) -> None:
 
 # --- a minimal API client (no dependency beyond the standard library) -------------------
 
+
 class Api:
     def __init__(self, layout: Layout):
         self.base = layout.server
         self.context = ssl.create_default_context(cafile=str(layout.pki / "ca.crt"))
         self.context.load_cert_chain(str(layout.pki / "admin.crt"), str(layout.pki / "admin.key"))
 
-    def request(self, method: str, path: str, body: dict | None = None, content_type: str = "application/json",
-                timeout: float = 10) -> tuple[int, dict | str]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: dict | None = None,
+        content_type: str = "application/json",
+        timeout: float = 10,
+    ) -> tuple[int, dict | str]:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": content_type, "Accept": "application/json"})
+        req = urllib.request.Request(
+            self.base + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": content_type, "Accept": "application/json"},
+        )
         try:
             with urllib.request.urlopen(req, context=self.context, timeout=timeout) as resp:
                 status, raw = resp.status, resp.read()
@@ -163,70 +229,113 @@ class Api:
 
 # --- processes ---------------------------------------------------------------------------
 
+
 def command_lines(layout: Layout, bins: Path) -> dict[str, list[str]]:
     pki = layout.pki
     etcd_url = f"http://{LOOPBACK}:{ETCD_PORT}"
     peer_url = f"http://{LOOPBACK}:{ETCD_PORT + 1}"
     return {
         "etcd": [
-            str(bins / "etcd"), "--name=kubegpu", f"--data-dir={layout.root / 'etcd'}",
-            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster=kubegpu={peer_url}", "--listen-metrics-urls=",
-            "--unsafe-no-fsync", "--quota-backend-bytes=4294967296", "--auto-compaction-retention=1",
+            str(bins / "etcd"),
+            "--name=kubegpu",
+            f"--data-dir={layout.root / 'etcd'}",
+            f"--listen-client-urls={etcd_url}",
+            f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=kubegpu={peer_url}",
+            "--listen-metrics-urls=",
+            "--unsafe-no-fsync",
+            "--quota-backend-bytes=4294967296",
+            "--auto-compaction-retention=1",
             "--log-level=warn",
         ],
         "kube-apiserver": [
-            str(bins / "kube-apiserver"), f"--etcd-servers={etcd_url}",
-            f"--bind-address={LOOPBACK}", f"--secure-port={APISERVER_PORT}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+            str(bins / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            f"--bind-address={LOOPBACK}",
+            f"--secure-port={APISERVER_PORT}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
-            f"--service-account-key-file={pki / 'sa.key'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--service-account-key-file={pki / 'sa.key'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            "--service-cluster-ip-range=10.96.0.0/16", "--endpoint-reconciler-type=none",
-            "--authorization-mode=Node,RBAC", "--allow-privileged=true", "--profiling=false",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--endpoint-reconciler-type=none",
+            "--authorization-mode=Node,RBAC",
+            "--allow-privileged=true",
+            "--profiling=false",
             "--kubelet-preferred-address-types=InternalIP",
             f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
             f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
             f"--cert-dir={layout.root / 'apiserver-certs'}",
         ],
         "kwok": [
-            str(bins / "kwok"), f"--kubeconfig={layout.component_kubeconfig('kwok')}",
+            str(bins / "kwok"),
+            f"--kubeconfig={layout.component_kubeconfig('kwok')}",
             f"--config={layout.root / 'kwok.yaml'}",
-            "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={fleet.FAKE_NODE_ANNOTATION}=fake",
-            f"--node-ip={LOOPBACK}", "--node-name=localhost", f"--node-port={KWOK_PORT}",
-            f"--server-address={LOOPBACK}:{KWOK_PORT}", "--node-lease-duration-seconds=40",
-            f"--tls-cert-file={pki / 'kwok.crt'}", f"--tls-private-key-file={pki / 'kwok.key'}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={fleet.FAKE_NODE_ANNOTATION}=fake",
+            f"--node-ip={LOOPBACK}",
+            "--node-name=localhost",
+            f"--node-port={KWOK_PORT}",
+            f"--server-address={LOOPBACK}:{KWOK_PORT}",
+            "--node-lease-duration-seconds=40",
+            f"--tls-cert-file={pki / 'kwok.crt'}",
+            f"--tls-private-key-file={pki / 'kwok.key'}",
         ],
         "kube-controller-manager": [
             str(bins / "kube-controller-manager"),
             f"--kubeconfig={layout.component_kubeconfig('kube-controller-manager')}",
-            "--leader-elect=false", f"--bind-address={LOOPBACK}", "--secure-port=0",
-            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+            "--leader-elect=false",
+            f"--bind-address={LOOPBACK}",
+            "--secure-port=0",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={pki / 'ca.crt'}",
             "--use-service-account-credentials=true",
         ],
         "kube-scheduler": [
-            str(bins / "kube-scheduler"), f"--kubeconfig={layout.component_kubeconfig('kube-scheduler')}",
+            str(bins / "kube-scheduler"),
+            f"--kubeconfig={layout.component_kubeconfig('kube-scheduler')}",
             f"--authentication-kubeconfig={layout.component_kubeconfig('kube-scheduler')}",
             f"--authorization-kubeconfig={layout.component_kubeconfig('kube-scheduler')}",
-            "--leader-elect=false", f"--bind-address={LOOPBACK}", "--secure-port=0",
+            "--leader-elect=false",
+            f"--bind-address={LOOPBACK}",
+            "--secure-port=0",
         ],
     }
 
 
+KWOK_OPTIONS = {
+    "cidr": "10.0.0.0/16",
+    "podPlayStageParallelism": 4,
+    "nodePlayStageParallelism": 4,
+    "nodeLeaseParallelism": 4,
+    "podsOnNodeSyncParallelism": 1,
+    "enablePodsOnNodeSyncListPager": True,
+    "enableDebuggingHandlers": True,
+}
+
+
 def write_kwok_config(layout: Layout) -> None:
+    """KWOK's options, the sample workload's log (served through the API server), and the stages."""
     log_file = layout.root / "sample-workload.log"
     log_file.write_text((HERE / "logs" / "tensorflow-mnist.log").read_text())
-    head = (
-        "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\n"
-        "options:\n  cidr: 10.0.0.0/16\n  podPlayStageParallelism: 4\n  nodePlayStageParallelism: 4\n"
-        "  nodeLeaseParallelism: 4\n  podsOnNodeSyncParallelism: 1\n  enablePodsOnNodeSyncListPager: true\n"
-        "  enableDebuggingHandlers: true\n"
-        "---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata:\n  name: sample-workload\n"
-        "spec:\n  selector:\n    matchNames: [tensorflow-mnist]\n"
-        f"  logs:\n  - logsFile: {json.dumps(str(log_file))}\n    follow: false\n"
-    )
-    (layout.root / "kwok.yaml").write_text(head + "---\n" + (HERE / "kwok-stages.yaml").read_text())
+    documents = [
+        {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration", "options": KWOK_OPTIONS},
+        {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "ClusterLogs",
+            "metadata": {"name": "sample-workload"},
+            "spec": {
+                "selector": {"matchNames": ["tensorflow-mnist"]},
+                "logs": [{"logsFile": str(log_file), "follow": False}],
+            },
+        },
+    ]
+    stages = (HERE / "kwok-stages.yaml").read_text()
+    (layout.root / "kwok.yaml").write_text(yaml.safe_dump_all(documents) + "---\n" + stages)
 
 
 def _alive(pid: int, binary: str) -> bool:
@@ -247,8 +356,9 @@ def read_pids(layout: Layout) -> dict[str, dict]:
 
 def start_process(layout: Layout, name: str, argv: list[str], pids: dict[str, dict]) -> None:
     log = (layout.logs / f"{name}.log").open("ab")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, cwd=layout.root)
+    proc = subprocess.Popen(
+        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=layout.root
+    )
     pids[name] = {"pid": proc.pid, "binary": argv[0]}
     layout.pids.write_text(json.dumps(pids, indent=2))
 
@@ -286,8 +396,9 @@ def _is_ready(api: Api) -> bool:
 
 
 def _node_ready(node: dict) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in node.get("status", {}).get("conditions", []))
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions", [])
+    )
 
 
 def apply_fleet(api: Api, spec: dict) -> None:
@@ -301,8 +412,12 @@ def apply_fleet(api: Api, spec: dict) -> None:
 
 def apply_fleet_pods(api: Api, spec: dict, layout: Layout) -> None:
     namespace = spec["pod_namespace"]
-    wait_for(f"the default service account in {namespace}",
-             lambda: bool(_get(api, f"/api/v1/namespaces/{namespace}/serviceaccounts/default")), 60, layout)
+    wait_for(
+        f"the default service account in {namespace}",
+        lambda: bool(_get(api, f"/api/v1/namespaces/{namespace}/serviceaccounts/default")),
+        60,
+        layout,
+    )
     for pod in spec["pods"]:
         api.ensure(f"/api/v1/namespaces/{namespace}/pods", fleet.fleet_pod(pod, namespace))
 
@@ -313,7 +428,9 @@ def fleet_settled(api: Api, spec: dict) -> bool:
     ready = {n["metadata"]["name"] for n in nodes if _node_ready(n)}
     if not wanted <= ready:
         return False
-    if any(t.get("key", "").startswith("node.kubernetes.io/") for n in nodes for t in n.get("spec", {}).get("taints", [])):
+    if any(
+        t.get("key", "").startswith("node.kubernetes.io/") for n in nodes for t in n.get("spec", {}).get("taints", [])
+    ):
         return False
     plugin = spec["device_plugin"]
     ds = _get(api, f"/apis/apps/v1/namespaces/{plugin['namespace']}/daemonsets/{plugin['name']}")
@@ -328,16 +445,16 @@ def fleet_settled(api: Api, spec: dict) -> bool:
 def running(layout: Layout) -> bool:
     pids = read_pids(layout)
     return bool(pids) and all(
-        name in pids and _alive(pids[name]["pid"], pids[name]["binary"]) for name in PROCESS_ORDER)
+        name in pids and _alive(pids[name]["pid"], pids[name]["binary"]) for name in PROCESS_ORDER
+    )
 
 
 def up(fleet_file: Path, timeout: float) -> Path:
     layout = Layout(state_dir())
     spec = fleet.load(fleet_file)
-    if running(layout) and layout.kubeconfig.exists():
-        if _is_ready(Api(layout)):
-            print(f"cluster already running (state in {layout.root}); reusing it", file=sys.stderr)
-            return layout.kubeconfig
+    if running(layout) and layout.kubeconfig.exists() and _is_ready(Api(layout)):
+        print(f"cluster already running (state in {layout.root}); reusing it", file=sys.stderr)
+        return layout.kubeconfig
     if read_pids(layout):
         print("a previous cluster is partly running; stopping it first", file=sys.stderr)
         down()
@@ -364,8 +481,9 @@ def up(fleet_file: Path, timeout: float) -> Path:
         start_process(layout, "kube-scheduler", argv["kube-scheduler"], pids)
         apply_fleet(api, spec)
         apply_fleet_pods(api, spec, layout)
-        wait_for("the fleet's nodes, device-plugin pods and fleet pods", lambda: fleet_settled(api, spec),
-                 timeout, layout)
+        wait_for(
+            "the fleet's nodes, device-plugin pods and fleet pods", lambda: fleet_settled(api, spec), timeout, layout
+        )
     except BaseException:
         down()
         raise

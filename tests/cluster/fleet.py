@@ -68,21 +68,24 @@ def _node_specs(raw: Any, source: Path) -> list[dict]:
             raise _fail(source, f"{where}.allocatable_gpus", f"{allocatable} is above gpus ({gpus})")
         labels = _check_string_map(spec.get("labels", {}), source, f"{where}.labels")
         taints = spec.get("taints", [])
-        if not isinstance(taints, list) or not all(isinstance(t, dict) and "key" in t and "effect" in t
-                                                   for t in taints):
+        if not isinstance(taints, list) or not all(
+            isinstance(t, dict) and "key" in t and "effect" in t for t in taints
+        ):
             raise _fail(source, f"{where}.taints", "expected a list of {key, value, effect}")
         count = _check_count(spec.get("count", 1), source, f"{where}.count", minimum=1)
         names = [name] if "count" not in spec else [f"{name}-{i}" for i in range(count)]
         for node_name in names:
-            expanded.append({
-                "name": node_name,
-                "gpus": gpus if "gpus" in spec else None,
-                "allocatable_gpus": allocatable,
-                "labels": labels,
-                "taints": taints,
-                "cpu": str(spec.get("cpu", "64")),
-                "memory": str(spec.get("memory", "512Gi")),
-            })
+            expanded.append(
+                {
+                    "name": node_name,
+                    "gpus": gpus if "gpus" in spec else None,
+                    "allocatable_gpus": allocatable,
+                    "labels": labels,
+                    "taints": taints,
+                    "cpu": str(spec.get("cpu", "64")),
+                    "memory": str(spec.get("memory", "512Gi")),
+                }
+            )
     seen: set[str] = set()
     for node in expanded:
         if node["name"] in seen:
@@ -107,12 +110,14 @@ def _pod_specs(raw: Any, source: Path, node_names: set[str]) -> tuple[str, list[
         node = spec.get("node")
         if node not in node_names:
             raise _fail(source, f"{where}.node", f"{node!r} is not a node of this fleet")
-        pods.append({
-            "name": _check_name(spec.get("name"), source, f"{where}.name"),
-            "node": node,
-            "gpus": _check_count(spec.get("gpus", 0), source, f"{where}.gpus"),
-            "env": _check_string_map(spec.get("env", {}), source, f"{where}.env"),
-        })
+        pods.append(
+            {
+                "name": _check_name(spec.get("name"), source, f"{where}.name"),
+                "node": node,
+                "gpus": _check_count(spec.get("gpus", 0), source, f"{where}.gpus"),
+                "env": _check_string_map(spec.get("env", {}), source, f"{where}.env"),
+            }
+        )
     return namespace, pods
 
 
@@ -194,17 +199,16 @@ def device_plugin_daemonset(plugin: dict) -> dict:
                     "nodeSelector": plugin["node_selector"],
                     "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
                     "priorityClassName": "system-node-critical",
-                    "containers": [{
-                        "name": "nvidia-device-plugin-ctr",
-                        "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
-                        "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
-                        "securityContext": {"allowPrivilegeEscalation": False,
-                                            "capabilities": {"drop": ["ALL"]}},
-                        "volumeMounts": [{"name": "device-plugin",
-                                          "mountPath": "/var/lib/kubelet/device-plugins"}],
-                    }],
-                    "volumes": [{"name": "device-plugin",
-                                 "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}],
+                    "containers": [
+                        {
+                            "name": "nvidia-device-plugin-ctr",
+                            "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+                            "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
+                            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                            "volumeMounts": [{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}],
+                        }
+                    ],
+                    "volumes": [{"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}],
                 },
             },
         },
@@ -212,8 +216,11 @@ def device_plugin_daemonset(plugin: dict) -> dict:
 
 
 def fleet_pod(spec: dict, namespace: str) -> dict:
-    container: dict[str, Any] = {"name": "main", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
-                                 "command": ["sleep", "infinity"]}
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
+        "command": ["sleep", "infinity"],
+    }
     if spec["gpus"]:
         container["resources"] = {"limits": {GPU: str(spec["gpus"])}}
     if spec["env"]:
@@ -221,7 +228,11 @@ def fleet_pod(spec: dict, namespace: str) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": spec["name"], "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "gpu-fleet"}},
+        "metadata": {
+            "name": spec["name"],
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/part-of": "gpu-fleet"},
+        },
         "spec": {
             "nodeName": spec["node"],
             "tolerations": [{"key": GPU, "operator": "Exists"}],

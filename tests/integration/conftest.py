@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -48,8 +48,11 @@ class LocalCluster:
     def plugin_pod_on(self, node: str) -> dict:
         plugin = self.fleet["device_plugin"]
         pods = self.get(f"/api/v1/namespaces/{plugin['namespace']}/pods?fieldSelector=spec.nodeName%3D{node}")
-        owned = [p for p in pods["items"]
-                 if any(o.get("name") == plugin["name"] for o in p["metadata"].get("ownerReferences", []))]
+        owned = [
+            p
+            for p in pods["items"]
+            if any(o.get("name") == plugin["name"] for o in p["metadata"].get("ownerReferences", []))
+        ]
         assert len(owned) == 1, f"expected one device-plugin pod on {node}, found {len(owned)}"
         return owned[0]
 
@@ -88,14 +91,18 @@ def cluster() -> LocalCluster:
 @pytest.fixture
 def namespace(cluster: LocalCluster) -> str:
     name = f"t-{uuid.uuid4().hex[:10]}"
-    status, body = cluster.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                          "metadata": {"name": name}})
+    status, body = cluster.create(
+        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
     assert status == 201, body
-    wait_until(lambda: cluster.api.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")[0] == 200,
-               what=f"default service account in {name}")
+    wait_until(
+        lambda: cluster.api.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")[0] == 200,
+        what=f"default service account in {name}",
+    )
     yield name
     # Pods first (KWOK removes them at once), so the next test sees the GPUs free again.
     cluster.api.request("DELETE", f"/api/v1/namespaces/{name}/pods")
-    wait_until(lambda: not cluster.get(f"/api/v1/namespaces/{name}/pods")["items"], timeout=60,
-               what=f"pods of {name} to go")
+    wait_until(
+        lambda: not cluster.get(f"/api/v1/namespaces/{name}/pods")["items"], timeout=60, what=f"pods of {name} to go"
+    )
     cluster.delete(f"/api/v1/namespaces/{name}")

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO_ROOT
 
 BIN = os.path.dirname(sys.executable)
@@ -23,7 +22,12 @@ def test_playbook_runs_from_the_installed_collection(tmp_path, cluster):
     assert build.returncode == 0, build.stderr
     collections = tmp_path / "collections"
     tarball = next(tmp_path.glob("kubegpu-scheduling-*.tar.gz"))
-    assert run(f"{BIN}/ansible-galaxy", "collection", "install", "--force", str(tarball), "-p", str(collections)).returncode == 0
+    assert (
+        run(
+            f"{BIN}/ansible-galaxy", "collection", "install", "--force", str(tarball), "-p", str(collections)
+        ).returncode
+        == 0
+    )
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections), K8S_AUTH_KUBECONFIG=str(cluster.kubeconfig))
     result = run(f"{BIN}/ansible-playbook", "kubegpu.scheduling.fleet_facts", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

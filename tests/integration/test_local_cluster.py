@@ -47,23 +47,29 @@ def test_api_lists_gpu_nodes_with_capacity(cluster: LocalCluster):
 def test_gpu_pod_is_scheduled_to_a_gpu_node_and_runs(cluster: LocalCluster, namespace: str):
     status, body = cluster.create(f"/api/v1/namespaces/{namespace}/pods", gpu_pod("one-gpu", limits={GPU: "1"}))
     assert status == 201, body
-    pod = wait_until(lambda: (p := cluster.get(f"/api/v1/namespaces/{namespace}/pods/one-gpu"))
-                     ["status"].get("phase") == "Running" and p, what="pod Running")
+    pod = wait_until(
+        lambda: (
+            (p := cluster.get(f"/api/v1/namespaces/{namespace}/pods/one-gpu"))["status"].get("phase") == "Running" and p
+        ),
+        what="pod Running",
+    )
     node = cluster.get(f"/api/v1/nodes/{pod['spec']['nodeName']}")
     assert int(node["status"]["allocatable"][GPU]) >= 1
 
 
 def test_scheduler_counts_gpus_nine_pods_on_eight(cluster: LocalCluster, namespace: str):
     for i in range(9):
-        status, body = cluster.create(f"/api/v1/namespaces/{namespace}/pods",
-                                      gpu_pod(f"gpu-{i}", limits={GPU: "1"}, node="gfd-h100"))
+        status, body = cluster.create(
+            f"/api/v1/namespaces/{namespace}/pods", gpu_pod(f"gpu-{i}", limits={GPU: "1"}, node="gfd-h100")
+        )
         assert status == 201, body
 
     def settled():
         pods = cluster.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
         phases = [p["status"].get("phase") for p in pods]
-        unscheduled = [p for p in pods if any(c.get("reason") == "Unschedulable"
-                                              for c in p["status"].get("conditions", []))]
+        unscheduled = [
+            p for p in pods if any(c.get("reason") == "Unschedulable" for c in p["status"].get("conditions", []))
+        ]
         return phases.count("Running") == 8 and len(unscheduled) == 1 and (pods, unscheduled[0])
 
     pods, pending = wait_until(settled, timeout=90, what="eight Running and one Unschedulable")
@@ -76,10 +82,14 @@ def test_scheduler_counts_gpus_nine_pods_on_eight(cluster: LocalCluster, namespa
 @pytest.mark.parametrize(
     "resources, message",
     [
-        ({"requests": {GPU: "1"}},
-         "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources"),
-        ({"requests": {GPU: "1"}, "limits": {GPU: "2"}},
-         "spec.containers[0].resources.requests: Invalid value: \"1\": must be equal to nvidia.com/gpu limit of 2"),
+        (
+            {"requests": {GPU: "1"}},
+            "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources",
+        ),
+        (
+            {"requests": {GPU: "1"}, "limits": {GPU: "2"}},
+            'spec.containers[0].resources.requests: Invalid value: "1": must be equal to nvidia.com/gpu limit of 2',
+        ),
         ({"limits": {GPU: "500m"}}, "must be an integer"),
     ],
 )
@@ -92,8 +102,9 @@ def test_api_server_rejects_malformed_gpu_requests(cluster: LocalCluster, namesp
 def test_device_plugin_daemonset_status_tracks_pod_readiness(cluster: LocalCluster):
     plugin = cluster.fleet["device_plugin"]
     path = f"/apis/apps/v1/namespaces/{plugin['namespace']}/daemonsets/{plugin['name']}"
-    selected = [n for n in cluster.fleet["nodes"]
-                if all(n["labels"].get(k) == v for k, v in plugin["node_selector"].items())]
+    selected = [
+        n for n in cluster.fleet["nodes"] if all(n["labels"].get(k) == v for k, v in plugin["node_selector"].items())
+    ]
     status = cluster.get(path)["status"]
     assert status["desiredNumberScheduled"] == len(selected)
     assert status["numberReady"] == status["numberAvailable"] == len(selected)
@@ -101,13 +112,17 @@ def test_device_plugin_daemonset_status_tracks_pod_readiness(cluster: LocalClust
 
     cluster.set_plugin_pod_ready("ack-v100", False)
     try:
-        wait_until(lambda: cluster.get(path)["status"]["numberReady"] == len(selected) - 1, timeout=60,
-                   what="numberReady to drop by one")
+        wait_until(
+            lambda: cluster.get(path)["status"]["numberReady"] == len(selected) - 1,
+            timeout=60,
+            what="numberReady to drop by one",
+        )
         pod = cluster.plugin_pod_on("ack-v100")
         ready = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
         assert ready["status"] == "False"
         assert cluster.get(path)["status"]["desiredNumberScheduled"] == len(selected)
     finally:
         cluster.set_plugin_pod_ready("ack-v100", True)
-    wait_until(lambda: cluster.get(path)["status"]["numberReady"] == len(selected), timeout=60,
-               what="numberReady to recover")
+    wait_until(
+        lambda: cluster.get(path)["status"]["numberReady"] == len(selected), timeout=60, what="numberReady to recover"
+    )

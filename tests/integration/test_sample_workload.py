@@ -32,8 +32,10 @@ def recap(output: str) -> dict[str, int]:
 
 
 def test_sample_lands_on_requested_model_and_is_idempotent(cluster: LocalCluster, namespace: str):
-    settings = {"sample_workload_namespace": namespace,
-                "sample_workload_node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
+    settings = {
+        "sample_workload_namespace": namespace,
+        "sample_workload_node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+    }
     first = run_playbook(cluster, settings)
     assert first.returncode == 0, first.stdout[-3000:]
     assert recap(first.stdout)["changed"] == 1
@@ -68,17 +70,29 @@ def test_check_mode_creates_nothing(cluster: LocalCluster, namespace: str):
 
 
 def test_unschedulable_sample_times_out_with_scheduler_reason(cluster: LocalCluster, namespace: str):
-    result = run_playbook(cluster, {"sample_workload_namespace": namespace, "sample_workload_gpus": 9,
-                                    "sample_workload_node_selector": {"kubernetes.io/hostname": "gfd-h100"},
-                                    "sample_workload_wait_timeout": 10})
+    result = run_playbook(
+        cluster,
+        {
+            "sample_workload_namespace": namespace,
+            "sample_workload_gpus": 9,
+            "sample_workload_node_selector": {"kubernetes.io/hostname": "gfd-h100"},
+            "sample_workload_wait_timeout": 10,
+        },
+    )
     assert result.returncode != 0
     assert f"pod {namespace}/tensorflow-mnist was not scheduled within 10s" in result.stdout
     assert "Insufficient nvidia.com/gpu" in result.stdout
 
 
 def test_bypassing_sample_is_refused_before_it_reaches_the_cluster(cluster: LocalCluster, namespace: str):
-    result = run_playbook(cluster, {"sample_workload_namespace": namespace, "sample_workload_gpus": 0,
-                                    "sample_workload_image": "nvidia/cuda:12.4.1-base-ubuntu22.04"})
+    result = run_playbook(
+        cluster,
+        {
+            "sample_workload_namespace": namespace,
+            "sample_workload_gpus": 0,
+            "sample_workload_image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
+        },
+    )
     assert result.returncode != 0
     assert "Validate the sample workload" in result.stdout
     assert cluster.get(f"/api/v1/namespaces/{namespace}/pods")["items"] == []

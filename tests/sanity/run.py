@@ -17,8 +17,9 @@ PIP_VERSION = "24.2"
 
 
 def checkout_files() -> list[str]:
-    listing = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
-                             capture_output=True).stdout.decode()
+    listing = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True, capture_output=True
+    ).stdout.decode()
     return [name for name in listing.split("\0") if name and (REPO / name).is_file()]
 
 
@@ -45,8 +46,9 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="kubegpu-sanity-") as tmp:
         target = Path(tmp) / "ansible_collections" / "kubegpu" / "scheduling"
         copy_collection(target)
-        return subprocess.run([str(ansible_test), "sanity", "--venv", "--python", python, "--color", "no", *argv],
-                              cwd=target, check=False).returncode
+        return subprocess.run(
+            [str(ansible_test), "sanity", "--venv", "--python", python, "--color", "no", *argv], cwd=target, check=False
+        ).returncode
 
 
 if __name__ == "__main__":

@@ -42,20 +42,34 @@ def test_shipped_fleet_covers_every_node_kind():
         ("nodes: [\n", "not valid YAML"),
         ("- a\n- b\n", "top level: expected a mapping"),
         ("device_plugin: {namespace: kube-system, name: p}\nnodes: []\n", "nodes: expected a non-empty list"),
-        ("device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: Bad_Name}]\n",
-         "nodes[0].name: 'Bad_Name' is not a valid name"),
-        ("device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: a, gpus: -1}]\n",
-         "nodes[0].gpus: expected a whole number >= 0"),
-        ("device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: a, gpus: 2, allocatable_gpus: 3}]\n",
-         "nodes[0].allocatable_gpus: 3 is above gpus (2)"),
-        ("device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: a, labels: {count: 8}}]\n",
-         "nodes[0].labels.count: keys and values must be strings"),
-        ("device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: a, gpu: 8}]\n",
-         "nodes[0]: unknown keys ['gpu']"),
-        ("device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: a}, {name: a}]\n",
-         "node name 'a' is used twice"),
-        ("device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: a}]\npods: {items: [{name: x, node: b}]}\n",
-         "pods.items[0].node: 'b' is not a node of this fleet"),
+        (
+            "device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: Bad_Name}]\n",
+            "nodes[0].name: 'Bad_Name' is not a valid name",
+        ),
+        (
+            "device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: a, gpus: -1}]\n",
+            "nodes[0].gpus: expected a whole number >= 0",
+        ),
+        (
+            "device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: a, gpus: 2, allocatable_gpus: 3}]\n",
+            "nodes[0].allocatable_gpus: 3 is above gpus (2)",
+        ),
+        (
+            "device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: a, labels: {count: 8}}]\n",
+            "nodes[0].labels.count: keys and values must be strings",
+        ),
+        (
+            "device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: a, gpu: 8}]\n",
+            "nodes[0]: unknown keys ['gpu']",
+        ),
+        (
+            "device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: a}, {name: a}]\n",
+            "node name 'a' is used twice",
+        ),
+        (
+            "device_plugin: {namespace: kube-system, name: p}\nnodes: [{name: a}]\npods: {items: [{name: x, node: b}]}\n",
+            "pods.items[0].node: 'b' is not a node of this fleet",
+        ),
     ],
 )
 def test_malformed_fleet_names_file_and_problem(tmp_path, text, problem):
@@ -69,8 +83,12 @@ def test_malformed_fleet_names_file_and_problem(tmp_path, text, problem):
 def test_cluster_up_reports_malformed_fleet_without_traceback(tmp_path, monkeypatch):
     monkeypatch.setenv("KUBEGPU_CLUSTER_DIR", str(tmp_path / "state"))
     path = write(tmp_path, "nodes: 3\n")
-    result = subprocess.run([sys.executable, str(CLUSTER_DIR / "cluster.py"), "up", "--fleet", str(path)],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, str(CLUSTER_DIR / "cluster.py"), "up", "--fleet", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 1
     assert result.stderr.startswith(f"error: {path}: device_plugin: expected a mapping")
     assert "Traceback" not in result.stderr
@@ -82,9 +100,11 @@ def test_down_stops_only_processes_it_started(tmp_path, monkeypatch):
     ours = subprocess.Popen(["sleep", "30"])
     stranger = subprocess.Popen(["sleep", "30"])
     try:
-        pids = {"etcd": {"pid": ours.pid, "binary": "/usr/bin/sleep"},
-                # A recorded pid now held by another program must be left alone.
-                "kube-apiserver": {"pid": stranger.pid, "binary": "/opt/bin/kube-apiserver"}}
+        pids = {
+            "etcd": {"pid": ours.pid, "binary": "/usr/bin/sleep"},
+            # A recorded pid now held by another program must be left alone.
+            "kube-apiserver": {"pid": stranger.pid, "binary": "/opt/bin/kube-apiserver"},
+        }
         (tmp_path / "pids.json").write_text(json.dumps(pids))
         assert local_cluster.down() == ["etcd"]
         assert ours.wait(timeout=10) is not None

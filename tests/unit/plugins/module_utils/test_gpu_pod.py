@@ -48,8 +48,14 @@ def test_timeout_message_names_scheduler_reason():
     pending = {
         "status": {
             "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                            "message": "0/9 nodes are available: 9 Insufficient nvidia.com/gpu."}],
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/9 nodes are available: 9 Insufficient nvidia.com/gpu.",
+                }
+            ],
         },
         "spec": {},
     }
@@ -57,8 +63,10 @@ def test_timeout_message_names_scheduler_reason():
     assert not gpu_pod.is_settled(summary)
     message = gpu_pod.timeout_message("p", "ns", summary, 30)
     assert message == "pod ns/p was not scheduled within 30s: 0/9 nodes are available: 9 Insufficient nvidia.com/gpu."
-    running = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-               "spec": {"nodeName": "n1"}}
+    running = {
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        "spec": {"nodeName": "n1"},
+    }
     assert gpu_pod.is_settled(gpu_pod.pod_summary(running))
     assert gpu_pod.pod_summary(running)["node"] == "n1"
 
@@ -66,9 +74,20 @@ def test_timeout_message_names_scheduler_reason():
 def test_wait_for_uses_the_clock():
     now = [0.0]
     values = iter([1, 2, 3, 4, 5])
-    value, done = gpu_pod.wait_for(lambda: next(values), lambda v: v == 3, timeout=10,
-                                   clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    value, done = gpu_pod.wait_for(
+        lambda: next(values),
+        lambda v: v == 3,
+        timeout=10,
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + s),
+    )
     assert (value, done) == (3, True)
-    value, done = gpu_pod.wait_for(lambda: 0, lambda v: False, timeout=2, interval=1,
-                                   clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    value, done = gpu_pod.wait_for(
+        lambda: 0,
+        lambda v: False,
+        timeout=2,
+        interval=1,
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + s),
+    )
     assert done is False
