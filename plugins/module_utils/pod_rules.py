@@ -997,8 +997,8 @@ class PodChecker:
         escalations = privilege_escalations(facts.site)
         if not escalations:
             return
-        path, _ = escalations[0]
-        how = ", ".join(what for _, what in escalations)
+        path = escalations[0][0]
+        how = ", ".join(what for _path, what in escalations)
         signs = self.gpu_intent(facts, site) + device_mounts
         who = f"container {facts.site.name!r}"
         if signs:

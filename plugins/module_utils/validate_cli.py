@@ -141,14 +141,16 @@ def rule_config(args: argparse.Namespace) -> RuleConfig:
     )
 
 
-def run(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
+def run(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad usage and 0 for --help
         return int(exc.code or 0)
     if args.list_rules:
-        print(rule_table(), file=stdout)
+        stdout.write(rule_table() + "\n")
         return EXIT_OK
     try:
         if not args.paths:
@@ -159,7 +161,7 @@ def run(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr: 
             raise UsageError("PyYAML is required (pip install PyYAML)")
         config = rule_config(args)
     except UsageError as exc:
-        print(f"gpu-pod-validate: error: {exc}", file=stderr)
+        stderr.write(f"gpu-pod-validate: error: {exc}\n")
         return EXIT_USAGE
 
     report = offline_report(load_manifests(args.paths, None, args.max_file_size), config)
@@ -170,11 +172,12 @@ def run(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr: 
         if args.sarif:
             write_json(args.sarif, sarif_report(report))
     except ReportWriteError as exc:
-        print(f"gpu-pod-validate: error: {exc}", file=stderr)
+        stderr.write(f"gpu-pod-validate: error: {exc}\n")
         return EXIT_USAGE
-    print(summary_line(summary) if args.quiet else format_text(report, summary, verbose=args.verbose), file=stdout)
+    stdout.write((summary_line(summary) if args.quiet else format_text(report, summary, verbose=args.verbose)) + "\n")
     return EXIT_FAILED if failed(summary, args.fail_on) else EXIT_OK
 
 
-def main() -> None:
-    sys.exit(run())
+def main() -> int:
+    """The exit status for the command; the caller exits with it."""
+    return run()

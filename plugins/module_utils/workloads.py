@@ -26,7 +26,7 @@ _TEMPLATE_KEYS: dict[tuple[str, str], tuple[str, ...] | None] = {
 }
 # Groups that served the same kinds in older releases.
 _GROUP_ALIASES = {"extensions": "apps"}
-_KEYS_BY_KIND = {kind: keys for (_, kind), keys in _TEMPLATE_KEYS.items()}
+_KEYS_BY_KIND = {kind: keys for (_group, kind), keys in _TEMPLATE_KEYS.items()}
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 
 # Bounds for searching an unknown object for an embedded pod spec: the document may be hostile.

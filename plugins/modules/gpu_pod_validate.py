@@ -35,7 +35,7 @@ description:
     C(CUDA_VISIBLE_DEVICES), and the variable named in a command, an annotation or an unused ConfigMap
     give no finding.
 author:
-  - kubegpu.scheduling contributors
+  - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
   - kubegpu.scheduling.connection
 options:
@@ -111,7 +111,7 @@ options:
     description:
       - Write the result as JSON to this file on the host the module runs on.
       - Reports are outputs of this read-only check, not changes to the system, so they are written in
-        check mode too; RV(changed) stays V(false).
+        check mode too; C(changed) stays V(false).
     type: path
   report_sarif:
     description:

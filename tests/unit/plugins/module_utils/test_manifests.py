@@ -208,7 +208,7 @@ def test_hostile_yaml_ends_quickly_in_one_clear_error_and_other_files_load(tmp_p
 
 
 def test_deep_json_is_a_clear_error(tmp_path):
-    manifests, _ = load(write(tmp_path / "deep.json", "[" * 100_000 + "]" * 100_000))
+    manifests, _documents = load(write(tmp_path / "deep.json", "[" * 100_000 + "]" * 100_000))
     assert manifests.errors[0].message == "the JSON document is nested too deeply to load"
 
 
@@ -266,7 +266,7 @@ def test_path_tokens():
 
 def test_line_locator_finds_the_offending_field_in_files_and_inline_yaml(tmp_path):
     path = write(tmp_path / "m.yaml", POD.format(name="a") + "---\n" + POD.format(name="b"))
-    manifests, _ = load(path)
+    manifests, _documents = load(path)
     locator = LineLocator(manifests)
     assert locator.line_of(str(path), 1, "spec.containers[0].env[0].value") == 23
     assert locator.line_of(str(path), 0, "spec.containers[0].env[0].value") == 11
@@ -281,7 +281,7 @@ def test_line_locator_finds_the_offending_field_in_files_and_inline_yaml(tmp_pat
 def test_line_locator_reads_json_too(tmp_path):
     body = {"kind": "Pod", "spec": {"containers": [{"name": "a", "env": [{"name": "X", "value": "all"}]}]}}
     path = write(tmp_path / "p.json", json.dumps(body, indent=2))
-    manifests, _ = load(path)
+    manifests, _documents = load(path)
     line = LineLocator(manifests).line_of(str(path), 0, "spec.containers[0].env[0].value")
     assert path.read_text().splitlines()[line - 1].strip() == '"value": "all"'
 

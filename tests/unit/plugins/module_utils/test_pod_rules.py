@@ -114,7 +114,7 @@ def test_each_bad_fixture_gives_exactly_its_findings(name):
 
 
 def test_every_rule_has_a_bad_fixture():
-    covered = {rule for expected in BAD.values() for rule, _ in expected}
+    covered = {rule for expected in BAD.values() for rule, _path in expected}
     assert covered == set(RULES)
     assert sorted(p.name for p in (FIXTURES / "bad").glob("*.yaml")) == sorted(BAD)
 
@@ -351,7 +351,7 @@ def test_expansion_through_env_from_values():
 def test_expand_references_follows_the_kubelet(raw, expected):
     env = ResolvedEnv()
     env.values["A"] = EnvValue("x", "p", "o")
-    value, _, note = expand_references(raw, env)
+    value, _used, note = expand_references(raw, env)
     assert (value, note) == (expected, "")
 
 
@@ -576,7 +576,7 @@ def test_negative_malformed_pod_level_and_ephemeral_quantities():
     ]
     [(rule, message)] = messages(pod(container(limits={GPU: "lots"})))
     assert rule == "KGPU405" and "quantities must match the regular expression" in message
-    assert [r for r, _ in messages(pod(container(limits={GPU: None})))] == ["KGPU405"]
+    assert [r for r, _message in messages(pod(container(limits={GPU: None})))] == ["KGPU405"]
     assert messages(pod(container(), resources={"requests": {GPU: 1}})) == [
         (
             "KGPU406",

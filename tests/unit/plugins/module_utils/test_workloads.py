@@ -18,7 +18,8 @@ POD_SPEC = {
 TEMPLATE = {"metadata": {"annotations": {"a": "b"}}, "spec": POD_SPEC}
 
 
-def wrap(api_version, kind, spec=POD_SPEC):
+def wrap(api_version, kind, spec=None):
+    spec = POD_SPEC if spec is None else spec
     template = {"metadata": {"annotations": {"a": "b"}}, "spec": copy.deepcopy(spec)}
     obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x", "namespace": "ns"}}
     if kind == "Pod":
@@ -85,7 +86,7 @@ def test_list_items_are_walked_with_item_paths_and_api_paths_without_them():
 
 
 def test_typed_lists_from_the_api_are_walked():
-    sites, _ = walk_document({"apiVersion": "v1", "kind": "PodList", "items": [wrap("v1", "Pod")]})
+    sites, _skipped = walk_document({"apiVersion": "v1", "kind": "PodList", "items": [wrap("v1", "Pod")]})
     assert [s.path for s in sites] == ["items[0].spec"]
 
 
@@ -118,7 +119,7 @@ def test_custom_resources_that_embed_pod_specs_name_where():
         "metadata": {"name": "r"},
         "spec": {"workerGroupSpecs": [{"template": {"spec": {"containers": [{"name": "w"}]}}}]},
     }
-    _, [entry] = walk_document(ray)
+    _sites, [entry] = walk_document(ray)
     assert entry.path == "spec.workerGroupSpecs[0].template.spec"
     assert "embeds a pod spec at spec.workerGroupSpecs[0].template.spec" in entry.reason
     assert entry.ref.name == "r"
@@ -130,7 +131,7 @@ def test_embedded_search_is_bounded_on_cyclic_and_deep_structures():
     assert find_embedded_pod_spec(cyclic) is None
     deep: dict = {}
     node = deep
-    for _ in range(10_000):
+    for _level in range(10_000):
         node["n"] = {}
         node = node["n"]
     node["containers"] = [{"name": "too-deep"}]

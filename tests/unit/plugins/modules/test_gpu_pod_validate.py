@@ -119,9 +119,9 @@ def test_skip_rules_gpu_resources_image_env_and_allow_annotation_are_applied():
             ]
         },
     }
-    _, plain = run_module({"definition": definition, "fail_on": "never"})
+    _code, plain = run_module({"definition": definition, "fail_on": "never"})
     assert plain["findings"] == []
-    _, configured = run_module(
+    _code, configured = run_module(
         {
             "definition": definition,
             "fail_on": "never",
@@ -130,7 +130,7 @@ def test_skip_rules_gpu_resources_image_env_and_allow_annotation_are_applied():
         }
     )
     assert sorted(f["rule"] for f in configured["findings"]) == ["KGPU401", "KGPU501"]
-    _, allowed = run_module(
+    _code, allowed = run_module(
         {
             "definition": definition,
             "fail_on": "never",
@@ -167,7 +167,7 @@ def test_files_that_cannot_be_loaded_are_listed_and_fail_the_task(tmp_path, in_f
     ]
     assert result["summary"]["objects_checked"] == 1
     assert result["msg"].endswith("save the file as UTF-8")
-    code, _ = run_module({"src": [str(broken)], "fail_on": "never"})
+    code, _result = run_module({"src": [str(broken)], "fail_on": "never"})
     assert code == 0
 
 
@@ -308,7 +308,7 @@ def cli(*argv):
 
 def test_cli_exit_codes_follow_fail_on(in_fixtures):
     assert cli("good")[0] == 0
-    code, out, _ = cli("bad/env-all.yaml")
+    code, out, _err = cli("bad/env-all.yaml")
     assert code == 1
     assert out.startswith("bad/env-all.yaml:21: error KGPU101 Deployment ml/env-all")
     assert cli("bad/privileged-plain.yaml")[0] == 0
@@ -327,14 +327,14 @@ def test_cli_exit_codes_follow_fail_on(in_fixtures):
     ],
 )
 def test_cli_usage_errors_exit_2(in_fixtures, argv, message):
-    code, _, err = cli(*argv)
+    code, _out, err = cli(*argv)
     assert code == 2
     assert message in err
 
 
 def test_cli_bad_option_exits_2_and_list_rules_exits_0(capsys):
     assert validate_cli.run(["--fail-on", "maybe", "x"]) == 2
-    code, out, _ = cli("--list-rules")
+    code, out, _err = cli("--list-rules")
     assert code == 0 and len(out.splitlines()) == len(RULES)
 
 
@@ -342,7 +342,7 @@ def test_cli_writes_reports_and_reads_an_image_env_file(tmp_path, in_fixtures):
     image_env = tmp_path / "images.yaml"
     image_env.write_text("registry.example.com/ml/train:1.0:\n  NVIDIA_VISIBLE_DEVICES: all\n")
     sarif, report = tmp_path / "out.sarif", tmp_path / "out.json"
-    code, out, _ = cli(
+    code, out, _err = cli(
         "-q",
         "--image-env",
         str(image_env),
@@ -371,14 +371,41 @@ def test_the_script_runs_from_anywhere_without_ansible_on_the_path(tmp_path):
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
     )
     assert done.returncode == 1, done.stderr
     assert done.stdout.startswith("deploy.yaml:21: error KGPU101")
     assert done.stderr == ""
     usage = subprocess.run(
-        [sys.executable, "-I", str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-I", str(SCRIPT)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert usage.returncode == 2 and "no paths given" in usage.stderr
+
+
+def test_the_script_starts_as_a_program_the_way_pre_commit_runs_it(tmp_path):
+    """The first lines are a shell prologue that hands the file to python3 from PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    (tmp_path / "ok.yaml").write_text((FIXTURES / "good" / "dra.yaml").read_text())
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [str(SCRIPT), "--fail-on", "warning", "ok.yaml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0 errors, 0 warnings in 1 pod spec from 1 file"
 
 
 def test_the_pre_commit_hook_runs_the_script():
