@@ -41,12 +41,15 @@ def run_molecule(cluster: LocalCluster, scenario: str, ephemeral: Path) -> subpr
         MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral),
         NO_COLOR="1",
         ANSIBLE_NOCOLOR="1",
+        # One stream, in order: molecule's step lines and the ansible-playbook output between them.
+        PYTHONUNBUFFERED="1",
     )
     return subprocess.run(
         [str(MOLECULE), "test", "--scenario-name", scenario],
         cwd=REPO,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         timeout=900,
         check=False,
@@ -72,7 +75,7 @@ def recaps(text: str) -> list[dict[str, int]]:
 def test_scenario(cluster: LocalCluster, scenario: str, tmp_path: Path) -> None:
     assert (SCENARIO_DIR / scenario / "molecule.yml").is_file()
     done = run_molecule(cluster, scenario, tmp_path / "molecule")
-    output = ANSI.sub("", done.stdout + done.stderr)
+    output = ANSI.sub("", done.stdout)
     assert done.returncode == 0, output[-12000:]
 
     for step in REQUIRED_STEPS:
