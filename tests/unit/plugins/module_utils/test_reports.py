@@ -43,7 +43,7 @@ def test_offline_report_places_findings_on_their_lines(in_fixtures):
     assert lines[env_all.line - 1].strip() == "value: all"
     privileged = next(f for f in report.findings if f.rule == "KGPU301")
     assert Path("bad/privileged-gpu.yaml").read_text().splitlines()[privileged.line - 1].strip() == "privileged: true"
-    assert report.files == 9 and report.errors == []
+    assert report.files == 12 and report.errors == []
     assert [a.finding.rule for a in report.allowed] == ["KGPU101", "KGPU201", "KGPU301"]
 
 
@@ -99,7 +99,7 @@ def test_result_fields_and_json_report_are_plain_json(in_fixtures):
     fields = result_fields(report)
     assert set(fields) == {"findings", "allowed", "not_checked", "errors", "summary"}
     assert fields["findings"][0]["rule"] == "KGPU101" and fields["findings"][0]["line"] == 21
-    assert [n["kind"] for n in fields["not_checked"]] == ["RayCluster", "Job", "Service"]
+    assert [n["kind"] for n in fields["not_checked"]] == ["RayCluster", "Service", "Job"]
     assert fields["errors"] == [
         {"source": "nope.yaml", "document": None, "line": None, "message": "no such file or directory"}
     ]
