@@ -694,11 +694,11 @@ def quantity_issues(raw: Any, api_path: str, path: str, resource: str) -> tuple[
         if server_admits_fraction(value):
             message = (
                 f"{resource} quantity {raw!r} is not a whole number of GPUs. The API server admits it (its "
-                "integer check rounds milli-units up) and the scheduler counts it as "
+                "integer check rounds milli-units up) and stores it as "
                 f"{int(value.to_integral_value(rounding=ROUND_CEILING))}."
             )
         else:
-            message = f"{field_path}: Invalid value: {format_quantity(value)}: must be an integer"
+            message = f'{field_path}: Invalid value: "{format_quantity(value)}": must be an integer'
         return value, [QuantityIssue("KGPU403", path, message)]
     return value, []
 

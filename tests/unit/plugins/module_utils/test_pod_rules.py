@@ -554,12 +554,12 @@ def test_requests_not_equal_to_limits_quote_the_api_server():
 
 def test_fractional_quantities_quote_the_api_server_or_say_it_admits_them():
     assert messages(pod(container(limits={GPU: "0.5"}))) == [
-        ("KGPU403", "spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: 500m: must be an integer")
+        ("KGPU403", 'spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "500m": must be an integer')
     ]
-    assert messages(pod(container(limits={GPU: "1500m"})))[0][1].endswith("Invalid value: 1500m: must be an integer")
+    assert messages(pod(container(limits={GPU: "1500m"})))[0][1].endswith('Invalid value: "1500m": must be an integer')
     [(rule, message)] = messages(pod(container(limits={GPU: "0.9999"})))
     assert rule == "KGPU403"
-    assert "The API server admits it" in message and "counts it as 1" in message
+    assert "The API server admits it" in message and "stores it as 1" in message
 
 
 def test_template_quantity_messages_carry_the_template_path():
