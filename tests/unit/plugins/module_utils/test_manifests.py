@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -343,3 +344,68 @@ def test_random_bytes_in_a_file_never_raise(tmp_path, data, as_json):
     manifests, documents = load(path)
     assert len(manifests.errors) <= 1
     assert all(d.source == str(path) for d in documents)
+
+
+def alias_tree(levels: int, fanout: int) -> str:
+    lines = ['l0: &l0 ["' + "x" * 8 + '"]']
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * fanout) + "]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=1, max_value=40), st.integers(min_value=1, max_value=12))
+def test_any_alias_tree_loads_or_is_refused_quickly(levels, fanout):
+    started = time.monotonic()
+    documents, error = parse_text(alias_tree(levels, fanout), "aliases.yaml")
+    assert time.monotonic() - started < 5
+    expanded_leaves = fanout**levels
+    if expanded_leaves <= 10_000:
+        assert error is None
+        node = documents[0].data[f"l{levels}"]
+        for _level in range(levels):
+            assert len(node) == fanout
+            node = node[0]
+    elif expanded_leaves > 10_000_000:
+        assert documents == [] and "YAML aliases would expand the document" in error.message
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=1, max_value=20_000), st.sampled_from(["flow", "block", "json"]))
+def test_any_nesting_depth_loads_or_is_refused_quickly(depth, style):
+    if style == "flow":
+        text = "[" * depth + "]" * depth
+    elif style == "block":
+        text = "".join("  " * i + "a:\n" for i in range(min(depth, 2_000))) + "  " * min(depth, 2_000) + "b\n"
+    else:
+        text = "[" * depth + "]" * depth
+    started = time.monotonic()
+    documents, error = parse_text(text, "deep", as_json=style == "json")
+    assert time.monotonic() - started < 5
+    assert (error is None) == bool(documents)
+    if error is not None:
+        assert "nested too deeply" in error.message or "exceeded maximum nesting depth" in error.message
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=80),
+    st.binary(min_size=1, max_size=4).filter(lambda b: not _is_utf8(b)),
+    st.integers(min_value=0, max_value=5),
+)
+def test_invalid_utf8_anywhere_names_its_offset_and_line(prefix, invalid, newlines):
+    head = (prefix + "\n" * newlines).encode()
+    data = head + invalid + b"\nkind: Pod\n"
+    with pytest.raises(ManifestError) as raised:
+        decode_text(data)
+    offset = int(re.search(r"at offset (\d+) ", raised.value.message)[1])
+    assert len(head) <= offset < len(head) + len(invalid)
+    assert raised.value.line == data.count(b"\n", 0, offset) + 1
+    assert raised.value.message.startswith(f"not valid UTF-8: byte 0x{data[offset]:02x} at offset {offset}")
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
