@@ -10,14 +10,19 @@ again and waits until it and the fleet are ready, whatever happens.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -429,4 +434,313 @@ def test_apiserver_stopped_while_labeling_leaves_no_half_label_and_a_rerun_conve
             process.kill()
             process.wait(timeout=30)
         apiserver.stop()
+        delete_extra_nodes(cluster, nodes)
+
+
+# --- throttling by API Priority and Fairness -----------------------------------------------------
+
+
+class Load:
+    """Threads that send one request over and over as one identity, each on its own kept-alive
+    connection and `pause` seconds apart, counting what the server answers."""
+
+    def __init__(self, cluster: LocalCluster, token: str, threads: int, path: str, pause: float) -> None:
+        self.path = path
+        self.pause = pause
+        self.headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        self.context = ssl.create_default_context(cafile=str(cluster.layout.pki / "ca.crt"))
+        self.port = int(cluster.layout.server.rsplit(":", 1)[1])
+        self.stop_event = threading.Event()
+        self.lock = threading.Lock()
+        self.answers: dict[int, int] = {}
+        self.probe_rejects = 0
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+
+    def _send(self, connection: http.client.HTTPSConnection | None) -> tuple[int, http.client.HTTPSConnection | None]:
+        if connection is None:
+            connection = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=10)
+        try:
+            connection.request("GET", self.path, headers=self.headers)
+            response = connection.getresponse()
+            response.read()
+        except (OSError, http.client.HTTPException):
+            connection.close()
+            return 0, None
+        if response.will_close:
+            connection.close()
+            return response.status, None
+        return response.status, connection
+
+    def _run(self) -> None:
+        connection = None
+        while not self.stop_event.is_set():
+            status, connection = self._send(connection)
+            with self.lock:
+                self.answers[status] = self.answers.get(status, 0) + 1
+            time.sleep(self.pause)
+        if connection is not None:
+            connection.close()
+
+    def rejection_rate(self, seconds: float) -> float:
+        """The share of 429s that one more client, sending one request at a time, meets now."""
+        answers: list[int] = []
+        connection = None
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            status, connection = self._send(connection)
+            answers.append(status)
+        if connection is not None:
+            connection.close()
+        self.probe_rejects += answers.count(429)
+        return answers.count(429) / max(1, len(answers))
+
+    def calibrate(self, low: float = 0.08, high: float = 0.35) -> float:
+        """Set the pause so that one more client meets some 429s, but not so many that four
+        retries in a row are likely: the machine decides how fast requests are served."""
+        rate = self.rejection_rate(2)
+        for _ in range(8):
+            if low <= rate <= high:
+                break
+            self.pause = self.pause * 2 if rate > high else self.pause / 2
+            rate = self.rejection_rate(2)
+        return rate
+
+    def count(self, status: int) -> int:
+        with self.lock:
+            return self.answers.get(status, 0)
+
+    def __enter__(self) -> Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_event.set()
+        for thread in self.threads:
+            thread.join(timeout=20)
+
+
+def rejected_total(cluster: LocalCluster, flow_schema: str) -> int:
+    """Requests API Priority and Fairness rejected (429) for this FlowSchema, from /metrics."""
+    status, text = cluster.api.request("GET", "/metrics", timeout=30)
+    assert status == 200 and isinstance(text, str)
+    pattern = re.compile(
+        r'^apiserver_flowcontrol_rejected_requests_total\{[^}]*flow_schema="'
+        + re.escape(flow_schema)
+        + r'"[^}]*\} (\S+)$',
+        re.MULTILINE,
+    )
+    return sum(int(float(value)) for value in pattern.findall(text))
+
+
+@dataclass
+class Throttle:
+    flow_schema: str
+    uid: str
+
+    def applies(self, cluster: LocalCluster, token: str) -> bool:
+        """Whether the API server already classifies this token's requests with the FlowSchema."""
+        context = ssl.create_default_context(cafile=str(cluster.layout.pki / "ca.crt"))
+        request = urllib.request.Request(
+            cluster.layout.server + "/api/v1/nodes?limit=1", headers={"Authorization": f"Bearer {token}"}
+        )
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10) as response:
+                headers = response.headers
+        except urllib.error.HTTPError as exc:
+            headers = exc.headers
+        return headers.get("X-Kubernetes-PF-FlowSchema-UID") == self.uid
+
+
+@pytest.fixture
+def throttled(cluster: LocalCluster, labeler_account: tuple[str, str]) -> Iterator[Throttle]:
+    """Every request of the labeler ServiceAccount goes to a priority level of about three seats that
+    rejects (429) what does not fit."""
+    namespace, account = labeler_account
+    name = f"kubegpu-throttled-{namespace}"
+    level = {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": name},
+        "spec": {
+            "type": "Limited",
+            "limited": {
+                "nominalConcurrencyShares": 1,
+                "lendablePercent": 0,
+                "borrowingLimitPercent": 0,
+                "limitResponse": {"type": "Reject"},
+            },
+        },
+    }
+    schema = {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "FlowSchema",
+        "metadata": {"name": name},
+        "spec": {
+            "priorityLevelConfiguration": {"name": name},
+            "matchingPrecedence": 500,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [
+                {
+                    "subjects": [
+                        {"kind": "ServiceAccount", "serviceAccount": {"namespace": namespace, "name": account}}
+                    ],
+                    "resourceRules": [
+                        {
+                            "verbs": ["*"],
+                            "apiGroups": ["*"],
+                            "resources": ["*"],
+                            "clusterScope": True,
+                            "namespaces": ["*"],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    assert cluster.create(f"{FLOWCONTROL_API}/prioritylevelconfigurations", level)[0] == 201
+    try:
+        status, created = cluster.create(f"{FLOWCONTROL_API}/flowschemas", schema)
+        assert status == 201 and isinstance(created, dict), created
+        yield Throttle(name, created["metadata"]["uid"])
+    finally:
+        cluster.delete(f"{FLOWCONTROL_API}/flowschemas/{name}")
+        cluster.delete(f"{FLOWCONTROL_API}/prioritylevelconfigurations/{name}")
+
+
+RERUNS: list[str] = []
+
+
+def until_converged(
+    cluster: LocalCluster,
+    module: str,
+    args: dict[str, Any],
+    kubeconfig: Path,
+    nodes: ExtraNodes | None = None,
+    attempts: int = 3,
+) -> ModuleRun:
+    """Run until the module succeeds; a run that gave up on 429s must say so clearly and leave no node
+    half-labeled."""
+    for _ in range(attempts):
+        run = run_module(module, args, kubeconfig)
+        if not run.failed:
+            return run
+        RERUNS.append(module)
+        assert_one_clear_message(run, "throttled by the API server (429 Too Many Requests)", "gave up after 5 attempts")
+        if nodes is not None:
+            assert_consistent(cluster, nodes, complete=False)
+    pytest.fail(f"{module} did not converge in {attempts} runs: {brief(run)}")
+
+
+@pytest.mark.slow
+def test_throttled_runs_converge_with_bounded_retries(
+    cluster: LocalCluster, labeler_account: tuple[str, str], throttled: Throttle, tmp_path: Path
+):
+    namespace, account = labeler_account
+    token = service_account_token(cluster, namespace, account)
+    kubeconfig = token_kubeconfig(tmp_path / "throttled.kubeconfig", cluster, token)
+    nodes = create_extra_nodes(cluster, 40)
+    try:
+        wait_until(lambda: throttled.applies(cluster, token), timeout=60, what="the FlowSchema to apply")
+        # One request at a time never meets the limit: what a run needs when nothing else runs.
+        quiet = run_module("gpu_node_facts", {}, kubeconfig)
+        assert not quiet.failed, brief(quiet)
+        baseline = quiet.result["ansible_facts"]["gpu_fleet"]["api_requests"]
+        assert rejected_total(cluster, throttled.flow_schema) == 0
+
+        runs: dict[str, list[ModuleRun]] = {"facts": [], "label": []}
+        timings: dict[str, float] = {}
+        started = time.monotonic()
+        with Load(cluster, token, LOAD_THREADS, "/api/v1/pods?limit=500", pause=0.005) as load:
+            timings["rejection rate"] = load.calibrate()
+            timings["calibrated"] = time.monotonic() - started
+            for _ in range(2):
+                runs["facts"].append(until_converged(cluster, "gpu_node_facts", {}, kubeconfig))
+            timings["facts"] = time.monotonic() - started
+            label_args = {"label_selector": nodes.selector, "parallelism": 1}
+            runs["label"] = [until_converged(cluster, "gpu_node_label", label_args, kubeconfig, nodes)]
+            again = until_converged(cluster, "gpu_node_label", label_args, kubeconfig, nodes)
+            timings["label"] = time.monotonic() - started
+        load_answers = dict(load.answers)
+        # What the API server rejected for the identity, less what the load and the calibration met.
+        module_rejects = rejected_total(cluster, throttled.flow_schema) - load_answers.get(429, 0) - load.probe_rejects
+
+        label = runs["label"][0]
+        assert assert_consistent(cluster, nodes, complete=True) == set(nodes.expected)
+        assert again.result["changed"] is False and again.result["writes"] == 0
+        # The runs met 429s and retried them, at most four times per request.
+        facts_requests = [r.result["ansible_facts"]["gpu_fleet"]["api_requests"] for r in runs["facts"]]
+        assert module_rejects > 0, f"the module was never throttled (load: {load_answers})"
+        assert sum(facts_requests) - baseline * len(facts_requests) <= module_rejects
+        assert max(facts_requests) <= baseline * 5
+        print(
+            f"\nload answers {load_answers}; facts requests {facts_requests} (unthrottled {baseline}); label "
+            f"writes {label.result['writes']}; 429s to the module in all {module_rejects}; reruns needed "
+            f"{RERUNS}; timings {timings}"
+        )
+    finally:
+        delete_extra_nodes(cluster, nodes)
+
+
+LOAD_THREADS = 3
+
+
+# --- another writer on the same nodes ------------------------------------------------------------
+
+
+def test_labeling_converges_while_another_writer_changes_the_same_nodes(cluster: LocalCluster):
+    nodes = create_extra_nodes(cluster, 60, foreign=4)
+    names = sorted(nodes.created)
+    written: dict[str, str] = {}
+    stop = threading.Event()
+    writes = [0]
+
+    def churn() -> None:
+        # What another controller does: its own label on the same nodes, over and over, on one
+        # kept-alive connection (with the admin certificate).
+        port = int(cluster.layout.server.rsplit(":", 1)[1])
+        connection = http.client.HTTPSConnection("127.0.0.1", port, context=cluster.api.context, timeout=10)
+        headers = {"Content-Type": "application/merge-patch+json", "Accept": "application/json"}
+        try:
+            while not stop.is_set():
+                for name in names:
+                    if stop.is_set():
+                        return
+                    value = f"v{writes[0]}"
+                    body = json.dumps({"metadata": {"labels": {"example.com/churn": value}}})
+                    connection.request("PATCH", f"/api/v1/nodes/{name}", body=body, headers=headers)
+                    response = connection.getresponse()
+                    response.read()
+                    if response.status == 200:
+                        written[name] = value
+                        writes[0] += 1
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=churn, daemon=True)
+    try:
+        writer.start()
+        wait_until(lambda: len(written) == len(names), timeout=60, what="the other writer to touch every node")
+        run = run_module("gpu_node_label", {"label_selector": nodes.selector, "parallelism": 4}, cluster.kubeconfig)
+        stop.set()
+        writer.join(timeout=30)
+        assert not run.failed, brief(run)
+        assert set(run.result["labeled"]) == set(nodes.expected)
+        assert {c["node"] for c in run.result["conflicts"]} == nodes.foreign_owned
+        labeled = set(nodes.expected)
+        # Each 409 is read again and decided again, at most three times per node.
+        assert len(labeled) < run.result["writes"] <= 3 * len(labeled)
+        assert assert_consistent(cluster, nodes, complete=True) == labeled
+        current = listed_extra(cluster, nodes)
+        for name, value in written.items():
+            assert current[name]["labels"].get("example.com/churn") == value, f"{name}: the other writer's label"
+        third = run_module("gpu_node_label", {"label_selector": nodes.selector}, cluster.kubeconfig)
+        assert not third.failed and third.result["writes"] == 0, brief(third)
+        print(
+            f"\nthe other writer patched {writes[0]} times; labeling sent {run.result['writes']} writes "
+            f"for {len(labeled)} nodes"
+        )
+    finally:
+        stop.set()
+        writer.join(timeout=30)
         delete_extra_nodes(cluster, nodes)
