@@ -281,6 +281,14 @@ summary:
     objects_checked: 120
     documents: 130
     files: 12
+report_text:
+  description: The findings as readable lines (object, rule, path, message, remedy), ending with the summary line.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "manifests/train.yaml:12: error KGPU101 Deployment train container 'main': ..."
+    - 1 error in 3 pod specs from 1 file
 notes:
   description: Remarks on the run, such as ConfigMaps or Secrets the cluster did not let the module read.
   returned: always
@@ -315,6 +323,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.reports import 
     ReportWriteError,
     failed,
     failure_message,
+    format_text,
     json_report,
     live_report,
     merge_reports,
@@ -397,7 +406,9 @@ def run(module: AnsibleModule) -> None:
         module.fail_json(msg=str(exc), changed=False, **result_fields(report))
 
     summary = summarize(report)
-    result = dict(result_fields(report), notes=report.notes, changed=False)
+    result = dict(
+        result_fields(report), notes=report.notes, changed=False, report_text=format_text(report, summary).splitlines()
+    )
     if failed(summary, params["fail_on"]):
         module.fail_json(msg=failure_message(report, summary), **result)
     module.exit_json(**result)

@@ -64,7 +64,7 @@ def test_the_argument_spec_matches_the_documentation():
 def test_every_rule_is_documented_and_returns_are_documented():
     description = " ".join(documented("DOCUMENTATION")["description"])
     assert all(f"V({rule})" in description or rule.startswith("KGPU40") for rule in RULES)
-    assert set(documented("RETURN")) == {"findings", "allowed", "not_checked", "errors", "summary", "notes"}
+    assert set(documented("RETURN")) == {"findings", "allowed", "not_checked", "errors", "summary", "notes", "report_text"}
     examples = documented("EXAMPLES")
     assert all(task["name"] for task in examples)
 
@@ -87,6 +87,8 @@ def test_bypasses_fail_the_task_with_counts_and_the_first_error(in_fixtures):
         ("KGPU302", "bad/privileged-plain.yaml", 12),
     ]
     assert result["summary"]["by_severity"] == {"error": 1, "warning": 1}
+    assert result["report_text"][0].startswith("bad/env-all.yaml:21: error KGPU101 ")
+    assert result["report_text"][-1] == "1 error, 1 warning in 2 pod specs from 2 files"
 
 
 def test_legitimate_manifests_pass_and_report_what_was_allowed_and_not_checked(in_fixtures):
