@@ -10,6 +10,7 @@ again and waits until it and the fleet are ready, whatever happens.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
@@ -744,3 +745,167 @@ def test_labeling_converges_while_another_writer_changes_the_same_nodes(cluster:
         stop.set()
         writer.join(timeout=30)
         delete_extra_nodes(cluster, nodes)
+
+
+# --- an unreachable or misconfigured cluster -----------------------------------------------------
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def service_account_jwt(cluster: LocalCluster, expires_in: float) -> str:
+    """A token for the default ServiceAccount of `default`, signed with the cluster's own service
+    account key as the API server signs them, valid for `expires_in` seconds (negative: expired)."""
+    account = cluster.get("/api/v1/namespaces/default/serviceaccounts/default")
+    issuer = "https://kubernetes.default.svc.cluster.local"
+    now = int(time.time())
+    claims = {
+        "iss": issuer,
+        "aud": [issuer],
+        "sub": "system:serviceaccount:default:default",
+        "iat": now - 7200,
+        "nbf": now - 7200,
+        "exp": now + int(expires_in),
+        "kubernetes.io": {
+            "namespace": "default",
+            "serviceaccount": {"name": "default", "uid": account["metadata"]["uid"]},
+        },
+    }
+    signed = f"{b64url(json.dumps({'alg': 'RS256', 'typ': 'JWT'}).encode())}.{b64url(json.dumps(claims).encode())}"
+    signature = subprocess.run(
+        ["openssl", "dgst", "-sha256", "-sign", str(cluster.layout.pki / "sa.key")],
+        input=signed.encode(),
+        capture_output=True,
+        check=True,
+    ).stdout
+    return f"{signed}.{b64url(signature)}"
+
+
+def status_with_token(cluster: LocalCluster, token: str) -> int:
+    context = ssl.create_default_context(cafile=str(cluster.layout.pki / "ca.crt"))
+    request = urllib.request.Request(
+        cluster.layout.server + "/api/v1/nodes?limit=1", headers={"Authorization": f"Bearer {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def other_ca(folder: Path) -> Path:
+    """A CA certificate that did not sign the API server's certificate."""
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "other-ca.key",
+            "-out",
+            "other-ca.crt",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=not-the-cluster-ca",
+        ],
+        cwd=folder,
+        capture_output=True,
+        check=True,
+    )
+    return folder / "other-ca.crt"
+
+
+@pytest.fixture(scope="module")
+def broken_configs(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, str]]:
+    """Case -> (environment for the module, what its one message must say)."""
+    folder = tmp_path_factory.mktemp("broken")
+    port = free_port()
+    expired = service_account_jwt(cluster, expires_in=-3600)
+    # The same token, not expired, is accepted (and then forbidden): only the expiry is wrong.
+    assert status_with_token(cluster, service_account_jwt(cluster, expires_in=3600)) == 403
+    assert status_with_token(cluster, expired) == 401
+    missing = folder / "no-such-dir" / "kubeconfig"
+    admin = str(cluster.kubeconfig)
+    refused = f"connection refused by the API server at https://127.0.0.1:{port}: is it running"
+    rejected = "credentials rejected (401 Unauthorized) on GET /api/v1/nodes"
+    return {
+        "wrong host": (
+            {
+                "K8S_AUTH_KUBECONFIG": str(
+                    admin_kubeconfig_with(cluster, folder / "wrong-host", server=f"https://127.0.0.1:{port}")
+                )
+            },
+            refused,
+        ),
+        "bad CA": (
+            {
+                "K8S_AUTH_KUBECONFIG": str(
+                    admin_kubeconfig_with(
+                        cluster, folder / "bad-ca", **{"certificate-authority": str(other_ca(folder))}
+                    )
+                )
+            },
+            f"TLS certificate verification failed for the API server at {cluster.layout.server}",
+        ),
+        "expired token": (
+            {"K8S_AUTH_KUBECONFIG": str(token_kubeconfig(folder / "expired", cluster, expired))},
+            rejected,
+        ),
+        "invalid token": (
+            {"K8S_AUTH_KUBECONFIG": str(token_kubeconfig(folder / "invalid", cluster, "not-a-token"))},
+            rejected,
+        ),
+        "unknown context": (
+            {"K8S_AUTH_KUBECONFIG": admin, "K8S_AUTH_CONTEXT": "no-such-context"},
+            f'context "no-such-context" not found in kubeconfig {admin}; available contexts: kubegpu-local',
+        ),
+        "missing kubeconfig": (
+            {"K8S_AUTH_KUBECONFIG": str(missing)},
+            f"kubeconfig file not found: {missing}",
+        ),
+    }
+
+
+def run_broken(module: str, args: dict[str, Any], env: dict[str, str]) -> ModuleRun:
+    kubeconfig = env.pop("K8S_AUTH_KUBECONFIG")
+    return run_module(module, args, kubeconfig, timeout=120, **env)
+
+
+@pytest.mark.parametrize(
+    "case", ["wrong host", "bad CA", "expired token", "invalid token", "unknown context", "missing kubeconfig"]
+)
+def test_a_broken_connection_gives_one_clear_message(broken_configs, case: str):
+    env, expected = broken_configs[case]
+    run = run_broken("gpu_node_facts", {}, dict(env))
+    message = assert_one_clear_message(run, expected)
+    assert "BEGIN" not in message and "not-a-token" not in message, "a credential reached the message"
+
+
+# Every other module that talks to the cluster, with arguments that would otherwise work.
+MODULE_CALLS = {
+    "gpu_node_label": {},
+    "gpu_device_plugin_check": {},
+    "gpu_pod_validate": {"live": True},
+    "gpu_pod": {
+        "definition": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "never-created", "namespace": "default"},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("case", ["bad CA", "expired token"])
+@pytest.mark.parametrize("module", sorted(MODULE_CALLS))
+def test_every_module_gives_one_clear_message(broken_configs, module: str, case: str):
+    env, expected = broken_configs[case]
+    run = run_broken(module, MODULE_CALLS[module], dict(env))
+    # Messages name the request that failed; the part about the connection is the same for all.
+    assert_one_clear_message(run, expected.split(" on GET ")[0])
