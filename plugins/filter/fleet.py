@@ -15,7 +15,7 @@ options:
     type: dict
     required: true
 author:
-  - kubegpu.scheduling maintainers
+  - kubegpu.scheduling contributors (@kubegpu)
 """
 
 EXAMPLES = r"""

@@ -115,7 +115,7 @@ def detect_model(labels: Mapping[str, object], keys: Sequence[str] = DEFAULT_MOD
     for key in keys:
         value = _label_text(labels, key)
         if names_a_model(value):
-            _, mig_profile, shared = split_model_suffixes(value)
+            _base, mig_profile, shared = split_model_suffixes(value)
             return ModelDetection(value, key, sanitize_label_value(value) or None, mig_profile, shared)
     return ModelDetection(None, None, None)
 
@@ -128,7 +128,9 @@ def label_signals(labels: Mapping[str, object], model_keys: Sequence[str] = DEFA
     """The labels that say a node has GPUs, as `key=value` strings, in a stable order."""
     signals = [f"{key}={_label_text(labels, key)}" for key in model_keys if _label_text(labels, key)]
     signals += [f"{key}=true" for key in PRESENCE_LABEL_KEYS if _label_text(labels, key).lower() == "true"]
-    signals += [f"{key}={_label_text(labels, key)}" for key in COUNT_LABEL_KEYS if _positive_int(_label_text(labels, key))]
+    signals += [
+        f"{key}={_label_text(labels, key)}" for key in COUNT_LABEL_KEYS if _positive_int(_label_text(labels, key))
+    ]
     return signals
 
 

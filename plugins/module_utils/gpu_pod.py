@@ -143,7 +143,7 @@ def wait_for(
 
 def delete_and_wait(client: KubeClient, namespace: str, name: str, timeout: float) -> None:
     client.delete(pod_path(namespace, name))
-    _, gone = wait_for(lambda: read_pod(client, namespace, name), lambda pod: pod is None, timeout)
+    _last, gone = wait_for(lambda: read_pod(client, namespace, name), lambda pod: pod is None, timeout)
     if not gone:
         raise ClusterError(f"pod {namespace}/{name} was still terminating after {timeout:g}s")
 

@@ -68,7 +68,7 @@ def _fit(cells: list[str], fields: Sequence[str], merge_field: str | None) -> li
     if extra < 0 or merge_field is None or merge_field not in fields:
         return None
     at = list(fields).index(merge_field)
-    return cells[:at] + [",".join(cells[at: at + extra + 1])] + cells[at + extra + 1:]
+    return cells[:at] + [",".join(cells[at : at + extra + 1])] + cells[at + extra + 1 :]
 
 
 def parse_query_csv(
@@ -95,7 +95,7 @@ def parse_query_csv(
     for line in rows:
         cells = _fit(line.split(","), columns, merge)
         if cells is not None:
-            records.append({name: _cell(value) for name, value in zip(columns, cells)})
+            records.append({name: _cell(value) for name, value in zip(columns, cells, strict=False)})
     return records
 
 
@@ -114,16 +114,18 @@ def parse_gpu_query(text: str, fields: Sequence[str] = GPU_QUERY_FIELDS) -> list
     gpus = []
     for row in parse_query_csv(text, fields, _GPU_ALIASES):
         name = row.get("name")
-        gpus.append({
-            "index": _int(row.get("index")),
-            "name": name,
-            "uuid": row.get("uuid"),
-            "memory_total_mib": _int(row.get("memory.total")),
-            "driver_version": row.get("driver_version"),
-            "pci_bus_id": row.get("pci.bus_id"),
-            "product_label": gfd_product_label(name),
-            "model_label_value": sanitize_label_value(name) or None,
-        })
+        gpus.append(
+            {
+                "index": _int(row.get("index")),
+                "name": name,
+                "uuid": row.get("uuid"),
+                "memory_total_mib": _int(row.get("memory.total")),
+                "driver_version": row.get("driver_version"),
+                "pci_bus_id": row.get("pci.bus_id"),
+                "product_label": gfd_product_label(name),
+                "model_label_value": sanitize_label_value(name) or None,
+            }
+        )
     return gpus
 
 
@@ -131,12 +133,14 @@ def parse_compute_apps(text: str, fields: Sequence[str] = COMPUTE_APPS_FIELDS) -
     """Processes from `nvidia-smi --query-compute-apps=...` output."""
     apps = []
     for row in parse_query_csv(text, fields, _APPS_ALIASES, merge_field="process_name"):
-        apps.append({
-            "pid": _int(row.get("pid")),
-            "process_name": row.get("process_name"),
-            "gpu_uuid": row.get("gpu_uuid"),
-            "used_memory_mib": _int(row.get("used_memory")),
-        })
+        apps.append(
+            {
+                "pid": _int(row.get("pid")),
+                "process_name": row.get("process_name"),
+                "gpu_uuid": row.get("gpu_uuid"),
+                "used_memory_mib": _int(row.get("used_memory")),
+            }
+        )
     return apps
 
 
@@ -244,11 +248,21 @@ def classify_cgroup(text: str) -> dict[str, Any]:
     for path in paths:
         container_id, runtime = _container(path)
         if container_id:
-            return {"where": "container", "pod_uid": None, "container_id": container_id, "runtime": runtime,
-                    "cgroup": path}
+            return {
+                "where": "container",
+                "pod_uid": None,
+                "container_id": container_id,
+                "runtime": runtime,
+                "cgroup": path,
+            }
     unified = [p for p in paths if p != "/"]
-    return {"where": "host", "pod_uid": None, "container_id": None, "runtime": None,
-            "cgroup": unified[0] if unified else paths[0]}
+    return {
+        "where": "host",
+        "pod_uid": None,
+        "container_id": None,
+        "runtime": None,
+        "cgroup": unified[0] if unified else paths[0],
+    }
 
 
 # --- NVIDIA container toolkit config.toml ----------------------------------------------------
@@ -284,15 +298,25 @@ def parse_toolkit_config(text: str) -> dict[str, Any]:
     try:
         document = _top_level(text or "")
     except (ValueError, TypeError) as exc:  # tomllib.TOMLDecodeError is a ValueError
-        return {"error": f"not valid TOML: {exc}", "envvar_when_unprivileged": None, "volume_mounts": None,
-                "explicit": [], "hardened": None}
+        return {
+            "error": f"not valid TOML: {exc}",
+            "envvar_when_unprivileged": None,
+            "volume_mounts": None,
+            "explicit": [],
+            "hardened": None,
+        }
     settings: dict[str, bool] = {}
     explicit = []
     for key, default in TOOLKIT_DEFAULTS.items():
         value = document.get(key, default)
         if not isinstance(value, bool):
-            return {"error": f"{key} is {value!r}, not true or false", "envvar_when_unprivileged": None,
-                    "volume_mounts": None, "explicit": [], "hardened": None}
+            return {
+                "error": f"{key} is {value!r}, not true or false",
+                "envvar_when_unprivileged": None,
+                "volume_mounts": None,
+                "explicit": [],
+                "hardened": None,
+            }
         settings[key] = value
         if key in document:
             explicit.append(key)
@@ -312,8 +336,9 @@ def toolkit_findings(path: str, config: Mapping[str, Any]) -> list[str]:
         return [f"{path}: {config['error']}"]
     findings = []
     if config.get("envvar_when_unprivileged"):
-        findings.append(f"{path}: {ENVVAR_KEY} is true, so unprivileged containers get GPUs through "
-                        "NVIDIA_VISIBLE_DEVICES")
+        findings.append(
+            f"{path}: {ENVVAR_KEY} is true, so unprivileged containers get GPUs through NVIDIA_VISIBLE_DEVICES"
+        )
     if not config.get("volume_mounts"):
         findings.append(f"{path}: {VOLUME_MOUNTS_KEY} is false, so device lists are not read from volume mounts")
     return findings
@@ -343,9 +368,11 @@ def place_processes(
 
 def describe_process(process: Mapping[str, Any]) -> str:
     where = process["where"]
-    detail = {"container": f"{process.get('runtime') or 'container'} container {str(process.get('container_id'))[:12]}",
-              "host": f"cgroup {process.get('cgroup')}",
-              "unknown": "cgroup not readable"}.get(where, f"pod {process.get('pod_uid')}")
+    detail = {
+        "container": f"{process.get('runtime') or 'container'} container {str(process.get('container_id'))[:12]}",
+        "host": f"cgroup {process.get('cgroup')}",
+        "unknown": "cgroup not readable",
+    }.get(where, f"pod {process.get('pod_uid')}")
     return f"pid {process.get('pid')} {process.get('process_name') or '?'} on GPU {process.get('gpu_uuid')} ({detail})"
 
 
@@ -410,8 +437,10 @@ def host_report(readings: HostReadings) -> dict[str, Any]:
     if not driver_found:
         problems.append(f"{NO_DRIVER} (looked for: {', '.join(readings.looked_for)})")
     elif not smi_works:
-        problems.append(f"the NVIDIA kernel module is present but nvidia-smi does not work: "
-                        f"{readings.smi_error or 'nvidia-smi not found'}")
+        problems.append(
+            f"the NVIDIA kernel module is present but nvidia-smi does not work: "
+            f"{readings.smi_error or 'nvidia-smi not found'}"
+        )
     if driver_found and not any(c["exists"] for c in toolkit["configs"]):
         problems.append("no NVIDIA container toolkit config found at " + ", ".join(readings.toolkit_texts))
     problems += toolkit["findings"]

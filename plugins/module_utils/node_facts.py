@@ -36,7 +36,11 @@ VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
 UNKNOWN_MODEL = "unknown"
 
 DRIVER_VERSION_LABEL = "nvidia.com/cuda.driver-version.full"
-DRIVER_VERSION_PART_LABELS = ("nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor", "nvidia.com/cuda.driver.rev")
+DRIVER_VERSION_PART_LABELS = (
+    "nvidia.com/cuda.driver.major",
+    "nvidia.com/cuda.driver.minor",
+    "nvidia.com/cuda.driver.rev",
+)
 CUDA_VERSION_LABEL = "nvidia.com/cuda.runtime-version.full"
 CUDA_VERSION_PART_LABELS = ("nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor")
 ACK_DRIVER_LABEL = "ack.aliyun.com/nvidia-driver-version"
@@ -182,7 +186,9 @@ class FleetOptions:
     resource_names: tuple[str, ...] = (NVIDIA_GPU,)
     model_label_keys: tuple[str, ...] = DEFAULT_MODEL_LABEL_KEYS
     plugin_namespaces: frozenset[str] = frozenset()
-    plugin_selectors: tuple[LabelSelector, ...] = tuple(parse_label_selector(s) for s in DEFAULT_DEVICE_PLUGIN_SELECTORS)
+    plugin_selectors: tuple[LabelSelector, ...] = tuple(
+        parse_label_selector(s) for s in DEFAULT_DEVICE_PLUGIN_SELECTORS
+    )
     exempt_selectors: tuple[LabelSelector, ...] = tuple(parse_label_selector(s) for s in DEFAULT_EXEMPT_POD_SELECTORS)
     is_gpu: Callable[[str], bool] = field(default=gpu_resource_matcher(), compare=False)
 
@@ -223,10 +229,16 @@ def options_from_params(
         raise FactsOptionError(f"device_plugin must be a dictionary, got {plugin!r}")
     namespaces = frozenset(_string_list(plugin.get("namespaces"), "device_plugin.namespaces"))
     selector_texts = plugin.get("label_selectors")
-    plugin_selectors = _string_list(selector_texts, "device_plugin.label_selectors") if selector_texts is not None \
+    plugin_selectors = (
+        _string_list(selector_texts, "device_plugin.label_selectors")
+        if selector_texts is not None
         else list(DEFAULT_DEVICE_PLUGIN_SELECTORS)
-    exempt_texts = _string_list(exempt_pod_selectors, "exempt_pod_selectors") if exempt_pod_selectors is not None \
+    )
+    exempt_texts = (
+        _string_list(exempt_pod_selectors, "exempt_pod_selectors")
+        if exempt_pod_selectors is not None
         else list(DEFAULT_EXEMPT_POD_SELECTORS)
+    )
     return FleetOptions(
         resource_names=names,
         model_label_keys=keys,
@@ -261,7 +273,8 @@ def _string_labels(value: object) -> dict[str, str]:
 
 def _condition_true(status: Mapping[str, Any], kind: str) -> bool:
     return any(
-        _mapping(c).get("type") == kind and _mapping(c).get("status") == "True" for c in _items(status.get("conditions"))
+        _mapping(c).get("type") == kind and _mapping(c).get("status") == "True"
+        for c in _items(status.get("conditions"))
     )
 
 
@@ -466,25 +479,31 @@ def node_problems(facts: Mapping[str, Any], options: FleetOptions) -> list[dict[
     if facts["capacity"] == 0 and label_evidence:
         problems.append(_problem(PROBLEM_NO_CAPACITY, f"labels {', '.join(label_evidence)}; capacity 0", options))
     if facts["allocatable"] < facts["capacity"]:
-        problems.append(_problem(
-            PROBLEM_UNHEALTHY,
-            f"capacity {facts['capacity']}, allocatable {facts['allocatable']}: "
-            f"{facts['unhealthy']} GPU(s) marked unhealthy by the device plugin",
-            options,
-        ))
+        problems.append(
+            _problem(
+                PROBLEM_UNHEALTHY,
+                f"capacity {facts['capacity']}, allocatable {facts['allocatable']}: "
+                f"{facts['unhealthy']} GPU(s) marked unhealthy by the device plugin",
+                options,
+            )
+        )
     if not facts["device_plugin_pods"]:
-        problems.append(_problem(PROBLEM_NO_PLUGIN, "no pod matching the device-plugin selectors is bound here", options))
+        problems.append(
+            _problem(PROBLEM_NO_PLUGIN, "no pod matching the device-plugin selectors is bound here", options)
+        )
     elif not facts["device_plugin_ready"]:
-        problems.append(_problem(
-            PROBLEM_PLUGIN_NOT_READY, f"not Ready: {', '.join(facts['device_plugin_pods'])}", options
-        ))
+        problems.append(
+            _problem(PROBLEM_PLUGIN_NOT_READY, f"not Ready: {', '.join(facts['device_plugin_pods'])}", options)
+        )
     mode = facts["ack_scheduling_mode"]
     if mode is not None and mode != ACK_EXCLUSIVE_MODE:
         problems.append(_problem(PROBLEM_NOT_EXCLUSIVE, f"{ACK_SCHEDULE_LABEL}={mode}", options))
     if facts["allocated"] > facts["allocatable"]:
-        problems.append(_problem(
-            PROBLEM_OVERALLOCATED, f"allocated {facts['allocated']}, allocatable {facts['allocatable']}", options
-        ))
+        problems.append(
+            _problem(
+                PROBLEM_OVERALLOCATED, f"allocated {facts['allocated']}, allocatable {facts['allocatable']}", options
+            )
+        )
     if facts["pods_outside_scheduler"]:
         problems.append(_problem(PROBLEM_OUTSIDE_SCHEDULER, "; ".join(facts["pods_outside_scheduler"]), options))
     return problems
@@ -541,17 +560,27 @@ def node_facts(
 
 
 def _is_gpu_node(node: Mapping[str, Any], options: FleetOptions) -> bool:
-    return bool(label_signals(node["labels"], options.model_label_keys) or capacity_signals(node["capacity"], options.counts))
+    return bool(
+        label_signals(node["labels"], options.model_label_keys) or capacity_signals(node["capacity"], options.counts)
+    )
 
 
 def _model_totals(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     models: dict[str, dict[str, Any]] = {}
     for facts in nodes:
         key = facts["model"] or UNKNOWN_MODEL
-        entry = models.setdefault(key, {
-            "label_value": facts["model_label_value"],
-            "nodes": 0, "capacity": 0, "allocatable": 0, "unhealthy": 0, "allocated": 0, "free": 0,
-        })
+        entry = models.setdefault(
+            key,
+            {
+                "label_value": facts["model_label_value"],
+                "nodes": 0,
+                "capacity": 0,
+                "allocatable": 0,
+                "unhealthy": 0,
+                "allocated": 0,
+                "free": 0,
+            },
+        )
         entry["nodes"] += 1
         for counter in ("capacity", "allocatable", "unhealthy", "allocated", "free"):
             entry[counter] += facts[counter]
@@ -593,7 +622,9 @@ def summarise(
     }
 
 
-def split_pods(projected: Iterable[Mapping[str, Any] | None]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+def split_pods(
+    projected: Iterable[Mapping[str, Any] | None],
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
     """Projected pods as (pods that hold or ask for GPUs, device-plugin pods); None entries dropped."""
     pods: list[Mapping[str, Any]] = []
     plugins: list[Mapping[str, Any]] = []

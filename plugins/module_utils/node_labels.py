@@ -111,7 +111,7 @@ def label_key_problem(key: object) -> str | None:
     """Why `key` is not a valid label key (`[prefix/]name`), or None when it is."""
     if not isinstance(key, str) or not key:
         return "a label key must be a non-empty string"
-    prefix, _, name = key.rpartition("/")
+    prefix, _slash, name = key.rpartition("/")
     if "/" in prefix:
         return "a label key has at most one '/'"
     if key.startswith("/") or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))):
@@ -238,7 +238,7 @@ def model_names(labels: Mapping[str, str], keys: Sequence[str]) -> list[tuple[st
 
 
 def model_tokens(value: str) -> tuple[str, ...]:
-    base, _, _ = split_model_suffixes(value.strip())
+    base = split_model_suffixes(value.strip())[0]
     return tuple(t for t in _MODEL_TOKEN_SPLIT.split(base.lower()) if t and t not in _BRAND_TOKENS)
 
 
@@ -267,7 +267,7 @@ def same_model(first: str, second: str) -> bool:
 
 
 def names_mixed_models(names: Sequence[tuple[str, str]]) -> bool:
-    return any(not same_model(names[0][1], value) for _, value in names[1:])
+    return any(not same_model(names[0][1], value) for _key, value in names[1:])
 
 
 def label_value_for(model: str, overrides: Mapping[str, str]) -> str | None:
@@ -451,7 +451,7 @@ def apply_plans(
     if pending:
         with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(pending)))) as pool:
             futures = [pool.submit(_apply_one, p, send, reread, replan, stop, errors) for p in pending]
-            for plan, future in zip(pending, futures):
+            for plan, future in zip(pending, futures, strict=True):
                 results[plan.name] = future.result()
     return [results[p.name] for p in plans]
 

@@ -43,15 +43,17 @@ ACK_STATIC_MANIFEST = "/etc/kubernetes/manifests/nvidia-device-plugin.yml"
 REGISTERED_LOG_LINE = "Registered device plugin for 'nvidia.com/gpu' with Kubelet"
 
 # Taints the DaemonSet controller tolerates on every DaemonSet pod it creates.
-DAEMONSET_TOLERATED_TAINT_KEYS = frozenset({
-    "node.kubernetes.io/not-ready",
-    "node.kubernetes.io/unreachable",
-    "node.kubernetes.io/disk-pressure",
-    "node.kubernetes.io/memory-pressure",
-    "node.kubernetes.io/pid-pressure",
-    "node.kubernetes.io/unschedulable",
-    "node.kubernetes.io/network-unavailable",
-})
+DAEMONSET_TOLERATED_TAINT_KEYS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/disk-pressure",
+        "node.kubernetes.io/memory-pressure",
+        "node.kubernetes.io/pid-pressure",
+        "node.kubernetes.io/unschedulable",
+        "node.kubernetes.io/network-unavailable",
+    }
+)
 
 KIND_NO_DEVICE_PLUGIN = "no_device_plugin_deployed"
 KIND_DAEMONSET_MISSING = "daemonset_missing"
@@ -117,11 +119,14 @@ def _optional_int(value: object) -> int | None:
 
 def _condition_true(status: Mapping[str, Any], kind: str) -> bool:
     return any(
-        _mapping(c).get("type") == kind and _mapping(c).get("status") == "True" for c in _items(status.get("conditions"))
+        _mapping(c).get("type") == kind and _mapping(c).get("status") == "True"
+        for c in _items(status.get("conditions"))
     )
 
 
-def finding(severity: str, kind: str, subject: str, problem: str, remedy: str, node: str | None = None) -> dict[str, Any]:
+def finding(
+    severity: str, kind: str, subject: str, problem: str, remedy: str, node: str | None = None
+) -> dict[str, Any]:
     return {"severity": severity, "kind": kind, "node": node, "subject": subject, "problem": problem, "remedy": remedy}
 
 
@@ -136,7 +141,9 @@ class Deployment:
 
 
 NVIDIA_STATIC = Deployment("nvidia-static", "NVIDIA device plugin, static DaemonSet", "name=nvidia-device-plugin-ds")
-NVIDIA_HELM = Deployment("nvidia-helm", "NVIDIA device plugin, Helm chart", "app.kubernetes.io/name=nvidia-device-plugin")
+NVIDIA_HELM = Deployment(
+    "nvidia-helm", "NVIDIA device plugin, Helm chart", "app.kubernetes.io/name=nvidia-device-plugin"
+)
 GPU_OPERATOR = Deployment("gpu-operator", "NVIDIA GPU Operator", "app=nvidia-device-plugin-daemonset")
 ACK_MANAGED = Deployment("ack-managed", "ACK ack-nvidia-device-plugin (DaemonSet)", "component=nvidia-device-plugin")
 ACK_STATIC = Deployment("ack-static", f"ACK static pods ({ACK_STATIC_MANIFEST})", "component=nvidia-device-plugin")
@@ -184,7 +191,11 @@ def _expression(raw: object) -> dict[str, Any] | None:
     key, operator = expression.get("key"), expression.get("operator")
     if not isinstance(key, str) or not isinstance(operator, str):
         return None
-    return {"key": key, "operator": operator, "values": [v for v in _items(expression.get("values")) if isinstance(v, str)]}
+    return {
+        "key": key,
+        "operator": operator,
+        "values": [v for v in _items(expression.get("values")) if isinstance(v, str)],
+    }
 
 
 def _affinity_terms(pod_spec: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
@@ -352,12 +363,14 @@ def selector_text(selector: object) -> str | None:
     terms = [f"{k}={v}" for k, v in sorted(_string_map(raw.get("matchLabels")).items())]
     for expression in filter(None, map(_expression, _items(raw.get("matchExpressions")))):
         key, operator, values = expression["key"], expression["operator"], ",".join(expression["values"])
-        terms.append({
-            "In": f"{key} in ({values})",
-            "NotIn": f"{key} notin ({values})",
-            "Exists": key,
-            "DoesNotExist": f"!{key}",
-        }.get(operator, ""))
+        terms.append(
+            {
+                "In": f"{key} in ({values})",
+                "NotIn": f"{key} notin ({values})",
+                "Exists": key,
+                "DoesNotExist": f"!{key}",
+            }.get(operator, "")
+        )
     if not terms or not all(terms):
         return None
     return ",".join(terms)
@@ -393,7 +406,9 @@ def project_daemonset(daemonset: object) -> dict[str, Any] | None:
 
 
 def _first_problem_reason(status: Mapping[str, Any]) -> str | None:
-    for container in map(_mapping, _items(status.get("initContainerStatuses")) + _items(status.get("containerStatuses"))):
+    for container in map(
+        _mapping, _items(status.get("initContainerStatuses")) + _items(status.get("containerStatuses"))
+    ):
         state = _mapping(container.get("state"))
         for phase in ("waiting", "terminated"):
             reason = _mapping(state.get(phase)).get("reason")
@@ -474,7 +489,10 @@ def _selects_no_node(
     problem = f"selects no node (0 pods desired) while {len(gpu_nodes)} node(s) look like GPU nodes"
     if not unserved:
         return finding(
-            INFO, KIND_DAEMONSET_SELECTS_NO_NODE, subject, problem + ", all of them served by another plugin pod",
+            INFO,
+            KIND_DAEMONSET_SELECTS_NO_NODE,
+            subject,
+            problem + ", all of them served by another plugin pod",
             "nothing to do when it is meant for other nodes (as GKE's DaemonSets per machine type); delete it if unused",
         )
     nodes_by_mismatch: dict[Mismatch, list[str]] = defaultdict(list)
@@ -508,55 +526,90 @@ def daemonset_findings(
     found = []
     generation, observed = daemonset["generation"], daemonset["observed_generation"]
     if generation is not None and (observed is None or observed < generation):
-        found.append(finding(
-            ERROR, KIND_DAEMONSET_NOT_OBSERVED, subject,
-            f"status is stale: generation {generation}, observed generation {observed if observed is not None else 'none'}",
-            "the DaemonSet controller has not processed the latest spec yet: run the check again in a minute; "
-            "if it stays, check that kube-controller-manager is running and healthy",
-        ))
+        found.append(
+            finding(
+                ERROR,
+                KIND_DAEMONSET_NOT_OBSERVED,
+                subject,
+                f"status is stale: generation {generation}, observed generation {observed if observed is not None else 'none'}",
+                "the DaemonSet controller has not processed the latest spec yet: run the check again in a minute; "
+                "if it stays, check that kube-controller-manager is running and healthy",
+            )
+        )
     desired = daemonset["desired"]
     if desired == 0:
         if gpu_nodes:
             found.append(_selects_no_node(daemonset, gpu_nodes, unserved))
         return found
     if daemonset["current"] != desired:
-        found.append(finding(
-            ERROR, KIND_DAEMONSET_NOT_SCHEDULED, subject,
-            f"{daemonset['current']} of {desired} pods scheduled",
-            f"{describe} shows why pods are not created (events); the per-node findings name the nodes",
-        ))
+        found.append(
+            finding(
+                ERROR,
+                KIND_DAEMONSET_NOT_SCHEDULED,
+                subject,
+                f"{daemonset['current']} of {desired} pods scheduled",
+                f"{describe} shows why pods are not created (events); the per-node findings name the nodes",
+            )
+        )
     if daemonset["updated"] != desired:
-        found.append(finding(
-            ERROR, KIND_DAEMONSET_NOT_UPDATED, subject,
-            f"rollout incomplete: {daemonset['updated']} of {desired} pods run the current template",
-            f"wait for the rollout: kubectl -n {daemonset['namespace']} rollout status daemonset {daemonset['name']}; "
-            "with updateStrategy OnDelete, delete the old pods so that they are recreated",
-        ))
+        found.append(
+            finding(
+                ERROR,
+                KIND_DAEMONSET_NOT_UPDATED,
+                subject,
+                f"rollout incomplete: {daemonset['updated']} of {desired} pods run the current template",
+                f"wait for the rollout: kubectl -n {daemonset['namespace']} rollout status daemonset {daemonset['name']}; "
+                "with updateStrategy OnDelete, delete the old pods so that they are recreated",
+            )
+        )
     if daemonset["ready"] != desired:
-        found.append(finding(
-            ERROR, KIND_DAEMONSET_NOT_READY, subject,
-            f"{daemonset['ready']} of {desired} pods Ready",
-            "see the per-node findings for the pods that are not Ready and read their logs",
-        ))
+        found.append(
+            finding(
+                ERROR,
+                KIND_DAEMONSET_NOT_READY,
+                subject,
+                f"{daemonset['ready']} of {desired} pods Ready",
+                "see the per-node findings for the pods that are not Ready and read their logs",
+            )
+        )
     elif daemonset["available"] != desired:
-        found.append(finding(
-            WARNING, KIND_DAEMONSET_NOT_AVAILABLE, subject,
-            f"{daemonset['available']} of {desired} pods available",
-            "pods are Ready but not yet available (minReadySeconds): run the check again shortly",
-        ))
+        found.append(
+            finding(
+                WARNING,
+                KIND_DAEMONSET_NOT_AVAILABLE,
+                subject,
+                f"{daemonset['available']} of {desired} pods available",
+                "pods are Ready but not yet available (minReadySeconds): run the check again shortly",
+            )
+        )
     if daemonset["misscheduled"]:
-        found.append(finding(
-            ERROR, KIND_DAEMONSET_MISSCHEDULED, subject,
-            f"{daemonset['misscheduled']} pod(s) run on nodes the DaemonSet no longer selects",
-            f"the controller removes them; if they stay, {describe} and compare the nodes' labels and taints "
-            "with its nodeSelector, affinity and tolerations",
-        ))
+        found.append(
+            finding(
+                ERROR,
+                KIND_DAEMONSET_MISSCHEDULED,
+                subject,
+                f"{daemonset['misscheduled']} pod(s) run on nodes the DaemonSet no longer selects",
+                f"the controller removes them; if they stay, {describe} and compare the nodes' labels and taints "
+                "with its nodeSelector, affinity and tolerations",
+            )
+        )
     return found
 
 
 def daemonset_summary(daemonset: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    keys = ("namespace", "name", "deployment", "generation", "observed_generation",
-            "desired", "current", "updated", "ready", "available", "misscheduled")
+    keys = (
+        "namespace",
+        "name",
+        "deployment",
+        "generation",
+        "observed_generation",
+        "desired",
+        "current",
+        "updated",
+        "ready",
+        "available",
+        "misscheduled",
+    )
     summary = {key: daemonset[key] for key in keys}
     summary["node_selector"] = daemonset["placement"]["node_selector"]
     summary["healthy"] = not any(f["severity"] == ERROR for f in findings)
@@ -569,8 +622,10 @@ def daemonset_summary(daemonset: Mapping[str, Any], findings: Sequence[Mapping[s
 
 def restart_hint(pod: Mapping[str, Any]) -> str:
     if pod["static"]:
-        return (f"restart the static pod: on the node move {ACK_STATIC_MANIFEST} out of /etc/kubernetes/manifests, "
-                "wait until the pod is gone, and move it back")
+        return (
+            f"restart the static pod: on the node move {ACK_STATIC_MANIFEST} out of /etc/kubernetes/manifests, "
+            "wait until the pod is gone, and move it back"
+        )
     return f"restart it: kubectl -n {pod['namespace']} delete pod {pod['name']}"
 
 
@@ -582,9 +637,7 @@ _DEPLOY_PLUGIN_REMEDY = (
 )
 
 
-def _why_no_plugin_pod(
-    node: Mapping[str, Any], daemonsets: Sequence[Mapping[str, Any]], static_pods_seen: bool
-) -> str:
+def _why_no_plugin_pod(node: Mapping[str, Any], daemonsets: Sequence[Mapping[str, Any]], static_pods_seen: bool) -> str:
     name = node["name"]
     excluded: list[str] = []
     for daemonset in daemonsets:
@@ -642,30 +695,58 @@ def plugin_pod_findings(
     name = node["name"]
     subject = f"node {name}"
     if not pods:
-        return [finding(ERROR, KIND_NO_PLUGIN_POD, subject, "no device-plugin pod runs on this GPU node",
-                        _why_no_plugin_pod(node, daemonsets, static_pods_seen), name)]
+        return [
+            finding(
+                ERROR,
+                KIND_NO_PLUGIN_POD,
+                subject,
+                "no device-plugin pod runs on this GPU node",
+                _why_no_plugin_pod(node, daemonsets, static_pods_seen),
+                name,
+            )
+        ]
     if len(pods) > 1:
         listed = ", ".join(f"{pod_ref(p)} ({'static' if p['static'] else p['deployment']})" for p in pods)
-        return [finding(ERROR, KIND_SEVERAL_PLUGIN_PODS, subject, f"{len(pods)} device-plugin pods: {listed}",
-                        _several_pods_remedy(pods), name)]
+        return [
+            finding(
+                ERROR,
+                KIND_SEVERAL_PLUGIN_PODS,
+                subject,
+                f"{len(pods)} device-plugin pods: {listed}",
+                _several_pods_remedy(pods),
+                name,
+            )
+        ]
     pod = pods[0]
     if not pod["ready"]:
         remedy = (
             f"read its log: kubectl -n {pod['namespace']} logs {pod['name']} (a healthy plugin logs "
-            f"\"{REGISTERED_LOG_LINE}\"); check the driver on the node with nvidia-smi; "
-            "\"Failed to initialize NVML: Unknown Error\" after systemctl daemon-reload (Ubuntu 22.04, RHEL 9.3) "
+            f'"{REGISTERED_LOG_LINE}"); check the driver on the node with nvidia-smi; '
+            '"Failed to initialize NVML: Unknown Error" after systemctl daemon-reload (Ubuntu 22.04, RHEL 9.3) '
             f"goes away when the pod restarts; {restart_hint(pod)}"
         )
-        return [finding(ERROR, KIND_PLUGIN_NOT_READY, subject,
-                        f"device-plugin pod {pod_ref(pod)} is not Ready ({_pod_state(pod)})", remedy, name)]
+        return [
+            finding(
+                ERROR,
+                KIND_PLUGIN_NOT_READY,
+                subject,
+                f"device-plugin pod {pod_ref(pod)} is not Ready ({_pod_state(pod)})",
+                remedy,
+                name,
+            )
+        ]
     if pod["restarts"] >= RESTART_WARNING_THRESHOLD:
-        return [finding(
-            WARNING, KIND_PLUGIN_RESTARTING, subject,
-            f"device-plugin pod {pod_ref(pod)} has restarted {pod['restarts']} times",
-            f"read the log of its previous run: kubectl -n {pod['namespace']} logs {pod['name']} --previous; "
-            "repeated NVML or driver errors there point at the driver on the node (check nvidia-smi)",
-            name,
-        )]
+        return [
+            finding(
+                WARNING,
+                KIND_PLUGIN_RESTARTING,
+                subject,
+                f"device-plugin pod {pod_ref(pod)} has restarted {pod['restarts']} times",
+                f"read the log of its previous run: kubectl -n {pod['namespace']} logs {pod['name']} --previous; "
+                "repeated NVML or driver errors there point at the driver on the node (check nvidia-smi)",
+                name,
+            )
+        ]
     return []
 
 
@@ -683,35 +764,45 @@ def capacity_findings(
         if plugin_ready:
             remedy = (
                 f"the plugin runs but has not registered GPUs with the kubelet: its log should show "
-                f"\"{REGISTERED_LOG_LINE}\"; \"No devices found\" or NVML errors there mean the driver is not "
+                f'"{REGISTERED_LOG_LINE}"; "No devices found" or NVML errors there mean the driver is not '
                 "usable (check nvidia-smi on the node); right after a kubelet restart capacity stays 0 until the "
                 "plugin registers again, so run the check again in a minute"
             )
         else:
-            remedy = "fix the device-plugin pod on this node first (see its finding); capacity appears once it registers"
+            remedy = (
+                "fix the device-plugin pod on this node first (see its finding); capacity appears once it registers"
+            )
         return [finding(ERROR, KIND_NO_CAPACITY, subject, f"no {resource} capacity", remedy, name)]
     found = []
     if allocatable < capacity:
-        found.append(finding(
-            ERROR, KIND_UNHEALTHY_GPUS, subject,
-            f"allocatable {allocatable} below capacity {capacity}: {capacity - allocatable} GPU(s) marked unhealthy",
-            "the device plugin marks a GPU unhealthy after XID or ECC errors (its log: \"XidCriticalError ... marking "
-            "device as unhealthy\"); find the GPU with nvidia-smi -q on the node (on ACK, ack-node-problem-detector "
-            f"events name it) and repair or replace it; a GPU stays unhealthy until the plugin restarts, so then "
-            f"{restart}",
-            name,
-        ))
+        found.append(
+            finding(
+                ERROR,
+                KIND_UNHEALTHY_GPUS,
+                subject,
+                f"allocatable {allocatable} below capacity {capacity}: {capacity - allocatable} GPU(s) marked unhealthy",
+                'the device plugin marks a GPU unhealthy after XID or ECC errors (its log: "XidCriticalError ... marking '
+                'device as unhealthy"); find the GPU with nvidia-smi -q on the node (on ACK, ack-node-problem-detector '
+                f"events name it) and repair or replace it; a GPU stays unhealthy until the plugin restarts, so then "
+                f"{restart}",
+                name,
+            )
+        )
     stated = label_gpu_count(node["labels"])
     uses_mig = any(r.startswith(MIG_RESOURCE_PATTERN.rstrip("*")) for r in node["capacity"])
     if stated is not None and stated != capacity and not uses_mig:
         key = next(k for k in COUNT_LABEL_KEYS if node["labels"].get(k, "").isdigit())
-        found.append(finding(
-            WARNING, KIND_LABEL_COUNT_MISMATCH, subject,
-            f"labels state {stated} GPU(s) ({key}), capacity is {capacity}",
-            "nvidia-smi -L on the node lists the GPUs the driver sees: a GPU missing there needs a hardware check; "
-            f"if all are listed, the plugin has not registered them all: {restart}",
-            name,
-        ))
+        found.append(
+            finding(
+                WARNING,
+                KIND_LABEL_COUNT_MISMATCH,
+                subject,
+                f"labels state {stated} GPU(s) ({key}), capacity is {capacity}",
+                "nvidia-smi -L on the node lists the GPUs the driver sees: a GPU missing there needs a hardware check; "
+                f"if all are listed, the plugin has not registered them all: {restart}",
+                name,
+            )
+        )
     return found
 
 
@@ -724,11 +815,16 @@ def node_findings(
 ) -> list[dict[str, Any]]:
     found = []
     if not node["ready"]:
-        found.append(finding(
-            WARNING, KIND_NODE_NOT_READY, f"node {node['name']}", "node is not Ready",
-            "its kubelet does not report: check it on the node (systemctl status kubelet; journalctl -u kubelet)",
-            node["name"],
-        ))
+        found.append(
+            finding(
+                WARNING,
+                KIND_NODE_NOT_READY,
+                f"node {node['name']}",
+                "node is not Ready",
+                "its kubelet does not report: check it on the node (systemctl status kubelet; journalctl -u kubelet)",
+                node["name"],
+            )
+        )
     found += plugin_pod_findings(node, pods, daemonsets, static_pods_seen)
     found += capacity_findings(node, pods, options)
     return found
@@ -742,8 +838,15 @@ def node_summary(node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], opt
         "allocatable": gpu_count_of(node, "allocatable", options),
         "label_gpu_count": label_gpu_count(node["labels"]),
         "plugin_pods": [
-            {"pod": pod_ref(p), "ready": p["ready"], "phase": p["phase"], "reason": p["reason"],
-             "restarts": p["restarts"], "static": p["static"], "deployment": p["deployment"]}
+            {
+                "pod": pod_ref(p),
+                "ready": p["ready"],
+                "phase": p["phase"],
+                "reason": p["reason"],
+                "restarts": p["restarts"],
+                "static": p["static"],
+                "deployment": p["deployment"],
+            }
             for p in pods
         ],
         "plugin_ready": len(pods) == 1 and pods[0]["ready"],
@@ -878,15 +981,21 @@ def select_daemonsets(
 
 def missing_target_finding(target: DaemonSetTarget) -> dict[str, Any]:
     if target.name:
-        problem, remedy = "not found", (
-            "deploy the device plugin there, or correct namespace and name in the daemonsets option "
-            "(kubectl get daemonsets -A | grep -i device-plugin lists the candidates)"
+        problem, remedy = (
+            "not found",
+            (
+                "deploy the device plugin there, or correct namespace and name in the daemonsets option "
+                "(kubectl get daemonsets -A | grep -i device-plugin lists the candidates)"
+            ),
         )
     else:
-        problem, remedy = "no DaemonSet found", (
-            "check the selector against the DaemonSets' labels and pod template labels "
-            "(kubectl get daemonsets -A --show-labels); "
-            "leave the daemonsets option unset to find the known deployments by their pod labels"
+        problem, remedy = (
+            "no DaemonSet found",
+            (
+                "check the selector against the DaemonSets' labels and pod template labels "
+                "(kubectl get daemonsets -A --show-labels); "
+                "leave the daemonsets option unset to find the known deployments by their pod labels"
+            ),
         )
     return finding(ERROR, KIND_DAEMONSET_MISSING, target.text, problem, remedy)
 
@@ -945,27 +1054,36 @@ def _task_failure(result: Mapping[str, Any]) -> str | None:
 def driver_findings(subject: str, node: str, facts: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not facts.get("driver_found"):
         looked = ", ".join(str(x) for x in _items(facts.get("looked_for"))) or "nvidia-smi, the kernel module"
-        return [finding(
-            ERROR, KIND_DRIVER_MISSING, subject, f"no NVIDIA driver found (looked for {looked})",
-            "install the driver: on ACK a GPU node pool installs it (pin a version with the node-pool label "
-            "ack.aliyun.com/nvidia-driver-version, or follow ACK's custom driver guide); with the GPU Operator "
-            "check the nvidia-driver-daemonset pod on this node; elsewhere install NVIDIA's driver for the running "
-            "kernel and load it (modprobe nvidia, or reboot)",
-            node,
-        )]
+        return [
+            finding(
+                ERROR,
+                KIND_DRIVER_MISSING,
+                subject,
+                f"no NVIDIA driver found (looked for {looked})",
+                "install the driver: on ACK a GPU node pool installs it (pin a version with the node-pool label "
+                "ack.aliyun.com/nvidia-driver-version, or follow ACK's custom driver guide); with the GPU Operator "
+                "check the nvidia-driver-daemonset pod on this node; elsewhere install NVIDIA's driver for the running "
+                "kernel and load it (modprobe nvidia, or reboot)",
+                node,
+            )
+        ]
     if facts.get("driver_working"):
         return []
     smi = _mapping(facts.get("nvidia_smi"))
     version = _text(facts.get("driver_version")) or "unknown version"
     if not smi.get("path"):
         problem = f"the driver is present ({version}) but nvidia-smi was not found"
-        remedy = ("install the driver's utilities (nvidia-smi), or give gpu_host_facts its path (nvidia_smi); "
-                  "the GPU Operator's containerized driver keeps it under /run/nvidia/driver")
+        remedy = (
+            "install the driver's utilities (nvidia-smi), or give gpu_host_facts its path (nvidia_smi); "
+            "the GPU Operator's containerized driver keeps it under /run/nvidia/driver"
+        )
     else:
         problem = f"the driver is present ({version}) but nvidia-smi fails: {_text(smi.get('error')) or 'no output'}"
-        remedy = ("run nvidia-smi on the host: \"couldn't communicate with the NVIDIA driver\" means the loaded "
-                  "kernel module does not match the installed driver (reboot after a driver upgrade, or reinstall "
-                  "the driver for the running kernel); on ACK follow the driver upgrade guide for the node")
+        remedy = (
+            'run nvidia-smi on the host: "couldn\'t communicate with the NVIDIA driver" means the loaded '
+            "kernel module does not match the installed driver (reboot after a driver upgrade, or reinstall "
+            "the driver for the running kernel); on ACK follow the driver upgrade guide for the node"
+        )
     return [finding(ERROR, KIND_NVIDIA_SMI_FAILED, subject, problem, remedy, node)]
 
 
@@ -977,21 +1095,33 @@ def gpu_count_findings(
     uses_mig = any(r.startswith(MIG_RESOURCE_PATTERN.rstrip("*")) for r in node["capacity"])
     if not facts.get("driver_working") or capacity == 0 or capacity == host_count or uses_mig:
         return []
-    text = f"nvidia-smi lists {host_count} GPU(s), node {node['name']} has {options.primary_resource} capacity {capacity}"
+    text = (
+        f"nvidia-smi lists {host_count} GPU(s), node {node['name']} has {options.primary_resource} capacity {capacity}"
+    )
     if capacity < host_count:
-        return [finding(
-            ERROR, KIND_HOST_GPU_COUNT_MISMATCH, subject, text,
-            "the device plugin has not registered every GPU: read its log for devices it skipped, and restart "
-            "the device-plugin pod on this node",
+        return [
+            finding(
+                ERROR,
+                KIND_HOST_GPU_COUNT_MISMATCH,
+                subject,
+                text,
+                "the device plugin has not registered every GPU: read its log for devices it skipped, and restart "
+                "the device-plugin pod on this node",
+                node["name"],
+            )
+        ]
+    return [
+        finding(
+            WARNING,
+            KIND_HOST_GPU_COUNT_MISMATCH,
+            subject,
+            text,
+            "the node advertises more GPUs than the host has: time-slicing or MPS sharing is on (nvidia.com/gpu.replicas), "
+            "so pods that ask for a whole GPU share one; turn sharing off in the device plugin's config for exclusive "
+            "scheduling",
             node["name"],
-        )]
-    return [finding(
-        WARNING, KIND_HOST_GPU_COUNT_MISMATCH, subject, text,
-        "the node advertises more GPUs than the host has: time-slicing or MPS sharing is on (nvidia.com/gpu.replicas), "
-        "so pods that ask for a whole GPU share one; turn sharing off in the device plugin's config for exclusive "
-        "scheduling",
-        node["name"],
-    )]
+        )
+    ]
 
 
 def hardening_findings(
@@ -1002,34 +1132,55 @@ def hardening_findings(
     present = [c for c in configs if c.get("exists")]
     if not present:
         looked = ", ".join(_text(c.get("path")) for c in configs) or "the default paths"
-        return [finding(
-            severity, KIND_TOOLKIT_CONFIG_MISSING, subject,
-            f"no NVIDIA Container Toolkit config found ({looked}): its defaults let unprivileged pods take GPUs "
-            "through NVIDIA_VISIBLE_DEVICES",
-            f"create the config with the toolkit (nvidia-ctk config --in-place) and {_HARDENING_REMEDY}",
-            node,
-        )]
+        return [
+            finding(
+                severity,
+                KIND_TOOLKIT_CONFIG_MISSING,
+                subject,
+                f"no NVIDIA Container Toolkit config found ({looked}): its defaults let unprivileged pods take GPUs "
+                "through NVIDIA_VISIBLE_DEVICES",
+                f"create the config with the toolkit (nvidia-ctk config --in-place) and {_HARDENING_REMEDY}",
+                node,
+            )
+        ]
     found = []
     for config in present:
         path = _text(config.get("path"))
         if config.get("error"):
-            found.append(finding(severity, KIND_TOOLKIT_CONFIG_UNREADABLE, subject,
-                                 f"{path} cannot be read: {config['error']}", f"fix the file, then {_HARDENING_REMEDY}",
-                                 node))
+            found.append(
+                finding(
+                    severity,
+                    KIND_TOOLKIT_CONFIG_UNREADABLE,
+                    subject,
+                    f"{path} cannot be read: {config['error']}",
+                    f"fix the file, then {_HARDENING_REMEDY}",
+                    node,
+                )
+            )
         elif config.get("envvar_when_unprivileged") is not False:
-            found.append(finding(
-                severity, KIND_ENVVAR_ACCEPTED, subject,
-                f"{path}: {TOOLKIT_ENVVAR_KEY} is not false, so unprivileged pods can take any GPU through "
-                "NVIDIA_VISIBLE_DEVICES, outside the scheduler",
-                _HARDENING_REMEDY, node,
-            ))
+            found.append(
+                finding(
+                    severity,
+                    KIND_ENVVAR_ACCEPTED,
+                    subject,
+                    f"{path}: {TOOLKIT_ENVVAR_KEY} is not false, so unprivileged pods can take any GPU through "
+                    "NVIDIA_VISIBLE_DEVICES, outside the scheduler",
+                    _HARDENING_REMEDY,
+                    node,
+                )
+            )
         elif config.get("volume_mounts") is not True:
-            found.append(finding(
-                severity, KIND_VOLUME_MOUNTS_OFF, subject,
-                f"{path}: {TOOLKIT_VOLUME_MOUNTS_KEY} is not true, so the device plugin cannot hand out GPUs "
-                "as volume mounts",
-                _HARDENING_REMEDY, node,
-            ))
+            found.append(
+                finding(
+                    severity,
+                    KIND_VOLUME_MOUNTS_OFF,
+                    subject,
+                    f"{path}: {TOOLKIT_VOLUME_MOUNTS_KEY} is not true, so the device plugin cannot hand out GPUs "
+                    "as volume mounts",
+                    _HARDENING_REMEDY,
+                    node,
+                )
+            )
     return found
 
 
@@ -1053,50 +1204,64 @@ def one_host_findings(
     failure = _task_failure(result)
     facts = host_facts_of(result)
     if failure or facts is None:
-        return [finding(
-            ERROR, KIND_HOST_FACTS_FAILED, subject, failure or "not a gpu_host_facts result",
-            "make the host reachable for Ansible (ansible -m ansible.builtin.ping <host>) and run "
-            "kubegpu.scheduling.gpu_host_facts on it",
-            node,
-        )]
+        return [
+            finding(
+                ERROR,
+                KIND_HOST_FACTS_FAILED,
+                subject,
+                failure or "not a gpu_host_facts result",
+                "make the host reachable for Ansible (ansible -m ansible.builtin.ping <host>) and run "
+                "kubegpu.scheduling.gpu_host_facts on it",
+                node,
+            )
+        ]
     found = driver_findings(subject, node, facts)
     found += hardening_findings(subject, node, facts, require_hardening)
     if node_name is None:
-        found.append(finding(
-            WARNING, KIND_HOST_NOT_A_NODE, subject, "no node of this name in the cluster",
-            "name the host in the inventory as its node is named (or by the same short name), or check that "
-            "it joined the cluster (kubectl get nodes)",
-            node,
-        ))
+        found.append(
+            finding(
+                WARNING,
+                KIND_HOST_NOT_A_NODE,
+                subject,
+                "no node of this name in the cluster",
+                "name the host in the inventory as its node is named (or by the same short name), or check that "
+                "it joined the cluster (kubectl get nodes)",
+                node,
+            )
+        )
         return found
     if node_name in context.node_summaries:
         context.node_summaries[node_name]["host"] = host_summary(host, facts)
         found += gpu_count_findings(subject, context.nodes[node_name], facts, context.options)
     elif _count(facts.get("gpu_count")):
-        found.append(finding(
-            ERROR, KIND_HOST_GPUS_NOT_ADVERTISED, subject,
-            f"the host has {facts['gpu_count']} GPU(s), but node {node_name} has no GPU labels and no "
-            f"{context.options.primary_resource} capacity",
-            _why_no_plugin_pod(context.nodes[node_name], context.daemonsets, context.static_pods_seen),
-            node,
-        ))
+        found.append(
+            finding(
+                ERROR,
+                KIND_HOST_GPUS_NOT_ADVERTISED,
+                subject,
+                f"the host has {facts['gpu_count']} GPU(s), but node {node_name} has no GPU labels and no "
+                f"{context.options.primary_resource} capacity",
+                _why_no_plugin_pod(context.nodes[node_name], context.daemonsets, context.static_pods_seen),
+                node,
+            )
+        )
     return found
 
 
-def host_verdicts(
-    host_facts: object, context: HostContext, require_hardening: bool
-) -> list[dict[str, Any]]:
+def host_verdicts(host_facts: object, context: HostContext, require_hardening: bool) -> list[dict[str, Any]]:
     """Driver, GPU count and toolkit hardening per host, from `{host: gpu_host_facts result}`."""
     if host_facts is None:
         return []
     if not isinstance(host_facts, Mapping):
-        raise PluginCheckError(f"host_facts must be a dictionary of host name to gpu_host_facts result, "
-                               f"got {type(host_facts).__name__}")
+        raise PluginCheckError(
+            f"host_facts must be a dictionary of host name to gpu_host_facts result, got {type(host_facts).__name__}"
+        )
     found = []
     for host, result in sorted(host_facts.items(), key=lambda item: str(item[0])):
         if not isinstance(result, Mapping):
-            raise PluginCheckError(f"host_facts[{host!r}] must be a gpu_host_facts result (a dictionary), "
-                                   f"got {type(result).__name__}")
+            raise PluginCheckError(
+                f"host_facts[{host!r}] must be a gpu_host_facts result (a dictionary), got {type(result).__name__}"
+            )
         found += one_host_findings(str(host), result, context, require_hardening)
     return found
 
@@ -1128,10 +1293,7 @@ def deployments_found(
     for pod in plugin_pods:
         if pod["static"]:
             found.setdefault(ACK_STATIC.key, {"daemonsets": [], "static_pods": 0})["static_pods"] += 1
-    return [
-        {"key": key, "title": DEPLOYMENTS_BY_KEY[key].title, **entry}
-        for key, entry in sorted(found.items())
-    ]
+    return [{"key": key, "title": DEPLOYMENTS_BY_KEY[key].title, **entry} for key, entry in sorted(found.items())]
 
 
 def cluster_findings(
@@ -1143,26 +1305,40 @@ def cluster_findings(
 ) -> list[dict[str, Any]]:
     found = []
     if not gpu_nodes:
-        found.append(finding(
-            INFO, KIND_NO_GPU_NODES, "cluster",
-            f"no node looks like a GPU node (no GPU model or count labels, no {options.primary_resource} capacity)",
-            "nothing to check on nodes; if GPU nodes were expected, check that they joined the cluster and carry "
-            "their provider's GPU labels",
-        ))
+        found.append(
+            finding(
+                INFO,
+                KIND_NO_GPU_NODES,
+                "cluster",
+                f"no node looks like a GPU node (no GPU model or count labels, no {options.primary_resource} capacity)",
+                "nothing to check on nodes; if GPU nodes were expected, check that they joined the cluster and carry "
+                "their provider's GPU labels",
+            )
+        )
     elif not daemonsets and not plugin_pods:
-        found.append(finding(
-            ERROR, KIND_NO_DEVICE_PLUGIN, "cluster",
-            f"no device plugin found ({len(gpu_nodes)} GPU node(s), no device-plugin DaemonSet or pod)",
-            _DEPLOY_PLUGIN_REMEDY,
-        ))
+        found.append(
+            finding(
+                ERROR,
+                KIND_NO_DEVICE_PLUGIN,
+                "cluster",
+                f"no device plugin found ({len(gpu_nodes)} GPU node(s), no device-plugin DaemonSet or pod)",
+                _DEPLOY_PLUGIN_REMEDY,
+            )
+        )
     if len(deployments) > 1:
-        titles = "; ".join(f"{d['title']} ({', '.join(d['daemonsets']) or str(d['static_pods']) + ' pods'})"
-                           for d in deployments)
-        found.append(finding(
-            WARNING, KIND_SEVERAL_DEPLOYMENTS, "cluster", f"several deployments of the device plugin: {titles}",
-            "keep one per node: two plugins on one node advertise the same GPUs twice (the per-node findings "
-            "name any node that runs two)",
-        ))
+        titles = "; ".join(
+            f"{d['title']} ({', '.join(d['daemonsets']) or str(d['static_pods']) + ' pods'})" for d in deployments
+        )
+        found.append(
+            finding(
+                WARNING,
+                KIND_SEVERAL_DEPLOYMENTS,
+                "cluster",
+                f"several deployments of the device plugin: {titles}",
+                "keep one per node: two plugins on one node advertise the same GPUs twice (the per-node findings "
+                "name any node that runs two)",
+            )
+        )
     return found
 
 
@@ -1233,12 +1409,17 @@ def _daemonset_line(summary: Mapping[str, Any]) -> str:
     title = DEPLOYMENTS_BY_KEY.get(summary["deployment"], CUSTOM).title
     counts = ", ".join(f"{key} {summary[key]}" for key in ("desired", "current", "updated", "ready", "available"))
     state = "ok" if summary["healthy"] else "NOT HEALTHY"
-    return (f"  DaemonSet {summary['namespace']}/{summary['name']} ({title}): {counts}, "
-            f"misscheduled {summary['misscheduled']}: {state}")
+    return (
+        f"  DaemonSet {summary['namespace']}/{summary['name']} ({title}): {counts}, "
+        f"misscheduled {summary['misscheduled']}: {state}"
+    )
 
 
 def _finding_lines(item: Mapping[str, Any]) -> list[str]:
-    return [f"  [{item['severity'].upper()}] {item['subject']}: {item['problem']}", f"      what to do: {item['remedy']}"]
+    return [
+        f"  [{item['severity'].upper()}] {item['subject']}: {item['problem']}",
+        f"      what to do: {item['remedy']}",
+    ]
 
 
 def render_report(result: Mapping[str, Any]) -> str:
@@ -1271,5 +1452,5 @@ def render_report(result: Mapping[str, Any]) -> str:
             hidden[key].append(item)
     for items in hidden.values():
         names = ", ".join(str(i["node"] or i["subject"]) for i in items)
-        lines.append(f"  ... and {len(items)} more with \"{items[0]['problem']}\" or alike: {names}")
+        lines.append(f'  ... and {len(items)} more with "{items[0]["problem"]}" or alike: {names}')
     return "\n".join(lines)

@@ -302,6 +302,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
@@ -380,7 +381,9 @@ def read_plugin_pods(client: KubeClient, queries: list[tuple[str | None, str]]) 
     found: dict[str, dict[str, Any]] = {}
     for namespace, selector in queries:
         items = client.list_items(
-            collection_path(CORE_V1, "pods", namespace), label_selector=selector, field_selector=ACTIVE_POD_FIELD_SELECTOR
+            collection_path(CORE_V1, "pods", namespace),
+            label_selector=selector,
+            field_selector=ACTIVE_POD_FIELD_SELECTOR,
         )
         for pod in map(project_plugin_pod, items):
             if pod is not None:
@@ -411,7 +414,10 @@ def run(module: AnsibleModule) -> None:
 
     try:
         result = evaluate(
-            daemonsets, nodes, plugin_pods, options,
+            daemonsets,
+            nodes,
+            plugin_pods,
+            options,
             host_facts=params["host_facts"],
             require_hardening=params["require_hardening"],
             missing_daemonsets=missing,

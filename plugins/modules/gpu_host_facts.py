@@ -240,6 +240,7 @@ import os
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.host_probe import (
     COMPUTE_APPS_FIELDS,
     GPU_QUERY_FIELDS,
@@ -347,8 +348,9 @@ def main() -> None:
         module.fail_json(msg=f"root {module.params['root']} is not a directory")
     facts = host_report(read_host(module))
     if module.params["require_driver"] and not facts["driver_working"]:
-        module.fail_json(msg="require_driver: " + "; ".join(facts["problems"][:1] or ["nvidia-smi does not work"]),
-                         **facts)
+        module.fail_json(
+            msg="require_driver: " + "; ".join(facts["problems"][:1] or ["nvidia-smi does not work"]), **facts
+        )
     module.exit_json(changed=False, ansible_facts={"gpu_host": facts}, **facts)
 
 

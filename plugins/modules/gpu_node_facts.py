@@ -98,7 +98,8 @@ options:
     type: list
     elements: str
     default:
-      - app in (nvidia-dcgm-exporter,nvidia-dcgm,gpu-feature-discovery,nvidia-operator-validator,nvidia-container-toolkit-daemonset,nvidia-mig-manager,nvidia-driver-daemonset)
+      - "app in (nvidia-dcgm-exporter,nvidia-dcgm,gpu-feature-discovery,nvidia-operator-validator,\
+        nvidia-container-toolkit-daemonset,nvidia-mig-manager,nvidia-driver-daemonset)"
   page_size:
     description:
       - Items per page of the node and pod lists.
@@ -296,6 +297,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
@@ -331,7 +333,10 @@ def argument_spec() -> dict[str, Any]:
         label_selector={"type": "str"},
         names={"type": "list", "elements": "str"},
         model_label_keys={
-            "type": "list", "elements": "str", "default": list(DEFAULT_MODEL_LABEL_KEYS), "no_log": False,
+            "type": "list",
+            "elements": "str",
+            "default": list(DEFAULT_MODEL_LABEL_KEYS),
+            "no_log": False,
         },
         device_plugin={
             "type": "dict",
@@ -339,7 +344,9 @@ def argument_spec() -> dict[str, Any]:
             "options": {
                 "namespaces": {"type": "list", "elements": "str", "default": []},
                 "label_selectors": {
-                    "type": "list", "elements": "str", "default": list(DEFAULT_DEVICE_PLUGIN_SELECTORS),
+                    "type": "list",
+                    "elements": "str",
+                    "default": list(DEFAULT_DEVICE_PLUGIN_SELECTORS),
                 },
             },
         },
@@ -400,15 +407,18 @@ def run(module: AnsibleModule) -> None:
         module.fail_json(msg=f"page_size must be at least 1, not {params['page_size']}")
     try:
         options = options_from_params(
-            params["resource_names"], params["model_label_keys"], params["device_plugin"],
+            params["resource_names"],
+            params["model_label_keys"],
+            params["device_plugin"],
             params["exempt_pod_selectors"],
         )
     except FactsOptionError as exc:
         module.fail_json(msg=str(exc))
     try:
         client = client_from_params(params)
-        nodes, pods, plugins = read_fleet(client, options, params["label_selector"], params["names"],
-                                          params["page_size"])
+        nodes, pods, plugins = read_fleet(
+            client, options, params["label_selector"], params["names"], params["page_size"]
+        )
     except ClusterError as exc:
         module.fail_json(msg=f"cannot read the GPU fleet: {exc}")
     warning = missing_names_warning(params["names"], nodes, params["label_selector"])

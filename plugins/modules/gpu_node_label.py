@@ -28,7 +28,7 @@ description:
   - Each patch carries the node's C(resourceVersion), so a label written by another client after the
     nodes were read is never overwritten; the node is read again and decided again.
 author:
-  - kubegpu.scheduling contributors
+  - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
   - kubegpu.scheduling.connection
 options:
@@ -270,6 +270,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
@@ -306,8 +307,13 @@ MAX_WARNED_NODES = 10
 def argument_spec() -> dict[str, Any]:
     spec = copy.deepcopy(AUTH_ARG_SPEC)
     spec.update(
-        label_key={"type": "str", "default": DEFAULT_LABEL_KEY},
-        model_label_keys={"type": "list", "elements": "str", "default": list(DEFAULT_MODEL_LABEL_KEYS)},
+        label_key={"type": "str", "default": DEFAULT_LABEL_KEY, "no_log": False},
+        model_label_keys={
+            "type": "list",
+            "elements": "str",
+            "default": list(DEFAULT_MODEL_LABEL_KEYS),
+            "no_log": False,
+        },
         label_selector={"type": "str"},
         names={"type": "list", "elements": "str"},
         value_overrides={"type": "dict"},

@@ -20,7 +20,7 @@ description:
     C(sample_workload) role does both.
 version_added: 1.0.0
 author:
-  - kubegpu.scheduling maintainers
+  - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
   - kubegpu.scheduling.connection
 attributes:

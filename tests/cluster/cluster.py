@@ -334,8 +334,8 @@ def write_kwok_config(layout: Layout) -> None:
             },
         },
     ]
-    stages = (HERE / "kwok-stages.yaml").read_text()
-    (layout.root / "kwok.yaml").write_text(yaml.safe_dump_all(documents) + "---\n" + stages)
+    documents += [yaml.safe_load(path.read_text()) for path in sorted((HERE / "kwok-stages").glob("*.yaml"))]
+    (layout.root / "kwok.yaml").write_text(yaml.safe_dump_all(documents))
 
 
 def _alive(pid: int, binary: str) -> bool:
@@ -389,7 +389,7 @@ def _get(api: Api, path: str) -> dict:
 
 def _is_ready(api: Api) -> bool:
     try:
-        status, _ = api.request("GET", "/readyz", timeout=3)
+        status = api.request("GET", "/readyz", timeout=3)[0]
     except (OSError, ssl.SSLError):
         return False
     return status == 200
@@ -403,7 +403,7 @@ def _node_ready(node: dict) -> bool:
 
 def apply_fleet(api: Api, spec: dict) -> None:
     plugin = spec["device_plugin"]
-    for namespace in {plugin["namespace"], spec["pod_namespace"]}:
+    for namespace in sorted({plugin["namespace"], spec["pod_namespace"]}):
         api.ensure("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     for node in spec["nodes"]:
         api.ensure("/api/v1/nodes", fleet.node_object(node))

@@ -42,7 +42,7 @@ class LocalCluster:
         return reply
 
     def delete(self, path: str) -> int:
-        status, _ = self.api.request("DELETE", path)
+        status = self.api.request("DELETE", path)[0]
         return status
 
     def plugin_pod_on(self, node: str) -> dict:

@@ -27,10 +27,18 @@ REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "playbooks" / "device_plugin_check.yml"
 GPU = "nvidia.com/gpu"
 DEFAULT_POD_SELECTORS = 5
-GPU_LABEL_KEYS = ("nvidia.com/gpu.product", "aliyun.accelerator/nvidia_name", "cloud.google.com/gke-accelerator",
-                  "nvidia.com/gpu.present", "nvidia.com/gpu.count", "aliyun.accelerator/nvidia_count")
-HARDENED = ("accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"
-            "accept-nvidia-visible-devices-as-volume-mounts = true\n")
+GPU_LABEL_KEYS = (
+    "nvidia.com/gpu.product",
+    "aliyun.accelerator/nvidia_name",
+    "cloud.google.com/gke-accelerator",
+    "nvidia.com/gpu.present",
+    "nvidia.com/gpu.count",
+    "aliyun.accelerator/nvidia_count",
+)
+HARDENED = (
+    "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"
+    "accept-nvidia-visible-devices-as-volume-mounts = true\n"
+)
 UNHARDENED = "accept-nvidia-visible-devices-envvar-when-unprivileged = true\n"
 
 
@@ -52,7 +60,7 @@ def run_module(cluster: LocalCluster, args: dict[str, Any], *flags: str) -> tupl
         command += ["-a", json.dumps(args)]
     env = ansible_env(cluster, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.oneline")
     done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=180)
-    status, _, payload = done.stdout.partition(" => ")
+    status, _arrow, payload = done.stdout.partition(" => ")
     try:
         result = json.loads(payload)
     except ValueError:
@@ -72,8 +80,11 @@ def plugin_selector(cluster: LocalCluster) -> dict[str, str]:
 
 
 def gpu_specs(cluster: LocalCluster) -> list[dict[str, Any]]:
-    return [s for s in cluster.fleet["nodes"]
-            if s["gpus"] or any(s["labels"].get(k) not in (None, "", "false") for k in GPU_LABEL_KEYS)]
+    return [
+        s
+        for s in cluster.fleet["nodes"]
+        if s["gpus"] or any(s["labels"].get(k) not in (None, "", "false") for k in GPU_LABEL_KEYS)
+    ]
 
 
 def selected_by_plugin(cluster: LocalCluster, spec: dict[str, Any]) -> bool:
@@ -105,8 +116,12 @@ def broken_nodes(cluster: LocalCluster) -> tuple[dict[str, Any], dict[str, Any]]
 
 def set_gpus(cluster: LocalCluster, node: str, capacity: int | None, allocatable: int | None) -> None:
     """Merge-patch a node's GPU capacity and allocatable (None removes the resource)."""
-    body = {"status": {"capacity": {GPU: None if capacity is None else str(capacity)},
-                       "allocatable": {GPU: None if allocatable is None else str(allocatable)}}}
+    body = {
+        "status": {
+            "capacity": {GPU: None if capacity is None else str(capacity)},
+            "allocatable": {GPU: None if allocatable is None else str(allocatable)},
+        }
+    }
     cluster.patch(f"/api/v1/nodes/{node}/status", body)
 
 
@@ -127,10 +142,12 @@ def daemonset_path(cluster: LocalCluster) -> str:
 
 def wait_daemonset_settled(cluster: LocalCluster) -> None:
     """Wait until the DaemonSet's status counts every pod it wants as scheduled and Ready."""
+
     def settled() -> bool:
         status = cluster.get(daemonset_path(cluster))["status"]
         desired = status.get("desiredNumberScheduled", 0)
         return all(status.get(k, 0) == desired for k in ("currentNumberScheduled", "numberReady", "numberAvailable"))
+
     wait_until(settled, timeout=90, what="the device-plugin DaemonSet to settle")
 
 
@@ -147,8 +164,11 @@ def fixed_fleet(cluster: LocalCluster, request: pytest.FixtureRequest):
         set_labels(cluster, unselected["name"], {k: None for k in plugin_selector(cluster)})
         set_gpus(cluster, unselected["name"], unselected["gpus"], unselected["gpus"])
         set_gpus(cluster, unhealthy["name"], unhealthy["gpus"], unhealthy["allocatable_gpus"])
-        wait_until(lambda: not plugin_pods_on(cluster, unselected["name"]), timeout=90,
-                   what=f"device-plugin pod on {unselected['name']} to go")
+        wait_until(
+            lambda: not plugin_pods_on(cluster, unselected["name"]),
+            timeout=90,
+            what=f"device-plugin pod on {unselected['name']} to go",
+        )
         wait_daemonset_settled(cluster)
 
     request.addfinalizer(restore)
@@ -156,8 +176,11 @@ def fixed_fleet(cluster: LocalCluster, request: pytest.FixtureRequest):
     count = int(unselected["labels"].get("nvidia.com/gpu.count", "8"))
     set_gpus(cluster, unselected["name"], count, count)
     set_gpus(cluster, unhealthy["name"], unhealthy["gpus"], unhealthy["gpus"])
-    wait_until(lambda: any(pod_ready(p) for p in plugin_pods_on(cluster, unselected["name"])), timeout=90,
-               what=f"a Ready device-plugin pod on {unselected['name']}")
+    wait_until(
+        lambda: any(pod_ready(p) for p in plugin_pods_on(cluster, unselected["name"])),
+        timeout=90,
+        what=f"a Ready device-plugin pod on {unselected['name']}",
+    )
     return unselected, unhealthy
 
 
@@ -198,18 +221,20 @@ def test_daemonset_status_and_request_count(cluster: LocalCluster):
 
 
 def test_check_mode_gives_the_same_verdict(cluster: LocalCluster):
-    _, normal = run_module(cluster, {"report_only": True})
+    _code, normal = run_module(cluster, {"report_only": True})
     succeeded, checked = run_module(cluster, {"report_only": True}, "--check")
     assert succeeded and checked["changed"] is False
     assert errors(checked) == errors(normal) == expected_errors(cluster)
 
 
 def test_named_daemonset_that_does_not_exist_is_an_error(cluster: LocalCluster):
-    succeeded, result = run_module(cluster, {"report_only": True,
-                                             "daemonsets": [{"namespace": "gpu-operator", "name": "absent"}]})
+    succeeded, result = run_module(
+        cluster, {"report_only": True, "daemonsets": [{"namespace": "gpu-operator", "name": "absent"}]}
+    )
     assert succeeded
     assert ("DaemonSet gpu-operator/absent", "daemonset_missing") in {
-        (f["subject"], f["kind"]) for f in result["findings"]}
+        (f["subject"], f["kind"]) for f in result["findings"]
+    }
 
 
 def test_bad_option_is_a_clear_message(cluster: LocalCluster):
@@ -229,10 +254,15 @@ def test_plugin_pod_not_ready_is_reported_on_that_node_only(cluster: LocalCluste
     request.addfinalizer(restore)
     cluster.set_plugin_pod_ready(node, False)
     wait_until(lambda: not pod_ready(cluster.plugin_pod_on(node)), timeout=60, what=f"plugin pod on {node} not Ready")
-    wait_until(lambda: (status := cluster.get(daemonset_path(cluster))["status"])["numberReady"] < status["desiredNumberScheduled"],
-               timeout=60, what="the DaemonSet to count the pod not Ready")
+    wait_until(
+        lambda: (
+            (status := cluster.get(daemonset_path(cluster))["status"])["numberReady"] < status["desiredNumberScheduled"]
+        ),
+        timeout=60,
+        what="the DaemonSet to count the pod not Ready",
+    )
 
-    _, result = run_module(cluster, {"report_only": True})
+    _code, result = run_module(cluster, {"report_only": True})
     new = errors(result) - expected_errors(cluster)
     assert new == {(node, "device_plugin_not_ready"), (None, "daemonset_pods_not_ready")}
     finding = next(f for f in result["findings"] if f["kind"] == "device_plugin_not_ready")
@@ -247,8 +277,10 @@ def fake_gpu_host(tmp_path: Path, gpus: int, toolkit: str) -> tuple[Path, Path]:
     """A bin directory with an nvidia-smi that lists `gpus` H100s, and a toolkit config file."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    rows = "\n".join(f"{i}, NVIDIA H100 80GB HBM3, GPU-{i:08d}-0000-0000-0000-000000000000, 81559, 550.54.15, "
-                     f"00000000:{i:02X}:00.0" for i in range(gpus))
+    rows = "\n".join(
+        f"{i}, NVIDIA H100 80GB HBM3, GPU-{i:08d}-0000-0000-0000-000000000000, 81559, 550.54.15, 00000000:{i:02X}:00.0"
+        for i in range(gpus)
+    )
     smi = bin_dir / "nvidia-smi"
     smi.write_text(f"#!/bin/sh\ncase \"$1\" in --query-gpu=*) cat <<'EOF'\n{rows}\nEOF\n;; esac\nexit 0\n")
     smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
@@ -263,7 +295,7 @@ def printed_results(stdout: str) -> list[dict[str, Any]]:
     results = []
     for part in stdout.split(" => ")[1:]:
         try:
-            value, _ = decoder.raw_decode(part)
+            value = decoder.raw_decode(part)[0]
         except ValueError:
             continue
         if isinstance(value, dict):
@@ -271,16 +303,24 @@ def printed_results(stdout: str) -> list[dict[str, Any]]:
     return results
 
 
-def run_playbook(cluster: LocalCluster, tmp_path: Path, hosts: dict[str, dict], extra: dict[str, Any],
-                 bin_dir: Path) -> tuple[int, dict[str, Any], str]:
+def run_playbook(
+    cluster: LocalCluster, tmp_path: Path, hosts: dict[str, dict], extra: dict[str, Any], bin_dir: Path
+) -> tuple[int, dict[str, Any], str]:
     """Run playbooks/device_plugin_check.yml: (rc, the check task's result, the printed report)."""
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    inventory = {"all": {"hosts": {"localhost": local},
-                         "children": {"gpu_hosts": {"hosts": {h: {**local, **v} for h, v in hosts.items()}}}}}
+    inventory = {
+        "all": {
+            "hosts": {"localhost": local},
+            "children": {"gpu_hosts": {"hosts": {h: {**local, **v} for h, v in hosts.items()}}},
+        }
+    }
     inventory_file = tmp_path / "inventory.yml"
     inventory_file.write_text(yaml.safe_dump(inventory))
-    env = ansible_env(cluster, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal",
-                      PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    env = ansible_env(
+        cluster,
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal",
+        PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
     command = [str(BIN / "ansible-playbook"), "-i", str(inventory_file), str(PLAYBOOK), "-e", json.dumps(extra)]
     done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
     results = printed_results(done.stdout)
@@ -294,13 +334,17 @@ def run_playbook(cluster: LocalCluster, tmp_path: Path, hosts: dict[str, dict], 
 def test_role_fails_on_the_broken_fleet_and_host_and_passes_once_fixed(
     cluster: LocalCluster, tmp_path: Path, request: pytest.FixtureRequest
 ):
-    healthy_host = next(s for s in gpu_specs(cluster) if selected_by_plugin(cluster, s)
-                        and s["gpus"] and s["allocatable_gpus"] == s["gpus"])
+    healthy_host = next(
+        s
+        for s in gpu_specs(cluster)
+        if selected_by_plugin(cluster, s) and s["gpus"] and s["allocatable_gpus"] == s["gpus"]
+    )
     bin_dir, config = fake_gpu_host(tmp_path, healthy_host["gpus"], UNHARDENED)
-    hosts = {healthy_host["name"]: {}, "unreachable-gpu": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1",
-                                                          "ansible_port": 1}}
-    extra = {"device_plugin_check_require_hardening": True,
-             "device_plugin_check_toolkit_config_paths": [str(config)]}
+    hosts = {
+        healthy_host["name"]: {},
+        "unreachable-gpu": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1},
+    }
+    extra = {"device_plugin_check_require_hardening": True, "device_plugin_check_toolkit_config_paths": [str(config)]}
 
     rc, result, report = run_playbook(cluster, tmp_path, hosts, extra, bin_dir)
     assert rc != 0
@@ -316,9 +360,13 @@ def test_role_fails_on_the_broken_fleet_and_host_and_passes_once_fixed(
     request.getfixturevalue("fixed_fleet")
     config.write_text(HARDENED)
     # Retries give the DaemonSet controller time to count the new plugin pod.
-    rc, result, report = run_playbook(cluster, tmp_path, {healthy_host["name"]: {}},
-                                      {**extra, "device_plugin_check_retries": 10, "device_plugin_check_delay": 3},
-                                      bin_dir)
+    rc, result, report = run_playbook(
+        cluster,
+        tmp_path,
+        {healthy_host["name"]: {}},
+        {**extra, "device_plugin_check_retries": 10, "device_plugin_check_delay": 3},
+        bin_dir,
+    )
     assert result["healthy"] is True, report
     assert rc == 0
     assert errors(result) == set()

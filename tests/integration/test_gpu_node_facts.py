@@ -47,7 +47,7 @@ def run_module(cluster: LocalCluster, args: dict[str, Any] | None = None, *flags
     if args:
         command += ["-a", json.dumps(args)]
     done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=180)
-    status, _, payload = done.stdout.partition(" => ")
+    status, _arrow, payload = done.stdout.partition(" => ")
     try:
         result = json.loads(payload)
     except ValueError:
@@ -126,7 +126,12 @@ def test_fleet_models_counts_and_problems_match_the_fleet_file(cluster: LocalClu
     for name, want in expected.items():
         got = nodes[name]
         assert (got["model"], got["capacity"], got["allocatable"], got["allocated"], got["free"]) == (
-            want["model"], want["capacity"], want["allocatable"], want["allocated"], want["free"]), name
+            want["model"],
+            want["capacity"],
+            want["allocatable"],
+            want["allocated"],
+            want["free"],
+        ), name
         assert {p["kind"] for p in got["problems"]} == want["kinds"], name
         assert got["ready"] is True
         assert got["device_plugin_ready"] is ("no_device_plugin_pod" not in want["kinds"]), name
@@ -143,8 +148,13 @@ def test_fleet_models_counts_and_problems_match_the_fleet_file(cluster: LocalClu
     assert problem_kinds(result) == {(n, k) for n, w in expected.items() for k in w["kinds"]}
     # The fleet file must exercise every static problem kind (the Ready one is toggled below).
     assert {k for w in expected.values() for k in w["kinds"]} == {
-        "no_gpu_capacity", "allocatable_below_capacity", "no_device_plugin_pod", "not_default_scheduling_mode",
-        "allocated_above_allocatable", "gpu_use_outside_scheduler"}
+        "no_gpu_capacity",
+        "allocatable_below_capacity",
+        "no_device_plugin_pod",
+        "not_default_scheduling_mode",
+        "allocated_above_allocatable",
+        "gpu_use_outside_scheduler",
+    }
     assert result["ansible_facts"]["gpu_fleet"]["problems"] == result["problems"]
     assert result["changed"] is False
 
@@ -165,14 +175,21 @@ def test_scheduling_a_pod_changes_allocated_and_free(cluster: LocalCluster, name
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": node},
             "tolerations": [{"key": GPU, "operator": "Exists"}],
-            "containers": [{"name": "main", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
-                            "resources": {"limits": {GPU: "3"}}}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+                    "resources": {"limits": {GPU: "3"}},
+                }
+            ],
         },
     }
     status, body = cluster.create(f"/api/v1/namespaces/{namespace}/pods", pod)
     assert status == 201, body
-    wait_until(lambda: cluster.get(f"/api/v1/namespaces/{namespace}/pods/trainer")["spec"].get("nodeName") == node,
-               what="the scheduler to bind the pod")
+    wait_until(
+        lambda: cluster.get(f"/api/v1/namespaces/{namespace}/pods/trainer")["spec"].get("nodeName") == node,
+        what="the scheduler to bind the pod",
+    )
 
     after = by_node(run_module(cluster, {"names": [node]}))[node]
 
@@ -226,10 +243,15 @@ def test_request_count_does_not_grow_with_the_node_count(cluster: LocalCluster):
             node = {
                 "apiVersion": "v1",
                 "kind": "Node",
-                "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                             "labels": {"nvidia.com/gpu.product": "Tesla-T4", "type": "kwok"}},
-                "status": {"capacity": {GPU: "1", "cpu": "8", "memory": "32Gi", "pods": "110"},
-                           "allocatable": {GPU: "1", "cpu": "8", "memory": "32Gi", "pods": "110"}},
+                "metadata": {
+                    "name": name,
+                    "annotations": {"kwok.x-k8s.io/node": "fake"},
+                    "labels": {"nvidia.com/gpu.product": "Tesla-T4", "type": "kwok"},
+                },
+                "status": {
+                    "capacity": {GPU: "1", "cpu": "8", "memory": "32Gi", "pods": "110"},
+                    "allocatable": {GPU: "1", "cpu": "8", "memory": "32Gi", "pods": "110"},
+                },
             }
             status, body = cluster.create("/api/v1/nodes", node)
             assert status == 201, body

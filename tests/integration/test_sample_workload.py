@@ -59,7 +59,7 @@ def test_sample_lands_on_requested_model_and_is_idempotent(cluster: LocalCluster
 
     removed = run_playbook(cluster, settings, {"sample_workload_state": "absent"})
     assert removed.returncode == 0, removed.stdout[-3000:]
-    status, _ = cluster.api.request("GET", f"/api/v1/namespaces/{namespace}/pods/tensorflow-mnist")
+    status = cluster.api.request("GET", f"/api/v1/namespaces/{namespace}/pods/tensorflow-mnist")[0]
     assert status == 404
 
 

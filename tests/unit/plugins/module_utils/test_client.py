@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import urllib3
 import yaml
+
 from ansible_collections.kubegpu.scheduling.plugins.doc_fragments.connection import ModuleDocFragment
 from ansible_collections.kubegpu.scheduling.plugins.module_utils import client as kc
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
@@ -710,7 +711,7 @@ def test_pagination_yields_every_item_and_counts_requests(api: FakeApi) -> None:
 
 def test_requests_carry_credentials_and_impersonation(api: FakeApi) -> None:
     api.add("GET", "/api/v1/nodes/n", Reply(body={"metadata": {"name": "n"}}))
-    client, _ = make_client(api.url, impersonate_user="alice", impersonate_groups=["ops", "gpu-admins"])
+    client, _sleeps = make_client(api.url, impersonate_user="alice", impersonate_groups=["ops", "gpu-admins"])
     assert client.get("/api/v1/nodes/n", query={"pretty": False}) == {"metadata": {"name": "n"}}
     seen = api.seen[0]
     assert seen.headers["Authorization"] == f"Bearer {TOKEN}"
@@ -776,7 +777,7 @@ def test_expired_continue_token(api: FakeApi) -> None:
         Reply(body={"items": [{"n": 1}], "metadata": {"continue": "old"}}),
         Reply(410, status_body(410, "Expired", "The provided continue parameter is too old")),
     )
-    client, _ = make_client(api.url)
+    client, _sleeps = make_client(api.url)
     items = client.list_items("/api/v1/pods")
     assert next(items) == {"n": 1}
     with pytest.raises(ClusterError) as err:
@@ -790,7 +791,7 @@ def test_merge_patch_is_retried_and_counted_as_writes(api: FakeApi) -> None:
     api.add(
         "PATCH", "/api/v1/nodes/gpu-1", Reply(503, {}), Reply(body={"metadata": {"labels": {"accelerator": "a10"}}})
     )
-    client, _ = make_client(api.url)
+    client, _sleeps = make_client(api.url)
     result = client.patch_merge("/api/v1/nodes/gpu-1", {"metadata": {"labels": {"accelerator": "a10", "old": None}}})
     assert result["metadata"]["labels"] == {"accelerator": "a10"}
     assert (client.request_count, client.write_count) == (2, 2)
@@ -801,13 +802,13 @@ def test_merge_patch_is_retried_and_counted_as_writes(api: FakeApi) -> None:
 def test_create_is_retried_only_when_the_server_did_not_act(api: FakeApi) -> None:
     path = "/api/v1/namespaces/ml/pods"
     api.add("POST", path, Reply(429, {}, {"Retry-After": "0"}), Reply(503, {}), Reply(201, {"metadata": {"name": "p"}}))
-    client, _ = make_client(api.url)
+    client, _sleeps = make_client(api.url)
     assert client.create(path, {"metadata": {"name": "p"}}) == {"metadata": {"name": "p"}}
     assert (client.request_count, client.write_count) == (3, 3)
     assert api.seen[0].headers["Content-Type"] == "application/json"
 
     api.add("POST", path, Reply(500, status_body(500, "InternalError", "boom")), Reply(201, {}))
-    client, _ = make_client(api.url)
+    client, _sleeps = make_client(api.url)
     with pytest.raises(ClusterError) as err:
         client.create(path, {"metadata": {"name": "p"}})
     assert err.value.message == "API server error (500 Internal Server Error) on POST /api/v1/namespaces/ml/pods: boom"
@@ -817,7 +818,7 @@ def test_create_is_retried_only_when_the_server_did_not_act(api: FakeApi) -> Non
 def test_delete_of_a_missing_object_is_none(api: FakeApi) -> None:
     api.add("DELETE", "/api/v1/namespaces/ml/pods/gone", Reply(404, status_body(404, "NotFound", "not found")))
     api.add("DELETE", "/api/v1/namespaces/ml/pods/p", Reply(200, {"kind": "Pod"}))
-    client, _ = make_client(api.url)
+    client, _sleeps = make_client(api.url)
     assert client.delete("/api/v1/namespaces/ml/pods/gone") is None
     assert client.delete("/api/v1/namespaces/ml/pods/p", query={"gracePeriodSeconds": 0}) == {"kind": "Pod"}
     assert api.seen[1].query == {"gracePeriodSeconds": ["0"]}
@@ -826,7 +827,7 @@ def test_delete_of_a_missing_object_is_none(api: FakeApi) -> None:
 
 def test_read_text_and_get_of_a_missing_object(api: FakeApi) -> None:
     api.add("GET", "/api/v1/namespaces/ml/pods/p/log", Reply(body="step 1\nGPU 0: NVIDIA A10 ✓\n"))
-    client, _ = make_client(api.url)
+    client, _sleeps = make_client(api.url)
     assert (
         client.read_text("/api/v1/namespaces/ml/pods/p/log", query={"tailLines": 5}) == "step 1\nGPU 0: NVIDIA A10 ✓\n"
     )
@@ -838,7 +839,7 @@ def test_read_text_and_get_of_a_missing_object(api: FakeApi) -> None:
 
 def test_a_body_that_is_not_json(api: FakeApi) -> None:
     api.add("GET", "/api/v1/nodes", Reply(200, "<html>login</html>"))
-    client, _ = make_client(api.url)
+    client, _sleeps = make_client(api.url)
     with pytest.raises(
         ClusterError,
         match=r"GET /api/v1/nodes: the API server at http://127\.0\.0\.1:\d+ answered 200 "
@@ -867,7 +868,7 @@ def test_connection_refused_is_retried_and_never_shows_the_token() -> None:
 def test_read_timeout_retries_reads_but_not_creates(api: FakeApi) -> None:
     api.add("GET", "/api/v1/nodes", Reply(delay=0.3))
     api.add("POST", "/api/v1/namespaces/ml/pods", Reply(201, {}, delay=0.3))
-    client, _ = make_client(api.url, retries=1, timeout=0.1)
+    client, _sleeps = make_client(api.url, retries=1, timeout=0.1)
     with pytest.raises(ClusterError) as err:
         client.get("/api/v1/nodes")
     assert err.value.message == (
@@ -940,15 +941,15 @@ def test_tls_is_verified_by_default(tls_api: FakeApi, certificate: tuple[Path, P
         f"TLS certificate verification failed for the API server at {tls_api.url} (self-signed certificate); "
         "set ca_cert to the cluster's CA certificate (validate_certs: false skips the check, not recommended)"
     )
-    client, _ = make_client(tls_api.url, ca_cert=str(certificate[0]))
+    client, _sleeps = make_client(tls_api.url, ca_cert=str(certificate[0]))
     assert client.get("/api/v1/nodes") == {"items": []}
-    client, _ = make_client(tls_api.url, validate_certs=False)
+    client, _sleeps = make_client(tls_api.url, validate_certs=False)
     assert client.get("/api/v1/nodes") == {"items": []}
 
 
 def test_tls_to_a_plain_http_server(api: FakeApi) -> None:
     url = api.url.replace("http://", "https://")
-    client, _ = make_client(url, retries=0)
+    client, _sleeps = make_client(url, retries=0)
     with pytest.raises(ClusterError) as err:
         client.get("/api/v1/nodes")
     assert err.value.message.startswith(f"TLS handshake with the API server at {url} failed: ")

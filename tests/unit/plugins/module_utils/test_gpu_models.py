@@ -1,4 +1,7 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import (
     DEFAULT_MODEL_LABEL_KEYS,
     LABEL_VALUE_MAX_LENGTH,
@@ -13,8 +16,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models impo
     split_model_suffixes,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import gpu_resource_matcher
-from hypothesis import given
-from hypothesis import strategies as st
 
 IS_GPU = gpu_resource_matcher()
 

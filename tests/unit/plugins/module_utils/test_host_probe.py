@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+
 from ansible_collections.kubegpu.scheduling.plugins.module_utils import host_probe
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.host_probe import (
     classify_cgroup,
@@ -30,21 +31,45 @@ def fixture(name: str) -> str:
 @pytest.mark.parametrize(
     "name, expected",
     [
-        ("smi-gpu-h100-590.48.01.csv", {
-            "index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-00000000-0000-0000-0000-000000000000",
-            "memory_total_mib": 81559, "driver_version": "590.48.01", "pci_bus_id": "00000000:00:09.0",
-            "product_label": "NVIDIA-H100-80GB-HBM3", "model_label_value": "NVIDIA-H100-80GB-HBM3",
-        }),
-        ("smi-gpu-h200-580.173.02.csv", {
-            "index": 0, "name": "NVIDIA H200", "uuid": "GPU-00000000-0000-0000-0000-000000000000",
-            "memory_total_mib": 143771, "driver_version": "580.173.02", "pci_bus_id": "00000000:83:00.0",
-            "product_label": "NVIDIA-H200", "model_label_value": "NVIDIA-H200",
-        }),
-        ("smi-gpu-tesla-p100.csv", {
-            "index": None, "name": "Tesla P100-PCIE-16GB", "uuid": "GPU-ef1b2c9b-38d8-2090-2bd1-f567a3eb42a6",
-            "memory_total_mib": None, "driver_version": None, "pci_bus_id": None,
-            "product_label": "Tesla-P100-PCIE-16GB", "model_label_value": "Tesla-P100-PCIE-16GB",
-        }),
+        (
+            "smi-gpu-h100-590.48.01.csv",
+            {
+                "index": 0,
+                "name": "NVIDIA H100 80GB HBM3",
+                "uuid": "GPU-00000000-0000-0000-0000-000000000000",
+                "memory_total_mib": 81559,
+                "driver_version": "590.48.01",
+                "pci_bus_id": "00000000:00:09.0",
+                "product_label": "NVIDIA-H100-80GB-HBM3",
+                "model_label_value": "NVIDIA-H100-80GB-HBM3",
+            },
+        ),
+        (
+            "smi-gpu-h200-580.173.02.csv",
+            {
+                "index": 0,
+                "name": "NVIDIA H200",
+                "uuid": "GPU-00000000-0000-0000-0000-000000000000",
+                "memory_total_mib": 143771,
+                "driver_version": "580.173.02",
+                "pci_bus_id": "00000000:83:00.0",
+                "product_label": "NVIDIA-H200",
+                "model_label_value": "NVIDIA-H200",
+            },
+        ),
+        (
+            "smi-gpu-tesla-p100.csv",
+            {
+                "index": None,
+                "name": "Tesla P100-PCIE-16GB",
+                "uuid": "GPU-ef1b2c9b-38d8-2090-2bd1-f567a3eb42a6",
+                "memory_total_mib": None,
+                "driver_version": None,
+                "pci_bus_id": None,
+                "product_label": "Tesla-P100-PCIE-16GB",
+                "model_label_value": "Tesla-P100-PCIE-16GB",
+            },
+        ),
     ],
 )
 def test_gpu_query_with_header_reads_columns_by_name(name, expected):
@@ -52,10 +77,27 @@ def test_gpu_query_with_header_reads_columns_by_name(name, expected):
 
 
 def test_gpu_query_without_header_uses_the_queried_fields():
-    fields = ("power.limit", "power.min_limit", "power.max_limit", "memory.total", "vbios_version", "driver_version",
-              "name", "gpu_uuid", "power.draw", "temperature.gpu", "temperature.memory", "clocks.current.graphics",
-              "clocks.sm", "clocks.mem", "utilization.gpu", "utilization.memory", "fan.speed",
-              "pcie.link.width.current", "pstate")
+    fields = (
+        "power.limit",
+        "power.min_limit",
+        "power.max_limit",
+        "memory.total",
+        "vbios_version",
+        "driver_version",
+        "name",
+        "gpu_uuid",
+        "power.draw",
+        "temperature.gpu",
+        "temperature.memory",
+        "clocks.current.graphics",
+        "clocks.sm",
+        "clocks.mem",
+        "utilization.gpu",
+        "utilization.memory",
+        "fan.speed",
+        "pcie.link.width.current",
+        "pstate",
+    )
     [gpu] = parse_gpu_query(fixture("smi-gpu-rtx2080-440.64-noheader.csv"), fields)
     assert gpu["name"] == "GeForce RTX 2080"
     assert gpu["uuid"] == "GPU-22b2c6ac-2d49-4863-197c-9c469071178a"
@@ -94,12 +136,24 @@ def test_gpu_query_with_fewer_cells_than_fields_skips_the_row():
 def test_compute_apps_with_header():
     apps = parse_compute_apps(fixture("smi-apps-h100-590.48.01.csv"))
     assert apps == [
-        {"pid": 11327, "process_name": "/root/tools/memhog",
-         "gpu_uuid": "GPU-00000000-0000-0000-0000-000000000000", "used_memory_mib": 2566},
-        {"pid": 11328, "process_name": "/root/tools/memhog",
-         "gpu_uuid": "GPU-00000000-0000-0000-0000-000000000000", "used_memory_mib": 1542},
-        {"pid": 11345, "process_name": "./gpu_burn",
-         "gpu_uuid": "GPU-00000000-0000-0000-0000-000000000000", "used_memory_mib": 15690},
+        {
+            "pid": 11327,
+            "process_name": "/root/tools/memhog",
+            "gpu_uuid": "GPU-00000000-0000-0000-0000-000000000000",
+            "used_memory_mib": 2566,
+        },
+        {
+            "pid": 11328,
+            "process_name": "/root/tools/memhog",
+            "gpu_uuid": "GPU-00000000-0000-0000-0000-000000000000",
+            "used_memory_mib": 1542,
+        },
+        {
+            "pid": 11345,
+            "process_name": "./gpu_burn",
+            "gpu_uuid": "GPU-00000000-0000-0000-0000-000000000000",
+            "used_memory_mib": 15690,
+        },
     ]
 
 
@@ -117,11 +171,17 @@ def test_compute_apps_queried_by_alias():
 
 def test_compute_apps_noheader_name_with_commas_and_permissions():
     # the module's own query, noheader/nounits; a process name may hold commas
-    text = "4242, /opt/app/run, --x, GPU-22b2c6ac-2d49-4863-197c-9c469071178a, 512\n" \
-           "17, [Insufficient Permissions], GPU-22b2c6ac-2d49-4863-197c-9c469071178a, [N/A]\n"
+    text = (
+        "4242, /opt/app/run, --x, GPU-22b2c6ac-2d49-4863-197c-9c469071178a, 512\n"
+        "17, [Insufficient Permissions], GPU-22b2c6ac-2d49-4863-197c-9c469071178a, [N/A]\n"
+    )
     apps = parse_compute_apps(text)
-    assert apps[0] == {"pid": 4242, "process_name": "/opt/app/run, --x",
-                       "gpu_uuid": "GPU-22b2c6ac-2d49-4863-197c-9c469071178a", "used_memory_mib": 512}
+    assert apps[0] == {
+        "pid": 4242,
+        "process_name": "/opt/app/run, --x",
+        "gpu_uuid": "GPU-22b2c6ac-2d49-4863-197c-9c469071178a",
+        "used_memory_mib": 512,
+    }
     assert apps[1]["process_name"] is None
     assert apps[1]["used_memory_mib"] is None
 
@@ -153,8 +213,12 @@ def test_driver_version_file_without_version(text):
 
 def test_proc_modules():
     modules = parse_proc_modules(fixture("proc-modules-nvidia-580.txt"))
-    assert modules["nvidia"] == {"size": 111489024, "use_count": 8,
-                                 "used_by": ["nvidia_uvm", "nvidia_drm", "nvidia_modeset"], "state": "Live"}
+    assert modules["nvidia"] == {
+        "size": 111489024,
+        "use_count": 8,
+        "used_by": ["nvidia_uvm", "nvidia_drm", "nvidia_modeset"],
+        "state": "Live",
+    }
     assert modules["nvidia_uvm"]["used_by"] == []
     assert loaded_nvidia_modules(modules) == ["nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"]
 
@@ -170,14 +234,30 @@ def test_proc_modules_without_nvidia_and_garbage():
 @pytest.mark.parametrize(
     "name, pod_uid, container_id, runtime",
     [
-        ("cgroup-v1-docker-cgroupfs-kubepods.txt", "c101fead-5fa2-4525-97af-5894973b336e",
-         "2b7a2f7fb72575bb50a46d68cceaf43a12a597184714cb33af2f6420f5314293", None),
-        ("cgroup-v1-containerd-systemd-kubepods.txt", "b96a7488-3ee1-4bdc-9c98-155cc887b417",
-         "6ef14b5a76df7b5d24285e3a04ccbc6fd323620272b3787b5dc440fc1b75d294", "containerd"),
-        ("cgroup-v1-crio-systemd-kubepods.txt", "a5c1f8d5-1919-434d-add7-4afaafdaef89",
-         "5eed917563583925ffdbd40a64efb2aaffe58638e57add8becaf460fe74f5b1c", "cri-o"),
-        ("cgroup-v1-docker-systemd-kubepods.txt", "7d4424e6-bb13-42f4-a47a-45a4828bf54d",
-         "d0b3604b67ac7930dd34ba3a796627e3e4717d12309e90a4afe3f38b6816ac98", "docker"),
+        (
+            "cgroup-v1-docker-cgroupfs-kubepods.txt",
+            "c101fead-5fa2-4525-97af-5894973b336e",
+            "2b7a2f7fb72575bb50a46d68cceaf43a12a597184714cb33af2f6420f5314293",
+            None,
+        ),
+        (
+            "cgroup-v1-containerd-systemd-kubepods.txt",
+            "b96a7488-3ee1-4bdc-9c98-155cc887b417",
+            "6ef14b5a76df7b5d24285e3a04ccbc6fd323620272b3787b5dc440fc1b75d294",
+            "containerd",
+        ),
+        (
+            "cgroup-v1-crio-systemd-kubepods.txt",
+            "a5c1f8d5-1919-434d-add7-4afaafdaef89",
+            "5eed917563583925ffdbd40a64efb2aaffe58638e57add8becaf460fe74f5b1c",
+            "cri-o",
+        ),
+        (
+            "cgroup-v1-docker-systemd-kubepods.txt",
+            "7d4424e6-bb13-42f4-a47a-45a4828bf54d",
+            "d0b3604b67ac7930dd34ba3a796627e3e4717d12309e90a4afe3f38b6816ac98",
+            "docker",
+        ),
     ],
 )
 def test_cgroup_of_a_pod(name, pod_uid, container_id, runtime):
@@ -211,15 +291,16 @@ def test_cgroup_of_a_docker_run_container(name, container_id):
 
 def test_cgroup_of_a_host_process():
     place = classify_cgroup(fixture("cgroup-v1-host-service.txt"))
-    assert place == {"where": "host", "pod_uid": None, "container_id": None, "runtime": None,
-                     "cgroup": "/system.slice"}
+    assert place == {"where": "host", "pod_uid": None, "container_id": None, "runtime": None, "cgroup": "/system.slice"}
 
 
 def test_static_pod_uid_is_a_hash():
     # mirror pods of static manifests carry a 32-digit config hash as their UID (netdata#4868 tree)
-    place = classify_cgroup("0::/kubepods.slice/kubepods-burstable.slice/"
-                            "kubepods-burstable-pod187bff14cccb94f179e943eacce55bb3.slice/"
-                            "cri-containerd-c203a2647ef1ad78e990157c50331f3b6ef0b03336cf08535d6bf7faa5421415.scope\n")
+    place = classify_cgroup(
+        "0::/kubepods.slice/kubepods-burstable.slice/"
+        "kubepods-burstable-pod187bff14cccb94f179e943eacce55bb3.slice/"
+        "cri-containerd-c203a2647ef1ad78e990157c50331f3b6ef0b03336cf08535d6bf7faa5421415.scope\n"
+    )
     assert place["pod_uid"] == "187bff14cccb94f179e943eacce55bb3"
 
 
@@ -239,8 +320,13 @@ def test_cgroup_unreadable_or_root(text):
 )
 def test_real_configs_use_the_insecure_defaults(name):
     config = parse_toolkit_config(fixture(name))
-    assert config == {"error": None, "envvar_when_unprivileged": True, "volume_mounts": False,
-                      "explicit": [], "hardened": False}
+    assert config == {
+        "error": None,
+        "envvar_when_unprivileged": True,
+        "volume_mounts": False,
+        "explicit": [],
+        "hardened": False,
+    }
     assert len(toolkit_findings(name, config)) == 2
 
 

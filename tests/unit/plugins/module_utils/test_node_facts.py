@@ -1,4 +1,5 @@
 import pytest
+
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts import (
     DEFAULT_OPTIONS,
     PROBLEM_NO_CAPACITY,
@@ -63,9 +64,14 @@ def make_pod(name, node, gpus=0, env=None, labels=None, namespace="team", phase=
 
 
 def plugin_pod(node, ready=True, labels=None, name=None):
-    return make_pod(name or f"nvidia-device-plugin-{node}", node, namespace="kube-system", ready=ready,
-                    labels=labels or {"name": "nvidia-device-plugin-ds"},
-                    env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
+    return make_pod(
+        name or f"nvidia-device-plugin-{node}",
+        node,
+        namespace="kube-system",
+        ready=ready,
+        labels=labels or {"name": "nvidia-device-plugin-ds"},
+        env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}],
+    )
 
 
 def fleet(nodes, pods, options=DEFAULT_OPTIONS):
@@ -166,11 +172,18 @@ def test_options_errors_name_the_option(params, option):
 
 
 def test_project_node_keeps_only_what_the_facts_need():
-    node = make_node("n1", gpus=8, allocatable=7, labels={
-        "nvidia.com/gpu.product": "Tesla-T4",
-        "nvidia.com/cuda.driver-version.full": "535.129.03",
-        "topology.kubernetes.io/zone": "z1",
-    }, unschedulable=True, taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}, "junk"])
+    node = make_node(
+        "n1",
+        gpus=8,
+        allocatable=7,
+        labels={
+            "nvidia.com/gpu.product": "Tesla-T4",
+            "nvidia.com/cuda.driver-version.full": "535.129.03",
+            "topology.kubernetes.io/zone": "z1",
+        },
+        unschedulable=True,
+        taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}, "junk"],
+    )
     node["status"]["capacity"]["aliyun.com/gpu-mem"] = "64"
     compact = project_node(node)
     assert compact == {
@@ -190,8 +203,11 @@ def test_project_node_drops_what_is_not_a_named_node(bad):
 
 
 def test_project_node_survives_wrong_types():
-    node = {"metadata": {"name": "n", "labels": ["x"]}, "spec": "x",
-            "status": {"capacity": {"nvidia.com/gpu": "lots"}, "conditions": "Ready"}}
+    node = {
+        "metadata": {"name": "n", "labels": ["x"]},
+        "spec": "x",
+        "status": {"capacity": {"nvidia.com/gpu": "lots"}, "conditions": "Ready"},
+    }
     compact = project_node(node)
     assert compact["capacity"] == {}
     assert compact["ready"] is False
@@ -205,8 +221,13 @@ def test_project_pod_keeps_gpu_pods_only():
     assert project_pod(make_pod("failed", "n1", gpus=1, phase="Failed")) is None
     compact = project_pod(make_pod("train", "n1", gpus=2))
     assert compact == {
-        "namespace": "team", "name": "train", "node": "n1", "role": ROLE_WORKLOAD,
-        "gpus": {"nvidia.com/gpu": 2}, "bypass": [], "ready": True,
+        "namespace": "team",
+        "name": "train",
+        "node": "n1",
+        "role": ROLE_WORKLOAD,
+        "gpus": {"nvidia.com/gpu": 2},
+        "bypass": [],
+        "ready": True,
     }
 
 
@@ -249,8 +270,9 @@ def test_device_plugin_and_exempt_pods():
     assert compact["role"] == ROLE_DEVICE_PLUGIN
     assert compact["ready"] is False
     assert compact["bypass"] == []
-    dcgm = make_pod("dcgm", "n1", labels={"app": "nvidia-dcgm-exporter"},
-                    env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
+    dcgm = make_pod(
+        "dcgm", "n1", labels={"app": "nvidia-dcgm-exporter"}, env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    )
     assert project_pod(dcgm) is None
     validator = make_pod("cuda-validator", "n1", gpus=1, labels={"app": "nvidia-operator-validator"})
     assert project_pod(validator)["role"] == ROLE_EXEMPT
@@ -270,39 +292,54 @@ def test_pod_gpus_follow_the_scheduler_arithmetic():
         return c
 
     assert pod_gpus({"containers": [container(1), container(2)]}, DEFAULT_OPTIONS.is_gpu) == {"nvidia.com/gpu": 3}
-    assert pod_gpus({"containers": [container(1)], "initContainers": [container(4)]},
-                    DEFAULT_OPTIONS.is_gpu) == {"nvidia.com/gpu": 4}
-    assert pod_gpus({"containers": [container(1)], "initContainers": [container(1, sidecar=True)]},
-                    DEFAULT_OPTIONS.is_gpu) == {"nvidia.com/gpu": 2}
+    assert pod_gpus({"containers": [container(1)], "initContainers": [container(4)]}, DEFAULT_OPTIONS.is_gpu) == {
+        "nvidia.com/gpu": 4
+    }
+    assert pod_gpus(
+        {"containers": [container(1)], "initContainers": [container(1, sidecar=True)]}, DEFAULT_OPTIONS.is_gpu
+    ) == {"nvidia.com/gpu": 2}
     requests_only = {"resources": {"requests": {"nvidia.com/gpu": "2"}}}
     assert pod_gpus({"containers": [requests_only]}, DEFAULT_OPTIONS.is_gpu) == {"nvidia.com/gpu": 2}
     fractional = {"resources": {"limits": {"nvidia.com/gpu": "500m"}}}
     assert pod_gpus({"containers": [fractional]}, DEFAULT_OPTIONS.is_gpu) == {}
 
 
-@pytest.mark.parametrize("bad", [None, "pod", {"spec": "x"}, {"spec": {"nodeName": 5}},
-                                 {"spec": {"nodeName": "n", "containers": "x"}}])
+@pytest.mark.parametrize(
+    "bad", [None, "pod", {"spec": "x"}, {"spec": {"nodeName": 5}}, {"spec": {"nodeName": "n", "containers": "x"}}]
+)
 def test_project_pod_survives_garbage(bad):
     assert project_pod(bad) is None
 
 
 # --- summaries -------------------------------------------------------------------------------
 
-ACK = {"aliyun.accelerator/nvidia_name": "Tesla-V100-SXM2-16GB", "aliyun.accelerator/nvidia_count": "4",
-       "ack.node.gpu.schedule": "default"}
-GFD = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-       "nvidia.com/gpu.count": "8", "nvidia.com/cuda.driver-version.full": "550.54.15",
-       "nvidia.com/cuda.runtime-version.full": "12.4"}
+ACK = {
+    "aliyun.accelerator/nvidia_name": "Tesla-V100-SXM2-16GB",
+    "aliyun.accelerator/nvidia_count": "4",
+    "ack.node.gpu.schedule": "default",
+}
+GFD = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    "nvidia.com/gpu.count": "8",
+    "nvidia.com/cuda.driver-version.full": "550.54.15",
+    "nvidia.com/cuda.runtime-version.full": "12.4",
+}
 
 
 def test_healthy_node_facts():
-    facts = fleet([make_node("h100", 8, labels=GFD)],
-                  [plugin_pod("h100"), make_pod("train", "h100", gpus=3)])
+    facts = fleet([make_node("h100", 8, labels=GFD)], [plugin_pod("h100"), make_pod("train", "h100", gpus=3)])
     node = by_name(facts)["h100"]
     assert node["model"] == "NVIDIA-H100-80GB-HBM3"
     assert node["model_source"] == "nvidia.com/gpu.product"
     assert node["model_label_value"] == "NVIDIA-H100-80GB-HBM3"
-    assert (node["capacity"], node["allocatable"], node["unhealthy"], node["allocated"], node["free"]) == (8, 8, 0, 3, 5)
+    assert (node["capacity"], node["allocatable"], node["unhealthy"], node["allocated"], node["free"]) == (
+        8,
+        8,
+        0,
+        3,
+        5,
+    )
     assert node["driver_version"] == "550.54.15"
     assert node["cuda_version"] == "12.4"
     assert node["label_gpu_count"] == 8
@@ -311,9 +348,17 @@ def test_healthy_node_facts():
     assert node["gpu_pods"] == ["team/train"]
     assert node["problems"] == []
     assert facts["problems"] == []
-    assert facts["models"] == {"NVIDIA-H100-80GB-HBM3": {
-        "label_value": "NVIDIA-H100-80GB-HBM3", "nodes": 1, "capacity": 8, "allocatable": 8,
-        "unhealthy": 0, "allocated": 3, "free": 5}}
+    assert facts["models"] == {
+        "NVIDIA-H100-80GB-HBM3": {
+            "label_value": "NVIDIA-H100-80GB-HBM3",
+            "nodes": 1,
+            "capacity": 8,
+            "allocatable": 8,
+            "unhealthy": 0,
+            "allocated": 3,
+            "free": 5,
+        }
+    }
 
 
 def test_every_problem_kind_with_its_reason():
@@ -328,8 +373,11 @@ def test_every_problem_kind_with_its_reason():
     ]
     pods = [plugin_pod(n) for n in ("unhealthy", "plugin-down", "shared", "overcommit", "bypass")]
     pods[1] = plugin_pod("plugin-down", ready=False)
-    pods += [make_pod("a", "overcommit", gpus=2), make_pod("b", "overcommit", gpus=2),
-             make_pod("sneaky", "bypass", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])]
+    pods += [
+        make_pod("a", "overcommit", gpus=2),
+        make_pod("b", "overcommit", gpus=2),
+        make_pod("sneaky", "bypass", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]),
+    ]
     facts = fleet(nodes, pods)
     nodes_facts = by_name(facts)
     assert kinds(nodes_facts["no-capacity"]) == [PROBLEM_NO_CAPACITY, PROBLEM_NO_PLUGIN]
@@ -344,12 +392,16 @@ def test_every_problem_kind_with_its_reason():
     assert problems[("no-capacity", PROBLEM_NO_CAPACITY)]["problem"] == "GPU labels but no nvidia.com/gpu capacity"
     assert "nvidia.com/gpu.product=Tesla-T4" in problems[("no-capacity", PROBLEM_NO_CAPACITY)]["reason"]
     assert problems[("unhealthy", PROBLEM_UNHEALTHY)]["reason"].startswith("capacity 4, allocatable 3")
-    assert problems[("plugin-down", PROBLEM_PLUGIN_NOT_READY)]["reason"] == \
-        "not Ready: kube-system/nvidia-device-plugin-plugin-down"
+    assert (
+        problems[("plugin-down", PROBLEM_PLUGIN_NOT_READY)]["reason"]
+        == "not Ready: kube-system/nvidia-device-plugin-plugin-down"
+    )
     assert problems[("shared", PROBLEM_NOT_EXCLUSIVE)]["reason"] == "ack.node.gpu.schedule=cgpu"
     assert problems[("overcommit", PROBLEM_OVERALLOCATED)]["reason"] == "allocated 4, allocatable 2"
-    assert problems[("bypass", PROBLEM_OUTSIDE_SCHEDULER)]["reason"] == \
-        "team/sneaky (container main: NVIDIA_VISIBLE_DEVICES=all)"
+    assert (
+        problems[("bypass", PROBLEM_OUTSIDE_SCHEDULER)]["reason"]
+        == "team/sneaky (container main: NVIDIA_VISIBLE_DEVICES=all)"
+    )
     assert {p["problem"] for p in facts["problems"]} == {
         text.format(resource="nvidia.com/gpu") for text in PROBLEM_TEXT.values()
     }
@@ -370,8 +422,10 @@ def test_plugin_not_ready_shows_on_that_node_only():
 def test_two_plugin_pods_one_ready_is_fine():
     # ACK clusters upgraded before 2025-05 can run the static pod and the DaemonSet together
     nodes = [make_node("n", 4, labels=ACK)]
-    pods = [plugin_pod("n", ready=False, labels={"component": "nvidia-device-plugin"}, name="static"),
-            plugin_pod("n", labels={"component": "nvidia-device-plugin"}, name="ds")]
+    pods = [
+        plugin_pod("n", ready=False, labels={"component": "nvidia-device-plugin"}, name="static"),
+        plugin_pod("n", labels={"component": "nvidia-device-plugin"}, name="ds"),
+    ]
     node = by_name(fleet(nodes, pods))["n"]
     assert node["device_plugin_ready"] is True
     assert node["device_plugin_pod"] == "kube-system/ds"
@@ -380,9 +434,14 @@ def test_two_plugin_pods_one_ready_is_fine():
 
 
 def test_non_gpu_nodes_are_left_out_and_pods_elsewhere_ignored():
-    facts = fleet([make_node("cpu"), make_node("gpu", 2, labels=GFD)],
-                  [plugin_pod("gpu"), make_pod("x", "cpu", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]),
-                   make_pod("y", "gone", gpus=1)])
+    facts = fleet(
+        [make_node("cpu"), make_node("gpu", 2, labels=GFD)],
+        [
+            plugin_pod("gpu"),
+            make_pod("x", "cpu", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]),
+            make_pod("y", "gone", gpus=1),
+        ],
+    )
     assert [n["name"] for n in facts["nodes"]] == ["gpu"]
     assert facts["totals"] == {"nodes": 1, "capacity": 2, "allocatable": 2, "unhealthy": 0, "allocated": 0, "free": 2}
 
@@ -407,12 +466,22 @@ def test_mig_resources_count_as_gpus():
 
 
 def test_models_are_totalled_per_model():
-    nodes = [make_node("a0", 8, labels=GFD), make_node("a1", 8, allocatable=6, labels=GFD), make_node("v", 4, labels=ACK)]
+    nodes = [
+        make_node("a0", 8, labels=GFD),
+        make_node("a1", 8, allocatable=6, labels=GFD),
+        make_node("v", 4, labels=ACK),
+    ]
     pods = [plugin_pod(n) for n in ("a0", "a1", "v")] + [make_pod("t", "a0", gpus=8), make_pod("u", "v", gpus=1)]
     facts = fleet(nodes, pods)
     assert facts["models"]["NVIDIA-H100-80GB-HBM3"] == {
-        "label_value": "NVIDIA-H100-80GB-HBM3", "nodes": 2, "capacity": 16, "allocatable": 14,
-        "unhealthy": 2, "allocated": 8, "free": 6}
+        "label_value": "NVIDIA-H100-80GB-HBM3",
+        "nodes": 2,
+        "capacity": 16,
+        "allocatable": 14,
+        "unhealthy": 2,
+        "allocated": 8,
+        "free": 6,
+    }
     assert facts["models"]["Tesla-V100-SXM2-16GB"]["free"] == 3
     assert facts["totals"]["allocated"] == 9
 
@@ -426,8 +495,14 @@ def test_scheduling_a_pod_changes_allocated_and_free():
 
 
 def test_node_state_is_reported():
-    node = make_node("n", 2, labels=GFD, ready=False, unschedulable=True,
-                     taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])
+    node = make_node(
+        "n",
+        2,
+        labels=GFD,
+        ready=False,
+        unschedulable=True,
+        taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+    )
     facts = by_name(fleet([node], [plugin_pod("n")]))["n"]
     assert facts["ready"] is False
     assert facts["schedulable"] is False
@@ -435,9 +510,14 @@ def test_node_state_is_reported():
 
 
 def test_versions_from_split_labels():
-    labels = {"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/cuda.driver.major": "535",
-              "nvidia.com/cuda.driver.minor": "129", "nvidia.com/cuda.driver.rev": "03",
-              "nvidia.com/cuda.runtime.major": "12", "nvidia.com/cuda.runtime.minor": "2"}
+    labels = {
+        "nvidia.com/gpu.product": "Tesla-T4",
+        "nvidia.com/cuda.driver.major": "535",
+        "nvidia.com/cuda.driver.minor": "129",
+        "nvidia.com/cuda.driver.rev": "03",
+        "nvidia.com/cuda.runtime.major": "12",
+        "nvidia.com/cuda.runtime.minor": "2",
+    }
     facts = by_name(fleet([make_node("n", 1, labels=labels)], [plugin_pod("n")]))["n"]
     assert (facts["driver_version"], facts["cuda_version"]) == ("535.129.03", "12.2")
 

@@ -12,6 +12,9 @@ import threading
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import is_valid_label_value
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_labels import (
     MAX_CONFLICT_ATTEMPTS,
@@ -34,8 +37,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_labels imp
     summarize,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import gpu_resource_matcher
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 IS_GPU = gpu_resource_matcher()
 DEFAULTS = build_options()
@@ -324,7 +325,8 @@ def test_a_gpu_node_without_a_model_label_is_skipped_and_keeps_its_label() -> No
     ],
 )
 def test_one_model_named_by_different_providers(first: str, second: str) -> None:
-    assert same_model(first, second) and same_model(second, first)
+    pair = (first, second)
+    assert same_model(*pair) and same_model(*reversed(pair))
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
 import pytest
+
 from ansible_collections.kubegpu.scheduling.plugins.module_utils import plugin_health as ph
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts import (
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
@@ -30,38 +31,78 @@ def make_node(name, gpus=None, allocatable=None, labels=None, ready=True, taints
 
 
 def gpu_node(name, gpus=8, **kwargs):
-    labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": str(gpus),
-              DEPLOY_LABEL: "true", **kwargs.pop("labels", {})}
+    labels = {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+        "nvidia.com/gpu.count": str(gpus),
+        DEPLOY_LABEL: "true",
+        **kwargs.pop("labels", {}),
+    }
     return make_node(name, gpus=gpus, labels=labels, **kwargs)
 
 
-def make_daemonset(name="nvidia-device-plugin-daemonset", namespace="kube-system", pod_labels=None,
-                   node_selector=None, affinity_terms=None, tolerations=None, status=None, generation=1, labels=None):
+def make_daemonset(
+    name="nvidia-device-plugin-daemonset",
+    namespace="kube-system",
+    pod_labels=None,
+    node_selector=None,
+    affinity_terms=None,
+    tolerations=None,
+    status=None,
+    generation=1,
+    labels=None,
+):
     pod_labels = pod_labels or {"name": "nvidia-device-plugin-ds"}
     spec = {"containers": [{"name": "nvidia-device-plugin-ctr"}]}
     if node_selector is not None:
         spec["nodeSelector"] = node_selector
     if affinity_terms is not None:
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": term} for term in affinity_terms]}}}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": term} for term in affinity_terms]
+                }
+            }
+        }
     if tolerations is not None:
         spec["tolerations"] = tolerations
     return {
         "metadata": {"name": name, "namespace": namespace, "generation": generation, "labels": labels or {}},
-        "spec": {"selector": {"matchLabels": pod_labels}, "template": {"metadata": {"labels": pod_labels}, "spec": spec}},
+        "spec": {
+            "selector": {"matchLabels": pod_labels},
+            "template": {"metadata": {"labels": pod_labels}, "spec": spec},
+        },
         "status": {"observedGeneration": generation, **(status if status is not None else healthy_status(2))},
     }
 
 
 def healthy_status(count):
-    return {"desiredNumberScheduled": count, "currentNumberScheduled": count, "updatedNumberScheduled": count,
-            "numberReady": count, "numberAvailable": count, "numberMisscheduled": 0}
+    return {
+        "desiredNumberScheduled": count,
+        "currentNumberScheduled": count,
+        "updatedNumberScheduled": count,
+        "numberReady": count,
+        "numberAvailable": count,
+        "numberMisscheduled": 0,
+    }
 
 
-def make_plugin_pod(node, name=None, ready=True, labels=None, daemonset="nvidia-device-plugin-daemonset",
-                    static=False, restarts=0, waiting=None, phase="Running", namespace="kube-system"):
-    metadata = {"name": name or f"plugin-{node}", "namespace": namespace,
-                "labels": labels or {"name": "nvidia-device-plugin-ds"}}
+def make_plugin_pod(
+    node,
+    name=None,
+    ready=True,
+    labels=None,
+    daemonset="nvidia-device-plugin-daemonset",
+    static=False,
+    restarts=0,
+    waiting=None,
+    phase="Running",
+    namespace="kube-system",
+):
+    metadata = {
+        "name": name or f"plugin-{node}",
+        "namespace": namespace,
+        "labels": labels or {"name": "nvidia-device-plugin-ds"},
+    }
     if static:
         metadata["annotations"] = {"kubernetes.io/config.source": "file", "kubernetes.io/config.mirror": "abc"}
         metadata["ownerReferences"] = [{"kind": "Node", "name": node}]
@@ -84,8 +125,9 @@ def check(daemonsets=(), nodes=(), pods=(), host_facts=None, require_hardening=F
     keys = ph.placement_label_keys(d["placement"] for d in projected_ds)
     compact = [ph.compact_node(n, options, keys) for n in nodes]
     projected_pods = [p for p in map(ph.project_plugin_pod, pods) if p is not None]
-    return ph.evaluate(projected_ds, compact, projected_pods, options, host_facts=host_facts,
-                       require_hardening=require_hardening)
+    return ph.evaluate(
+        projected_ds, compact, projected_pods, options, host_facts=host_facts, require_hardening=require_hardening
+    )
 
 
 def kinds(result, node=None):
@@ -105,25 +147,35 @@ def test_known_deployments_cover_the_default_device_plugin_selectors():
     assert {d.selector for d in ph.DAEMONSET_DEPLOYMENTS} == set(DEFAULT_DEVICE_PLUGIN_SELECTORS)
 
 
-@pytest.mark.parametrize("labels, static, key", [
-    ({"name": "nvidia-device-plugin-ds"}, False, "nvidia-static"),
-    ({"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/instance": "nvdp"}, False, "nvidia-helm"),
-    ({"app": "nvidia-device-plugin-daemonset"}, False, "gpu-operator"),
-    ({"component": "nvidia-device-plugin"}, False, "ack-managed"),
-    ({"component": "nvidia-device-plugin"}, True, "ack-static"),
-    ({"k8s-app": "nvidia-gpu-device-plugin"}, False, "gke"),
-    ({"app": "my-plugin"}, False, "custom"),
-])
+@pytest.mark.parametrize(
+    "labels, static, key",
+    [
+        ({"name": "nvidia-device-plugin-ds"}, False, "nvidia-static"),
+        (
+            {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/instance": "nvdp"},
+            False,
+            "nvidia-helm",
+        ),
+        ({"app": "nvidia-device-plugin-daemonset"}, False, "gpu-operator"),
+        ({"component": "nvidia-device-plugin"}, False, "ack-managed"),
+        ({"component": "nvidia-device-plugin"}, True, "ack-static"),
+        ({"k8s-app": "nvidia-gpu-device-plugin"}, False, "gke"),
+        ({"app": "my-plugin"}, False, "custom"),
+    ],
+)
 def test_deployment_of_pod_labels(labels, static, key):
     assert ph.deployment_of(labels, static).key == key
 
 
-@pytest.mark.parametrize("annotations, owners, static", [
-    ({"kubernetes.io/config.source": "file"}, [], True),
-    ({"kubernetes.io/config.mirror": "0f3c"}, [], True),
-    ({}, ["Node"], True),
-    ({"kubernetes.io/config.source": "api"}, ["DaemonSet"], False),
-])
+@pytest.mark.parametrize(
+    "annotations, owners, static",
+    [
+        ({"kubernetes.io/config.source": "file"}, [], True),
+        ({"kubernetes.io/config.mirror": "0f3c"}, [], True),
+        ({}, ["Node"], True),
+        ({"kubernetes.io/config.source": "api"}, ["DaemonSet"], False),
+    ],
+)
 def test_static_pods_are_recognised_by_annotation_or_owner(annotations, owners, static):
     assert ph.is_static_pod(annotations, owners) is static
 
@@ -137,11 +189,19 @@ def test_ack_static_mirror_pod_projects_as_static_with_its_deployment():
 
 def test_deployments_found_lists_daemonsets_and_static_pods():
     result = check(
-        daemonsets=[make_daemonset("ack-nvidia-device-plugin", pod_labels={"component": "nvidia-device-plugin"},
-                                   node_selector={"ack.node.gpu.schedule": "default"}, status=healthy_status(1))],
+        daemonsets=[
+            make_daemonset(
+                "ack-nvidia-device-plugin",
+                pod_labels={"component": "nvidia-device-plugin"},
+                node_selector={"ack.node.gpu.schedule": "default"},
+                status=healthy_status(1),
+            )
+        ],
         nodes=[gpu_node("a", labels={"ack.node.gpu.schedule": "default"}), gpu_node("b")],
-        pods=[make_plugin_pod("a", labels={"component": "nvidia-device-plugin"}, daemonset="ack-nvidia-device-plugin"),
-              make_plugin_pod("b", labels={"component": "nvidia-device-plugin"}, static=True)],
+        pods=[
+            make_plugin_pod("a", labels={"component": "nvidia-device-plugin"}, daemonset="ack-nvidia-device-plugin"),
+            make_plugin_pod("b", labels={"component": "nvidia-device-plugin"}, static=True),
+        ],
     )
     keys = {d["key"]: d for d in result["deployments"]}
     assert keys["ack-managed"]["daemonsets"] == ["kube-system/ack-nvidia-device-plugin"]
@@ -154,9 +214,11 @@ def test_deployments_found_lists_daemonsets_and_static_pods():
 
 
 def test_healthy_daemonset_and_nodes_pass_with_no_findings():
-    result = check([make_daemonset(node_selector={DEPLOY_LABEL: "true"})],
-                   [gpu_node("a"), gpu_node("b"), make_node("cpu")],
-                   [make_plugin_pod("a"), make_plugin_pod("b")])
+    result = check(
+        [make_daemonset(node_selector={DEPLOY_LABEL: "true"})],
+        [gpu_node("a"), gpu_node("b"), make_node("cpu")],
+        [make_plugin_pod("a"), make_plugin_pod("b")],
+    )
     assert result["healthy"] is True
     assert result["findings"] == []
     assert [n["name"] for n in result["nodes"]] == ["a", "b"]
@@ -185,18 +247,22 @@ def test_observed_generation_ahead_is_fine():
     assert ph.KIND_DAEMONSET_NOT_OBSERVED not in kinds(check([ds], [gpu_node("a")], [make_plugin_pod("a")]))
 
 
-@pytest.mark.parametrize("field, value, kind, severity, text", [
-    ("currentNumberScheduled", 1, ph.KIND_DAEMONSET_NOT_SCHEDULED, ph.ERROR, "1 of 2 pods scheduled"),
-    ("updatedNumberScheduled", 1, ph.KIND_DAEMONSET_NOT_UPDATED, ph.ERROR, "1 of 2 pods run the current template"),
-    ("numberReady", 1, ph.KIND_DAEMONSET_NOT_READY, ph.ERROR, "1 of 2 pods Ready"),
-    ("numberAvailable", 1, ph.KIND_DAEMONSET_NOT_AVAILABLE, ph.WARNING, "1 of 2 pods available"),
-    ("numberMisscheduled", 1, ph.KIND_DAEMONSET_MISSCHEDULED, ph.ERROR, "1 pod(s) run on nodes"),
-])
+@pytest.mark.parametrize(
+    "field, value, kind, severity, text",
+    [
+        ("currentNumberScheduled", 1, ph.KIND_DAEMONSET_NOT_SCHEDULED, ph.ERROR, "1 of 2 pods scheduled"),
+        ("updatedNumberScheduled", 1, ph.KIND_DAEMONSET_NOT_UPDATED, ph.ERROR, "1 of 2 pods run the current template"),
+        ("numberReady", 1, ph.KIND_DAEMONSET_NOT_READY, ph.ERROR, "1 of 2 pods Ready"),
+        ("numberAvailable", 1, ph.KIND_DAEMONSET_NOT_AVAILABLE, ph.WARNING, "1 of 2 pods available"),
+        ("numberMisscheduled", 1, ph.KIND_DAEMONSET_MISSCHEDULED, ph.ERROR, "1 pod(s) run on nodes"),
+    ],
+)
 def test_each_status_count_mismatch_is_a_finding(field, value, kind, severity, text):
     status = healthy_status(2)
     status[field] = value
-    result = check([make_daemonset(status=status)], [gpu_node("a"), gpu_node("b")],
-                   [make_plugin_pod("a"), make_plugin_pod("b")])
+    result = check(
+        [make_daemonset(status=status)], [gpu_node("a"), gpu_node("b")], [make_plugin_pod("a"), make_plugin_pod("b")]
+    )
     finding = only(result, kind)
     assert finding["severity"] == severity
     assert text in finding["problem"]
@@ -207,13 +273,16 @@ def test_each_status_count_mismatch_is_a_finding(field, value, kind, severity, t
 def test_counts_missing_from_status_read_as_zero():
     result = check([make_daemonset(status={"desiredNumberScheduled": 1})], [gpu_node("a")], [make_plugin_pod("a")])
     assert {ph.KIND_DAEMONSET_NOT_SCHEDULED, ph.KIND_DAEMONSET_NOT_UPDATED, ph.KIND_DAEMONSET_NOT_READY} <= set(
-        kinds(result))
+        kinds(result)
+    )
 
 
 def test_zero_desired_with_gpu_nodes_fails_naming_the_missing_label():
     ds = make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(0))
-    nodes = [make_node("a", gpus=8, labels={"nvidia.com/gpu.product": "A100"}),
-             make_node("b", gpus=8, labels={"nvidia.com/gpu.product": "A100"})]
+    nodes = [
+        make_node("a", gpus=8, labels={"nvidia.com/gpu.product": "A100"}),
+        make_node("b", gpus=8, labels={"nvidia.com/gpu.product": "A100"}),
+    ]
     result = check([ds], nodes, [])
     finding = only(result, ph.KIND_DAEMONSET_SELECTS_NO_NODE)
     assert finding["severity"] == ph.ERROR
@@ -232,9 +301,12 @@ def test_zero_desired_without_gpu_nodes_passes():
 
 def test_zero_desired_is_only_noted_when_another_deployment_serves_every_gpu_node():
     gke = {"k8s-app": "nvidia-gpu-device-plugin"}
-    small = make_daemonset("nvidia-gpu-device-plugin-small-cos", pod_labels=gke, status=healthy_status(0),
-                           affinity_terms=[[{"key": "cloud.google.com/machine-family", "operator": "In",
-                                             "values": ["n1"]}]])
+    small = make_daemonset(
+        "nvidia-gpu-device-plugin-small-cos",
+        pod_labels=gke,
+        status=healthy_status(0),
+        affinity_terms=[[{"key": "cloud.google.com/machine-family", "operator": "In", "values": ["n1"]}]],
+    )
     large = make_daemonset("nvidia-gpu-device-plugin-large-cos", pod_labels=gke, status=healthy_status(1))
     pod = make_plugin_pod("a", labels=gke, daemonset="nvidia-gpu-device-plugin-large-cos")
     result = check([small, large], [gpu_node("a")], [pod])
@@ -273,20 +345,30 @@ def test_node_selector_match_and_mismatch():
 
 
 def test_helm_chart_affinity_alternatives():
-    terms = [[{"key": "feature.node.kubernetes.io/pci-10de.present", "operator": "In", "values": ["true"]}],
-             [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]]
+    terms = [
+        [{"key": "feature.node.kubernetes.io/pci-10de.present", "operator": "In", "values": ["true"]}],
+        [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}],
+    ]
     rule = placement(affinity_terms=terms)
     keys = ph.placement_label_keys([rule])
     assert ph.placement_mismatches(compact(gpu_node("a", labels={"nvidia.com/gpu.present": "true"}), keys), rule) == []
     [mismatch] = ph.placement_mismatches(compact(gpu_node("b"), keys), rule)
-    assert mismatch.text == ("its node affinity requires one of: feature.node.kubernetes.io/pci-10de.present=true"
-                             " | nvidia.com/gpu.present=true")
+    assert mismatch.text == (
+        "its node affinity requires one of: feature.node.kubernetes.io/pci-10de.present=true"
+        " | nvidia.com/gpu.present=true"
+    )
     assert mismatch.label is None
 
 
 def test_single_affinity_term_gives_a_label_fix():
-    rule = placement(affinity_terms=[[{"key": "ack.node.gpu.schedule", "operator": "In", "values": ["default"]},
-                                      {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]])
+    rule = placement(
+        affinity_terms=[
+            [
+                {"key": "ack.node.gpu.schedule", "operator": "In", "values": ["default"]},
+                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+            ]
+        ]
+    )
     [mismatch] = ph.placement_mismatches(compact(gpu_node("a"), ph.placement_label_keys([rule])), rule)
     assert mismatch.text == "its node affinity requires ack.node.gpu.schedule=default and kubernetes.io/os=linux"
     assert mismatch.label == "ack.node.gpu.schedule=default kubernetes.io/os=linux"
@@ -305,18 +387,21 @@ def test_gke_affinity_exists_without_a_label_fix():
     assert mismatch.label is None
 
 
-@pytest.mark.parametrize("expression, labels, met", [
-    ({"key": "k", "operator": "In", "values": ["a", "b"]}, {"k": "b"}, True),
-    ({"key": "k", "operator": "In", "values": ["a"]}, {}, False),
-    ({"key": "k", "operator": "NotIn", "values": ["a"]}, {}, True),
-    ({"key": "k", "operator": "NotIn", "values": ["a"]}, {"k": "a"}, False),
-    ({"key": "k", "operator": "Exists", "values": []}, {"k": ""}, True),
-    ({"key": "k", "operator": "DoesNotExist", "values": []}, {"k": "x"}, False),
-    ({"key": "k", "operator": "Gt", "values": ["3"]}, {"k": "4"}, True),
-    ({"key": "k", "operator": "Lt", "values": ["3"]}, {"k": "4"}, False),
-    ({"key": "k", "operator": "Gt", "values": ["3"]}, {"k": "x"}, False),
-    ({"key": "k", "operator": "Bogus", "values": []}, {"k": "x"}, False),
-])
+@pytest.mark.parametrize(
+    "expression, labels, met",
+    [
+        ({"key": "k", "operator": "In", "values": ["a", "b"]}, {"k": "b"}, True),
+        ({"key": "k", "operator": "In", "values": ["a"]}, {}, False),
+        ({"key": "k", "operator": "NotIn", "values": ["a"]}, {}, True),
+        ({"key": "k", "operator": "NotIn", "values": ["a"]}, {"k": "a"}, False),
+        ({"key": "k", "operator": "Exists", "values": []}, {"k": ""}, True),
+        ({"key": "k", "operator": "DoesNotExist", "values": []}, {"k": "x"}, False),
+        ({"key": "k", "operator": "Gt", "values": ["3"]}, {"k": "4"}, True),
+        ({"key": "k", "operator": "Lt", "values": ["3"]}, {"k": "4"}, False),
+        ({"key": "k", "operator": "Gt", "values": ["3"]}, {"k": "x"}, False),
+        ({"key": "k", "operator": "Bogus", "values": []}, {"k": "x"}, False),
+    ],
+)
 def test_expression_met(expression, labels, met):
     assert ph.expression_met(expression, labels) is met
 
@@ -331,19 +416,29 @@ def test_untolerated_taint_is_a_mismatch_with_both_fixes():
     assert "add a toleration for nvidia.com/gpu=present:NoSchedule" in fix
 
 
-@pytest.mark.parametrize("toleration", [
-    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"},
-    {"operator": "Exists"},
-])
+@pytest.mark.parametrize(
+    "toleration",
+    [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"},
+        {"operator": "Exists"},
+    ],
+)
 def test_tolerated_taints_are_no_mismatch(toleration):
     node = compact(gpu_node("a", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]))
     assert ph.placement_mismatches(node, placement(tolerations=[toleration])) == []
 
 
 def test_prefer_no_schedule_and_daemonset_default_taints_do_not_block():
-    node = compact(gpu_node("a", taints=[{"key": "x", "effect": "PreferNoSchedule"},
-                                         {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]))
+    node = compact(
+        gpu_node(
+            "a",
+            taints=[
+                {"key": "x", "effect": "PreferNoSchedule"},
+                {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+            ],
+        )
+    )
     assert ph.placement_mismatches(node, placement()) == []
 
 
@@ -351,10 +446,11 @@ def test_prefer_no_schedule_and_daemonset_default_taints_do_not_block():
 
 
 def test_gpu_node_without_plugin_pod_names_the_label_to_add():
-    result = check([make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(1))],
-                   [gpu_node("a"), make_node("noplugin", labels={"nvidia.com/gpu.present": "true",
-                                                                 "nvidia.com/gpu.count": "8"})],
-                   [make_plugin_pod("a")])
+    result = check(
+        [make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(1))],
+        [gpu_node("a"), make_node("noplugin", labels={"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "8"})],
+        [make_plugin_pod("a")],
+    )
     assert kinds(result, "noplugin") == sorted([ph.KIND_NO_CAPACITY, ph.KIND_NO_PLUGIN_POD])
     finding = only(result, ph.KIND_NO_PLUGIN_POD)
     assert finding["problem"] == "no device-plugin pod runs on this GPU node"
@@ -369,18 +465,24 @@ def test_gpu_node_without_plugin_pod_names_the_label_to_add():
 
 
 def test_ack_node_without_schedule_label_is_told_to_set_it():
-    ds = make_daemonset("ack-nvidia-device-plugin", pod_labels={"component": "nvidia-device-plugin"},
-                        node_selector={"ack.node.gpu.schedule": "default"}, status=healthy_status(0))
-    node = make_node("ack-1", gpus=2, labels={"aliyun.accelerator/nvidia_name": "Tesla-T4",
-                                              "ack.node.gpu.schedule": "cgpu"})
+    ds = make_daemonset(
+        "ack-nvidia-device-plugin",
+        pod_labels={"component": "nvidia-device-plugin"},
+        node_selector={"ack.node.gpu.schedule": "default"},
+        status=healthy_status(0),
+    )
+    node = make_node(
+        "ack-1", gpus=2, labels={"aliyun.accelerator/nvidia_name": "Tesla-T4", "ack.node.gpu.schedule": "cgpu"}
+    )
     finding = only(check([ds], [node], []), ph.KIND_NO_PLUGIN_POD)
     assert "(the node has ack.node.gpu.schedule=cgpu)" in finding["remedy"]
     assert "kubectl label node ack-1 ack.node.gpu.schedule=default --overwrite" in finding["remedy"]
 
 
 def test_node_selected_but_without_pod_points_at_the_daemonset_events():
-    result = check([make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(1))],
-                   [gpu_node("a")], [])
+    result = check(
+        [make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(1))], [gpu_node("a")], []
+    )
     finding = only(result, ph.KIND_NO_PLUGIN_POD)
     assert finding["remedy"].startswith("the DaemonSet kube-system/nvidia-device-plugin-daemonset selects this node")
     assert "--field-selector spec.nodeName=a" in finding["remedy"]
@@ -402,11 +504,13 @@ def test_ack_static_cluster_node_without_static_pod_is_told_to_restore_the_manif
 
 def test_plugin_pod_not_ready_reports_state_and_restart():
     pods = [make_plugin_pod("a", ready=False, waiting="CrashLoopBackOff", restarts=7)]
-    result = check([make_daemonset(status=dict(healthy_status(1), numberReady=0, numberAvailable=0))],
-                   [gpu_node("a")], pods)
+    result = check(
+        [make_daemonset(status=dict(healthy_status(1), numberReady=0, numberAvailable=0))], [gpu_node("a")], pods
+    )
     finding = only(result, ph.KIND_PLUGIN_NOT_READY)
-    assert finding["problem"] == ("device-plugin pod kube-system/plugin-a is not Ready "
-                                  "(Running, CrashLoopBackOff, 7 restarts)")
+    assert finding["problem"] == (
+        "device-plugin pod kube-system/plugin-a is not Ready (Running, CrashLoopBackOff, 7 restarts)"
+    )
     assert "kubectl -n kube-system logs plugin-a" in finding["remedy"]
     assert "Failed to initialize NVML: Unknown Error" in finding["remedy"]
     assert finding["remedy"].endswith("restart it: kubectl -n kube-system delete pod plugin-a")
@@ -420,27 +524,38 @@ def test_static_plugin_pod_not_ready_is_restarted_by_moving_the_manifest():
 
 
 def test_static_pod_and_daemonset_pod_on_one_node():
-    ds = make_daemonset("ack-nvidia-device-plugin", pod_labels={"component": "nvidia-device-plugin"},
-                        status=healthy_status(1))
-    pods = [make_plugin_pod("a", name="ack-nvidia-device-plugin-x", labels={"component": "nvidia-device-plugin"},
-                            daemonset="ack-nvidia-device-plugin"),
-            make_plugin_pod("a", name="nvidia-device-plugin-a", labels={"component": "nvidia-device-plugin"},
-                            static=True)]
+    ds = make_daemonset(
+        "ack-nvidia-device-plugin", pod_labels={"component": "nvidia-device-plugin"}, status=healthy_status(1)
+    )
+    pods = [
+        make_plugin_pod(
+            "a",
+            name="ack-nvidia-device-plugin-x",
+            labels={"component": "nvidia-device-plugin"},
+            daemonset="ack-nvidia-device-plugin",
+        ),
+        make_plugin_pod("a", name="nvidia-device-plugin-a", labels={"component": "nvidia-device-plugin"}, static=True),
+    ]
     finding = only(check([ds], [gpu_node("a")], pods), ph.KIND_SEVERAL_PLUGIN_PODS)
     assert finding["problem"].startswith("2 device-plugin pods: ")
     assert "ACK clusters upgraded to 1.32" in finding["remedy"]
 
 
 def test_two_daemonsets_on_one_node():
-    pods = [make_plugin_pod("a", name="p1"),
-            make_plugin_pod("a", name="p2", labels={"app": "nvidia-device-plugin-daemonset"}, daemonset="op-ds")]
+    pods = [
+        make_plugin_pod("a", name="p1"),
+        make_plugin_pod("a", name="p2", labels={"app": "nvidia-device-plugin-daemonset"}, daemonset="op-ds"),
+    ]
     finding = only(check([], [gpu_node("a")], pods), ph.KIND_SEVERAL_PLUGIN_PODS)
     assert "(nvidia-device-plugin-daemonset, op-ds)" in finding["remedy"]
 
 
 def test_restarting_plugin_pod_is_a_warning_only():
-    result = check([make_daemonset(status=healthy_status(1))], [gpu_node("a")],
-                   [make_plugin_pod("a", restarts=ph.RESTART_WARNING_THRESHOLD)])
+    result = check(
+        [make_daemonset(status=healthy_status(1))],
+        [gpu_node("a")],
+        [make_plugin_pod("a", restarts=ph.RESTART_WARNING_THRESHOLD)],
+    )
     assert only(result, ph.KIND_PLUGIN_RESTARTING)["severity"] == ph.WARNING
     assert result["healthy"] is True
 
@@ -452,15 +567,17 @@ def test_finished_plugin_pods_are_ignored():
 
 def test_capacity_zero_with_ready_plugin_explains_registration():
     node = make_node("a", gpus=0, labels={"nvidia.com/gpu.present": "true"})
-    finding = only(check([make_daemonset(status=healthy_status(1))], [node], [make_plugin_pod("a")]),
-                   ph.KIND_NO_CAPACITY)
+    finding = only(
+        check([make_daemonset(status=healthy_status(1))], [node], [make_plugin_pod("a")]), ph.KIND_NO_CAPACITY
+    )
     assert ph.REGISTERED_LOG_LINE in finding["remedy"]
     assert "run the check again in a minute" in finding["remedy"]
 
 
 def test_allocatable_below_capacity():
-    result = check([make_daemonset(status=healthy_status(1))], [gpu_node("a", gpus=4, allocatable=3)],
-                   [make_plugin_pod("a")])
+    result = check(
+        [make_daemonset(status=healthy_status(1))], [gpu_node("a", gpus=4, allocatable=3)], [make_plugin_pod("a")]
+    )
     finding = only(result, ph.KIND_UNHEALTHY_GPUS)
     assert finding["problem"] == "allocatable 3 below capacity 4: 1 GPU(s) marked unhealthy"
     assert "XidCriticalError" in finding["remedy"]
@@ -477,8 +594,12 @@ def test_label_count_differs_from_capacity_is_a_warning():
 
 
 def test_mig_capacity_counts_and_skips_the_label_count_comparison():
-    node = make_node("mig", gpus=0, labels={"nvidia.com/gpu.count": "1", "nvidia.com/gpu.product": "A100"},
-                     extra_capacity={"nvidia.com/mig-1g.5gb": "7"})
+    node = make_node(
+        "mig",
+        gpus=0,
+        labels={"nvidia.com/gpu.count": "1", "nvidia.com/gpu.product": "A100"},
+        extra_capacity={"nvidia.com/mig-1g.5gb": "7"},
+    )
     result = check([make_daemonset(status=healthy_status(1))], [node], [make_plugin_pod("mig")])
     assert result["findings"] == []
     assert result["nodes"][0]["capacity"] == 7
@@ -500,15 +621,18 @@ def test_node_not_ready_is_a_warning():
 # --- options and selection ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value, message", [
-    ("ds", "daemonsets must be a list"),
-    (["ds"], "daemonsets[0] must be a dictionary"),
-    ([{"name": "ds"}], "daemonsets[0]: name 'ds' needs a namespace"),
-    ([{}], "daemonsets[0]: give a namespace and name, or a label_selector"),
-    ([{"namespace": "ns", "name": "a", "label_selector": "x=y"}], "not both"),
-    ([{"namespace": "Bad/NS", "name": "a"}], "daemonsets[0].namespace: 'Bad/NS' is not a valid Kubernetes name"),
-    ([{"label_selector": "a in (b"}], "daemonsets[0].label_selector"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("ds", "daemonsets must be a list"),
+        (["ds"], "daemonsets[0] must be a dictionary"),
+        ([{"name": "ds"}], "daemonsets[0]: name 'ds' needs a namespace"),
+        ([{}], "daemonsets[0]: give a namespace and name, or a label_selector"),
+        ([{"namespace": "ns", "name": "a", "label_selector": "x=y"}], "not both"),
+        ([{"namespace": "Bad/NS", "name": "a"}], "daemonsets[0].namespace: 'Bad/NS' is not a valid Kubernetes name"),
+        ([{"label_selector": "a in (b"}], "daemonsets[0].label_selector"),
+    ],
+)
 def test_bad_daemonsets_option(value, message):
     with pytest.raises(ph.PluginCheckError) as info:
         ph.daemonset_targets(value)
@@ -520,11 +644,14 @@ def test_unset_or_empty_daemonsets_option_means_discover(value):
     assert ph.daemonset_targets(value) is None
 
 
-@pytest.mark.parametrize("resource, plugin, message", [
-    ("", None, "resource_name must be a non-empty string"),
-    (GPU, "x", "device_plugin must be a dictionary"),
-    (GPU, {"label_selectors": ["a in (b"]}, "label selector"),
-])
+@pytest.mark.parametrize(
+    "resource, plugin, message",
+    [
+        ("", None, "resource_name must be a non-empty string"),
+        (GPU, "x", "device_plugin must be a dictionary"),
+        (GPU, {"label_selectors": ["a in (b"]}, "label selector"),
+    ],
+)
 def test_bad_options(resource, plugin, message):
     with pytest.raises(ph.PluginCheckError) as info:
         ph.check_options(resource, plugin)
@@ -536,8 +663,11 @@ def projected(*daemonsets):
 
 
 def test_discovery_keeps_daemonsets_whose_pods_are_device_plugin_pods():
-    listed = projected(make_daemonset(), make_daemonset("kube-proxy", pod_labels={"k8s-app": "kube-proxy"}),
-                       make_daemonset("op", "gpu-operator", pod_labels={"app": "nvidia-device-plugin-daemonset"}))
+    listed = projected(
+        make_daemonset(),
+        make_daemonset("kube-proxy", pod_labels={"k8s-app": "kube-proxy"}),
+        make_daemonset("op", "gpu-operator", pod_labels={"app": "nvidia-device-plugin-daemonset"}),
+    )
     selected, missing = ph.select_daemonsets(listed, None, DEFAULT_OPTIONS)
     assert [ph.ds_ref(d) for d in selected] == ["kube-system/nvidia-device-plugin-daemonset", "gpu-operator/op"]
     assert missing == []
@@ -545,23 +675,31 @@ def test_discovery_keeps_daemonsets_whose_pods_are_device_plugin_pods():
 
 def test_discovery_honours_device_plugin_namespaces():
     options = ph.check_options(GPU, {"namespaces": ["gpu-operator"]})
-    listed = projected(make_daemonset(), make_daemonset("op", "gpu-operator", pod_labels={"app": "x"},
-                                                        labels={"app": "nvidia-device-plugin-daemonset"}))
+    listed = projected(
+        make_daemonset(),
+        make_daemonset("op", "gpu-operator", pod_labels={"app": "x"}, labels={"app": "nvidia-device-plugin-daemonset"}),
+    )
     assert ph.select_daemonsets(listed, None, options)[0] == []
     assert ph.daemonset_list_namespaces(None, options) == ["gpu-operator"]
 
 
 def test_targets_by_name_and_selector_and_missing():
-    listed = projected(make_daemonset(), make_daemonset("nvdp", "nvidia-device-plugin",
-                                                        labels={"app.kubernetes.io/name": "nvidia-device-plugin"}))
-    targets = ph.daemonset_targets([
-        {"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset"},
-        {"label_selector": "app.kubernetes.io/name=nvidia-device-plugin"},
-        {"namespace": "gpu-operator", "name": "nvidia-device-plugin-daemonset"},
-    ])
+    listed = projected(
+        make_daemonset(),
+        make_daemonset("nvdp", "nvidia-device-plugin", labels={"app.kubernetes.io/name": "nvidia-device-plugin"}),
+    )
+    targets = ph.daemonset_targets(
+        [
+            {"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset"},
+            {"label_selector": "app.kubernetes.io/name=nvidia-device-plugin"},
+            {"namespace": "gpu-operator", "name": "nvidia-device-plugin-daemonset"},
+        ]
+    )
     selected, missing = ph.select_daemonsets(listed, targets, DEFAULT_OPTIONS)
-    assert [ph.ds_ref(d) for d in selected] == ["kube-system/nvidia-device-plugin-daemonset",
-                                               "nvidia-device-plugin/nvdp"]
+    assert [ph.ds_ref(d) for d in selected] == [
+        "kube-system/nvidia-device-plugin-daemonset",
+        "nvidia-device-plugin/nvdp",
+    ]
     assert [m["subject"] for m in missing] == ["DaemonSet gpu-operator/nvidia-device-plugin-daemonset"]
     assert missing[0]["kind"] == ph.KIND_DAEMONSET_MISSING and missing[0]["severity"] == ph.ERROR
     assert ph.daemonset_list_namespaces(targets, DEFAULT_OPTIONS) is None
@@ -580,14 +718,24 @@ def test_pod_queries_skip_a_daemonset_selector_already_listed_everywhere():
     assert queries == [(None, s) for s in DEFAULT_DEVICE_PLUGIN_SELECTORS]
 
 
-@pytest.mark.parametrize("selector, text", [
-    ({"matchLabels": {"b": "2", "a": "1"}}, "a=1,b=2"),
-    ({"matchExpressions": [{"key": "k", "operator": "In", "values": ["x", "y"]},
-                           {"key": "e", "operator": "Exists"}]}, "k in (x,y),e"),
-    ({}, None),
-    ({"matchExpressions": [{"key": "k", "operator": "Weird"}]}, None),
-    ("junk", None),
-])
+@pytest.mark.parametrize(
+    "selector, text",
+    [
+        ({"matchLabels": {"b": "2", "a": "1"}}, "a=1,b=2"),
+        (
+            {
+                "matchExpressions": [
+                    {"key": "k", "operator": "In", "values": ["x", "y"]},
+                    {"key": "e", "operator": "Exists"},
+                ]
+            },
+            "k in (x,y),e",
+        ),
+        ({}, None),
+        ({"matchExpressions": [{"key": "k", "operator": "Weird"}]}, None),
+        ("junk", None),
+    ],
+)
 def test_selector_text(selector, text):
     assert ph.selector_text(selector) == text
 
@@ -599,8 +747,11 @@ def test_projections_of_junk_are_none_not_a_traceback(junk):
 
 
 def test_daemonset_with_junk_status_and_spec_still_projects():
-    ds = {"metadata": {"name": "a", "namespace": "b", "generation": "x"},
-          "spec": {"template": "junk"}, "status": {"desiredNumberScheduled": "3", "numberReady": True}}
+    ds = {
+        "metadata": {"name": "a", "namespace": "b", "generation": "x"},
+        "spec": {"template": "junk"},
+        "status": {"desiredNumberScheduled": "3", "numberReady": True},
+    }
     projection = ph.project_daemonset(ds)
     assert projection["desired"] == 0 and projection["ready"] == 0 and projection["generation"] is None
     assert projection["placement"] == {"node_selector": {}, "affinity_terms": [], "tolerations": []}
@@ -610,16 +761,24 @@ def test_daemonset_with_junk_status_and_spec_still_projects():
 
 
 def test_report_lists_node_problem_and_remedy_errors_first():
-    result = check([make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(2))],
-                   [gpu_node("a", gpus=4, allocatable=3), gpu_node("b", gpus=4, labels={"nvidia.com/gpu.count": "8"}),
-                    gpu_node("c")],
-                   [make_plugin_pod("a"), make_plugin_pod("b"), make_plugin_pod("c")])
+    result = check(
+        [make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(2))],
+        [
+            gpu_node("a", gpus=4, allocatable=3),
+            gpu_node("b", gpus=4, labels={"nvidia.com/gpu.count": "8"}),
+            gpu_node("c"),
+        ],
+        [make_plugin_pod("a"), make_plugin_pod("b"), make_plugin_pod("c")],
+    )
     report = result["report"]
-    assert report.splitlines()[0] == ("GPU device plugin check FAILED: 1 error, 1 warning "
-                                      "(3 GPU nodes, 1 DaemonSet, 3 plugin pods)")
+    assert report.splitlines()[0] == (
+        "GPU device plugin check FAILED: 1 error, 1 warning (3 GPU nodes, 1 DaemonSet, 3 plugin pods)"
+    )
     assert "Deployment: NVIDIA device plugin, static DaemonSet" in report
-    assert "DaemonSet kube-system/nvidia-device-plugin-daemonset (NVIDIA device plugin, static DaemonSet): " \
-           "desired 2, current 2, updated 2, ready 2, available 2, misscheduled 0: ok" in report
+    assert (
+        "DaemonSet kube-system/nvidia-device-plugin-daemonset (NVIDIA device plugin, static DaemonSet): "
+        "desired 2, current 2, updated 2, ready 2, available 2, misscheduled 0: ok" in report
+    )
     assert "Nodes without findings (1): c" in report
     error_at = report.index("[ERROR] node a: allocatable 3 below capacity 4")
     warning_at = report.index("[WARNING] node b: labels state 8 GPU(s)")
@@ -632,19 +791,28 @@ def test_report_caps_repeated_findings_per_kind():
     result = check([], nodes, [])
     report = result["report"]
     assert report.count("no device-plugin pod runs on this GPU node") == 10 + 1
-    assert "... and 3 more with \"no device-plugin pod runs on this GPU node\" or alike: n10, n11, n12" in report
+    assert '... and 3 more with "no device-plugin pod runs on this GPU node" or alike: n10, n11, n12' in report
     assert len(result["findings"]) == 1 + 13 * 2
 
 
 # --- hosts: gpu_host_facts results ------------------------------------------------------------------
 
 
-def host_result(gpu_count=8, driver_found=True, driver_working=True, smi_path="/usr/bin/nvidia-smi", smi_error=None,
-                configs=None):
+def host_result(
+    gpu_count=8, driver_found=True, driver_working=True, smi_path="/usr/bin/nvidia-smi", smi_error=None, configs=None
+):
     if configs is None:
-        configs = [{"path": "/etc/nvidia-container-runtime/config.toml", "exists": True,
-                    "envvar_when_unprivileged": False, "volume_mounts": True, "explicit": [], "hardened": True,
-                    "error": None}]
+        configs = [
+            {
+                "path": "/etc/nvidia-container-runtime/config.toml",
+                "exists": True,
+                "envvar_when_unprivileged": False,
+                "volume_mounts": True,
+                "explicit": [],
+                "hardened": True,
+                "error": None,
+            }
+        ]
     return {
         "changed": False,
         "driver_found": driver_found,
@@ -662,8 +830,9 @@ def healthy_cluster(hosts, require_hardening=False):
     """Two healthy GPU nodes (one with a FQDN name) and a CPU node, checked with these host facts."""
     nodes = [gpu_node("gpu-a.example.com"), gpu_node("gpu-b"), make_node("cpu")]
     pods = [make_plugin_pod("gpu-a.example.com"), make_plugin_pod("gpu-b")]
-    return check([make_daemonset(status=healthy_status(2))], nodes, pods, host_facts=hosts,
-                 require_hardening=require_hardening)
+    return check(
+        [make_daemonset(status=healthy_status(2))], nodes, pods, host_facts=hosts, require_hardening=require_hardening
+    )
 
 
 def test_healthy_hosts_pass_and_appear_on_their_nodes():
@@ -671,16 +840,25 @@ def test_healthy_hosts_pass_and_appear_on_their_nodes():
     assert result["findings"] == []
     hosts = {n["name"]: n["host"] for n in result["nodes"]}
     assert hosts["gpu-a.example.com"]["host"] == "gpu-a"
-    assert hosts["gpu-b"] == {"host": "gpu-b", "driver_found": True, "driver_working": True,
-                              "driver_version": "550.54.15", "gpu_count": 8, "toolkit_hardened": True}
+    assert hosts["gpu-b"] == {
+        "host": "gpu-b",
+        "driver_found": True,
+        "driver_working": True,
+        "driver_version": "550.54.15",
+        "gpu_count": 8,
+        "toolkit_hardened": True,
+    }
 
 
-@pytest.mark.parametrize("host, names, node", [
-    ("gpu-b", ["gpu-b", "gpu-b.x"], "gpu-b"),
-    ("gpu-a.example.com", ["gpu-a"], "gpu-a"),
-    ("gpu-a", ["gpu-a.one", "gpu-a.two"], None),
-    ("10.0.0.7", ["gpu-a"], None),
-])
+@pytest.mark.parametrize(
+    "host, names, node",
+    [
+        ("gpu-b", ["gpu-b", "gpu-b.x"], "gpu-b"),
+        ("gpu-a.example.com", ["gpu-a"], "gpu-a"),
+        ("gpu-a", ["gpu-a.one", "gpu-a.two"], None),
+        ("10.0.0.7", ["gpu-a"], None),
+    ],
+)
 def test_node_for_host(host, names, node):
     assert ph.node_for_host(host, names) == node
 
@@ -711,14 +889,24 @@ def test_host_gpu_count_above_capacity_is_an_error_below_a_warning():
     by_node = {f["node"]: f for f in result["findings"] if f["kind"] == ph.KIND_HOST_GPU_COUNT_MISMATCH}
     assert by_node["gpu-a.example.com"]["severity"] == ph.ERROR
     assert by_node["gpu-a.example.com"]["problem"] == (
-        "nvidia-smi lists 10 GPU(s), node gpu-a.example.com has nvidia.com/gpu capacity 8")
+        "nvidia-smi lists 10 GPU(s), node gpu-a.example.com has nvidia.com/gpu capacity 8"
+    )
     assert by_node["gpu-b"]["severity"] == ph.WARNING
     assert "time-slicing or MPS sharing" in by_node["gpu-b"]["remedy"]
 
 
 def test_unhardened_toolkit_is_a_warning_unless_required():
-    loose = [{"path": "/etc/nvidia-container-runtime/config.toml", "exists": True, "envvar_when_unprivileged": True,
-              "volume_mounts": False, "explicit": [], "hardened": False, "error": None}]
+    loose = [
+        {
+            "path": "/etc/nvidia-container-runtime/config.toml",
+            "exists": True,
+            "envvar_when_unprivileged": True,
+            "volume_mounts": False,
+            "explicit": [],
+            "hardened": False,
+            "error": None,
+        }
+    ]
     warned = healthy_cluster({"gpu-b": host_result(configs=loose)})
     finding = only(warned, ph.KIND_ENVVAR_ACCEPTED)
     assert finding["severity"] == ph.WARNING
@@ -731,22 +919,34 @@ def test_unhardened_toolkit_is_a_warning_unless_required():
 
 
 def test_volume_mounts_off_and_unreadable_and_missing_configs():
-    half = {"path": "/a.toml", "exists": True, "envvar_when_unprivileged": False, "volume_mounts": False,
-            "hardened": False, "error": None}
+    half = {
+        "path": "/a.toml",
+        "exists": True,
+        "envvar_when_unprivileged": False,
+        "volume_mounts": False,
+        "hardened": False,
+        "error": None,
+    }
     broken = {"path": "/b.toml", "exists": True, "error": "not valid TOML: line 3", "hardened": None}
     absent = [{"path": "/c.toml", "exists": False}, {"path": "/d.toml", "exists": False}]
     result = healthy_cluster({"gpu-a": host_result(configs=[half, broken]), "gpu-b": host_result(configs=absent)})
     assert only(result, ph.KIND_VOLUME_MOUNTS_OFF)["problem"].startswith("/a.toml: accept-nvidia-visible-devices-as")
-    assert only(result, ph.KIND_TOOLKIT_CONFIG_UNREADABLE)["problem"] == "/b.toml cannot be read: not valid TOML: line 3"
-    assert only(result, ph.KIND_TOOLKIT_CONFIG_MISSING)["problem"].startswith("no NVIDIA Container Toolkit config found (/c.toml, /d.toml)")
+    assert (
+        only(result, ph.KIND_TOOLKIT_CONFIG_UNREADABLE)["problem"] == "/b.toml cannot be read: not valid TOML: line 3"
+    )
+    assert only(result, ph.KIND_TOOLKIT_CONFIG_MISSING)["problem"].startswith(
+        "no NVIDIA Container Toolkit config found (/c.toml, /d.toml)"
+    )
 
 
 def test_failed_and_unreachable_host_results():
-    result = healthy_cluster({
-        "gpu-a": {"unreachable": True, "msg": "Failed to connect to the host via ssh"},
-        "gpu-b": {"failed": True, "msg": "MODULE FAILURE"},
-        "gpu-c": {"changed": False},
-    })
+    result = healthy_cluster(
+        {
+            "gpu-a": {"unreachable": True, "msg": "Failed to connect to the host via ssh"},
+            "gpu-b": {"failed": True, "msg": "MODULE FAILURE"},
+            "gpu-c": {"changed": False},
+        }
+    )
     problems = {f["node"]: f["problem"] for f in result["findings"] if f["kind"] == ph.KIND_HOST_FACTS_FAILED}
     assert problems == {
         "gpu-a.example.com": "host unreachable: Failed to connect to the host via ssh",
@@ -765,15 +965,20 @@ def test_host_without_node_is_a_warning_and_gpu_host_behind_a_plain_node_an_erro
     result = healthy_cluster({"gpu-z": host_result(), "cpu": host_result(gpu_count=2)})
     assert only(result, ph.KIND_HOST_NOT_A_NODE)["severity"] == ph.WARNING
     advertised = only(result, ph.KIND_HOST_GPUS_NOT_ADVERTISED)
-    assert advertised["problem"] == "the host has 2 GPU(s), but node cpu has no GPU labels and no nvidia.com/gpu capacity"
+    assert (
+        advertised["problem"] == "the host has 2 GPU(s), but node cpu has no GPU labels and no nvidia.com/gpu capacity"
+    )
     assert "does not select this node" not in advertised["remedy"]  # the static DaemonSet has no nodeSelector
     assert advertised["remedy"].startswith("the DaemonSet kube-system/nvidia-device-plugin-daemonset selects this node")
 
 
-@pytest.mark.parametrize("host_facts, message", [
-    ("junk", "host_facts must be a dictionary"),
-    ({"gpu-a": "junk"}, "host_facts['gpu-a'] must be a gpu_host_facts result"),
-])
+@pytest.mark.parametrize(
+    "host_facts, message",
+    [
+        ("junk", "host_facts must be a dictionary"),
+        ({"gpu-a": "junk"}, "host_facts['gpu-a'] must be a gpu_host_facts result"),
+    ],
+)
 def test_bad_host_facts_raise_a_clear_error(host_facts, message):
     with pytest.raises(ph.PluginCheckError) as info:
         check([], [gpu_node("a")], [], host_facts=host_facts)

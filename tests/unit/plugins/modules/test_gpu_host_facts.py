@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
+
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_host_facts
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "host"
@@ -75,8 +76,10 @@ def gpu_host(tmp_path, empty_path):
     for node in ("nvidiactl", "nvidia-uvm", "nvidia0", "nvidia-modeset"):
         write(root / "dev" / node, "")
     log = tmp_path / "smi-calls.log"
-    install_program(empty_path, fake_smi(
-        log=log, gpus=FIXTURES / "smi-gpu-h100-590.48.01.csv", apps=FIXTURES / "smi-apps-h100-590.48.01.csv"))
+    install_program(
+        empty_path,
+        fake_smi(log=log, gpus=FIXTURES / "smi-gpu-h100-590.48.01.csv", apps=FIXTURES / "smi-apps-h100-590.48.01.csv"),
+    )
     return root, log
 
 
@@ -103,7 +106,10 @@ def test_reads_a_gpu_host(gpu_host, capsys):
     assert result["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
     assert result["models"] == ["NVIDIA-H100-80GB-HBM3"]
     assert [(p["pid"], p["where"]) for p in result["processes"]] == [
-        (POD_PID, "pod"), (DOCKER_PID, "container"), (GONE_PID, "unknown")]
+        (POD_PID, "pod"),
+        (DOCKER_PID, "container"),
+        (GONE_PID, "unknown"),
+    ]
     [outside] = result["processes_outside_pods"]
     assert outside["pid"] == DOCKER_PID and outside["runtime"] == "docker"
     assert result["ansible_facts"]["gpu_host"]["processes_outside_pods"] == result["processes_outside_pods"]
@@ -111,7 +117,9 @@ def test_reads_a_gpu_host(gpu_host, capsys):
     configs = {c["path"]: c for c in result["toolkit"]["configs"]}
     assert configs["/etc/nvidia-container-runtime/config.toml"]["hardened"] is False
     assert configs["/usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml"] == {
-        "path": "/usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml", "exists": False}
+        "path": "/usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml",
+        "exists": False,
+    }
     assert result["toolkit"]["hardened"] is False
     assert any("envvar-when-unprivileged is true" in p for p in result["problems"])
     assert any(p.startswith(f"GPU used outside Kubernetes pods: pid {DOCKER_PID} ") for p in result["problems"])
@@ -124,18 +132,21 @@ def test_reads_a_gpu_host(gpu_host, capsys):
 
 
 def test_check_mode_reads_the_same(gpu_host, capsys):
-    root, _ = gpu_host
+    root, _bin = gpu_host
     result = run_module(capsys, root=str(root), _ansible_check_mode=True)
     assert result["changed"] is False
     assert result["gpu_count"] == 1
 
 
 def test_hardened_toolkit_under_the_gpu_operator_path(gpu_host, capsys):
-    root, _ = gpu_host
+    root, _bin = gpu_host
     operator_config = "/usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml"
     # constructed hardened config (NVIDIA's recommended values), not a captured file
-    write(root / operator_config.lstrip("/"), "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"
-                                              "accept-nvidia-visible-devices-as-volume-mounts = true\n")
+    write(
+        root / operator_config.lstrip("/"),
+        "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"
+        "accept-nvidia-visible-devices-as-volume-mounts = true\n",
+    )
     result = run_module(capsys, root=str(root), toolkit_config_paths=[operator_config])
     assert result["toolkit"]["hardened"] is True
     assert not any("accept-nvidia" in p for p in result["problems"])
@@ -178,9 +189,14 @@ def test_broken_nvidia_smi_with_the_module_loaded(tmp_path, empty_path, capsys):
 
 
 def test_explicit_nvidia_smi_path_and_missing_root(tmp_path, empty_path, capsys):
-    smi = install_program(tmp_path / "elsewhere", fake_smi(
-        log=tmp_path / "log", gpus=FIXTURES / "smi-gpu-h200-580.173.02.csv",
-        apps=FIXTURES / "smi-apps-h200-580.173.02-idle.csv"))
+    smi = install_program(
+        tmp_path / "elsewhere",
+        fake_smi(
+            log=tmp_path / "log",
+            gpus=FIXTURES / "smi-gpu-h200-580.173.02.csv",
+            apps=FIXTURES / "smi-apps-h200-580.173.02-idle.csv",
+        ),
+    )
     root = tmp_path / "host"
     root.mkdir()
     result = run_module(capsys, root=str(root), nvidia_smi=str(smi))

@@ -64,7 +64,15 @@ def test_the_argument_spec_matches_the_documentation():
 def test_every_rule_is_documented_and_returns_are_documented():
     description = " ".join(documented("DOCUMENTATION")["description"])
     assert all(f"V({rule})" in description or rule.startswith("KGPU40") for rule in RULES)
-    assert set(documented("RETURN")) == {"findings", "allowed", "not_checked", "errors", "summary", "notes", "report_text"}
+    assert set(documented("RETURN")) == {
+        "findings",
+        "allowed",
+        "not_checked",
+        "errors",
+        "summary",
+        "notes",
+        "report_text",
+    }
     examples = documented("EXAMPLES")
     assert all(task["name"] for task in examples)
 
