@@ -495,15 +495,15 @@ class Load:
         self.probe_rejects += answers.count(429)
         return answers.count(429) / max(1, len(answers))
 
-    def calibrate(self, low: float = 0.08, high: float = 0.35) -> float:
+    def calibrate(self, low: float = 0.06, high: float = 0.25) -> float:
         """Set the pause so that one more client meets some 429s, but not so many that four
         retries in a row are likely: the machine decides how fast requests are served."""
-        rate = self.rejection_rate(2)
+        rate = self.rejection_rate(1.5)
         for _ in range(8):
             if low <= rate <= high:
                 break
             self.pause = self.pause * 2 if rate > high else self.pause / 2
-            rate = self.rejection_rate(2)
+            rate = self.rejection_rate(1.5)
         return rate
 
     def count(self, status: int) -> int:
@@ -652,13 +652,13 @@ def test_throttled_runs_converge_with_bounded_retries(
         runs: dict[str, list[ModuleRun]] = {"facts": [], "label": []}
         timings: dict[str, float] = {}
         started = time.monotonic()
-        with Load(cluster, token, LOAD_THREADS, "/api/v1/pods?limit=500", pause=0.005) as load:
+        with Load(cluster, token, LOAD_THREADS, "/api/v1/pods?limit=500", pause=0.01) as load:
             timings["rejection rate"] = load.calibrate()
             timings["calibrated"] = time.monotonic() - started
             for _ in range(2):
                 runs["facts"].append(until_converged(cluster, "gpu_node_facts", {}, kubeconfig))
             timings["facts"] = time.monotonic() - started
-            label_args = {"label_selector": nodes.selector, "parallelism": 1}
+            label_args = {"label_selector": nodes.selector, "parallelism": 2}
             runs["label"] = [until_converged(cluster, "gpu_node_label", label_args, kubeconfig, nodes)]
             again = until_converged(cluster, "gpu_node_label", label_args, kubeconfig, nodes)
             timings["label"] = time.monotonic() - started
