@@ -46,8 +46,10 @@ TRACEBACK = re.compile(r"Traceback \(most recent call last\)|MODULE FAILURE|modu
 
 
 def rbac_documents(name: str) -> list[dict[str, Any]]:
+    """The objects of one file of rbac/, in order (the items of a List one by one)."""
     with open(RBAC_DIR / name, encoding="utf-8") as handle:
-        return [doc for doc in yaml.safe_load_all(handle) if doc]
+        documents = [doc for doc in yaml.safe_load_all(handle) if doc]
+    return [item for doc in documents for item in (doc["items"] if doc["kind"] == "List" else [doc])]
 
 
 def object_path(obj: dict[str, Any], *, named: bool = True) -> str:
