@@ -281,15 +281,15 @@ def shipped_rbac(cluster: LocalCluster) -> Iterator[dict[str, dict[str, Any]]]:
     """Every object of rbac/*.yaml applied as shipped, by kind/name; what was created is deleted after."""
     objects: dict[str, dict[str, Any]] = {}
     created: list[dict[str, Any]] = []
-    for name in ("kubegpu-reader.yaml", "kubegpu-reader-secrets.yaml", "kubegpu-writer.yaml"):
-        for obj in rbac_documents(name):
+    for filename in ("kubegpu-reader.yaml", "kubegpu-reader-secrets.yaml", "kubegpu-writer.yaml"):
+        for obj in rbac_documents(filename):
             objects[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
             if obj["kind"] == "Namespace":
-                name = obj["metadata"]["name"]
+                namespace = obj["metadata"]["name"]
                 wait_until(
-                    lambda name=name: namespace_usable(cluster, name),
+                    lambda namespace=namespace: namespace_usable(cluster, namespace),
                     timeout=120,
-                    what=f"namespace {name} to finish terminating",
+                    what=f"namespace {namespace} to finish terminating",
                 )
             if apply(cluster, obj):
                 created.append(obj)
@@ -372,7 +372,7 @@ def variant(role: dict[str, Any], suffix: str, resource: str, verb: str) -> dict
 # --- tests: the shipped roles are enough -----------------------------------------------------
 
 
-def test_the_shipped_roles_grant_no_write_to_the_reader(cluster: LocalCluster, shipped_rbac, identities):
+def test_the_reader_role_reads_and_never_secrets(cluster: LocalCluster, shipped_rbac, identities):
     reader = shipped_rbac["ClusterRole/kubegpu-reader"]
     verbs = {verb for rule in reader["rules"] for verb in rule["verbs"]}
     assert verbs <= {"get", "list"}
