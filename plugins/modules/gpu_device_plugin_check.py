@@ -297,19 +297,19 @@ api_requests:
   sample: 7
 """
 
-import copy
 from typing import Any
 from urllib.parse import quote
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.api_module import (
+    api_module,
+    module_client,
+    with_connection_options,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
-    AUTH_ARG_SPEC,
-    HAS_KUBERNETES,
-    KUBERNETES_IMPORT_ERROR,
     ClusterError,
     KubeClient,
-    client_from_params,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts import (
     ACTIVE_POD_FIELD_SELECTOR,
@@ -337,30 +337,30 @@ NODES = f"{CORE_V1}/nodes"
 
 
 def argument_spec() -> dict[str, Any]:
-    spec = copy.deepcopy(AUTH_ARG_SPEC)
-    spec.update(
-        daemonsets={
-            "type": "list",
-            "elements": "dict",
-            "options": {
-                "namespace": {"type": "str"},
-                "name": {"type": "str"},
-                "label_selector": {"type": "str"},
+    return with_connection_options(
+        dict(
+            daemonsets={
+                "type": "list",
+                "elements": "dict",
+                "options": {
+                    "namespace": {"type": "str"},
+                    "name": {"type": "str"},
+                    "label_selector": {"type": "str"},
+                },
             },
-        },
-        device_plugin={
-            "type": "dict",
-            "options": {
-                "namespaces": {"type": "list", "elements": "str"},
-                "label_selectors": {"type": "list", "elements": "str"},
+            device_plugin={
+                "type": "dict",
+                "options": {
+                    "namespaces": {"type": "list", "elements": "str"},
+                    "label_selectors": {"type": "list", "elements": "str"},
+                },
             },
-        },
-        host_facts={"type": "dict"},
-        report_only={"type": "bool", "default": False},
-        require_hardening={"type": "bool", "default": False},
-        resource_name={"type": "str", "default": NVIDIA_GPU},
+            host_facts={"type": "dict"},
+            report_only={"type": "bool", "default": False},
+            require_hardening={"type": "bool", "default": False},
+            resource_name={"type": "str", "default": NVIDIA_GPU},
+        )
     )
-    return spec
 
 
 def collection_path(prefix: str, resource: str, namespace: str | None) -> str:
@@ -399,10 +399,9 @@ def run(module: AnsibleModule) -> None:
     except PluginCheckError as exc:
         module.fail_json(msg=str(exc))
 
-    step = "connect to the cluster"
+    client = module_client(module)
+    step = "list DaemonSets"
     try:
-        client = client_from_params(params)
-        step = "list DaemonSets"
         listed = read_daemonsets(client, daemonset_list_namespaces(targets, options))
         daemonsets, missing = select_daemonsets(listed, targets, options)
         step = "list nodes"
@@ -431,10 +430,7 @@ def run(module: AnsibleModule) -> None:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
-    run(module)
+    run(api_module(argument_spec()))
 
 
 if __name__ == "__main__":

@@ -292,19 +292,19 @@ api_requests:
   sample: 2
 """
 
-import copy
 from collections.abc import Iterator
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.api_module import (
+    api_module,
+    module_client,
+    with_connection_options,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
-    AUTH_ARG_SPEC,
-    HAS_KUBERNETES,
-    KUBERNETES_IMPORT_ERROR,
     ClusterError,
     KubeClient,
-    client_from_params,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts import (
@@ -327,33 +327,33 @@ MAX_WARNED_NAMES = 10
 
 
 def argument_spec() -> dict[str, Any]:
-    spec = copy.deepcopy(AUTH_ARG_SPEC)
-    spec.update(
-        resource_names={"type": "list", "elements": "str", "default": [NVIDIA_GPU]},
-        label_selector={"type": "str"},
-        names={"type": "list", "elements": "str"},
-        model_label_keys={
-            "type": "list",
-            "elements": "str",
-            "default": list(DEFAULT_MODEL_LABEL_KEYS),
-            "no_log": False,
-        },
-        device_plugin={
-            "type": "dict",
-            "default": {},
-            "options": {
-                "namespaces": {"type": "list", "elements": "str", "default": []},
-                "label_selectors": {
-                    "type": "list",
-                    "elements": "str",
-                    "default": list(DEFAULT_DEVICE_PLUGIN_SELECTORS),
+    return with_connection_options(
+        dict(
+            resource_names={"type": "list", "elements": "str", "default": [NVIDIA_GPU]},
+            label_selector={"type": "str"},
+            names={"type": "list", "elements": "str"},
+            model_label_keys={
+                "type": "list",
+                "elements": "str",
+                "default": list(DEFAULT_MODEL_LABEL_KEYS),
+                "no_log": False,
+            },
+            device_plugin={
+                "type": "dict",
+                "default": {},
+                "options": {
+                    "namespaces": {"type": "list", "elements": "str", "default": []},
+                    "label_selectors": {
+                        "type": "list",
+                        "elements": "str",
+                        "default": list(DEFAULT_DEVICE_PLUGIN_SELECTORS),
+                    },
                 },
             },
-        },
-        exempt_pod_selectors={"type": "list", "elements": "str", "default": list(DEFAULT_EXEMPT_POD_SELECTORS)},
-        page_size={"type": "int", "default": 500},
+            exempt_pod_selectors={"type": "list", "elements": "str", "default": list(DEFAULT_EXEMPT_POD_SELECTORS)},
+            page_size={"type": "int", "default": 500},
+        )
     )
-    return spec
 
 
 def node_field_selector(names: list[str] | None) -> str | None:
@@ -414,8 +414,8 @@ def run(module: AnsibleModule) -> None:
         )
     except FactsOptionError as exc:
         module.fail_json(msg=str(exc))
+    client = module_client(module)
     try:
-        client = client_from_params(params)
         nodes, pods, plugins = read_fleet(
             client, options, params["label_selector"], params["names"], params["page_size"]
         )
@@ -430,10 +430,7 @@ def run(module: AnsibleModule) -> None:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
-    run(module)
+    run(api_module(argument_spec()))
 
 
 if __name__ == "__main__":

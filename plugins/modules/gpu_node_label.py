@@ -265,19 +265,19 @@ diff:
       after: "accelerator=NVIDIA-H100-80GB-HBM3\n"
 """
 
-import copy
 from typing import Any
 from urllib.parse import quote
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.api_module import (
+    api_module,
+    module_client,
+    with_connection_options,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
-    AUTH_ARG_SPEC,
-    HAS_KUBERNETES,
-    KUBERNETES_IMPORT_ERROR,
     ClusterError,
     KubeClient,
-    client_from_params,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_labels import (
@@ -305,24 +305,24 @@ MAX_WARNED_NODES = 10
 
 
 def argument_spec() -> dict[str, Any]:
-    spec = copy.deepcopy(AUTH_ARG_SPEC)
-    spec.update(
-        label_key={"type": "str", "default": DEFAULT_LABEL_KEY, "no_log": False},
-        model_label_keys={
-            "type": "list",
-            "elements": "str",
-            "default": list(DEFAULT_MODEL_LABEL_KEYS),
-            "no_log": False,
-        },
-        label_selector={"type": "str"},
-        names={"type": "list", "elements": "str"},
-        value_overrides={"type": "dict"},
-        remove_from_non_gpu={"type": "bool", "default": False},
-        mixed_models={"type": "str", "choices": list(MIXED_MODELS_CHOICES), "default": "skip"},
-        force={"type": "bool", "default": False},
-        parallelism={"type": "int", "default": 16},
+    return with_connection_options(
+        dict(
+            label_key={"type": "str", "default": DEFAULT_LABEL_KEY, "no_log": False},
+            model_label_keys={
+                "type": "list",
+                "elements": "str",
+                "default": list(DEFAULT_MODEL_LABEL_KEYS),
+                "no_log": False,
+            },
+            label_selector={"type": "str"},
+            names={"type": "list", "elements": "str"},
+            value_overrides={"type": "dict"},
+            remove_from_non_gpu={"type": "bool", "default": False},
+            mixed_models={"type": "str", "choices": list(MIXED_MODELS_CHOICES), "default": "skip"},
+            force={"type": "bool", "default": False},
+            parallelism={"type": "int", "default": 16},
+        )
     )
-    return spec
 
 
 def node_path(name: str) -> str:
@@ -400,8 +400,8 @@ def run(module: AnsibleModule) -> None:
         module.fail_json(msg=f"parallelism must be between 1 and {MAX_PARALLELISM}, not {params['parallelism']}")
 
     is_gpu = gpu_resource_matcher()
+    client = module_client(module)
     try:
-        client = client_from_params(params)
         nodes, missing = read_nodes(client, params["label_selector"], params["names"])
     except ClusterError as exc:
         module.fail_json(msg=f"cannot list nodes: {exc}")
@@ -434,10 +434,7 @@ def run(module: AnsibleModule) -> None:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
-    run(module)
+    run(api_module(argument_spec()))
 
 
 if __name__ == "__main__":

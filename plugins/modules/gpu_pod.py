@@ -162,34 +162,35 @@ logs:
   sample: ["Accuracy at step 999: 0.9703"]
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils import gpu_pod  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.api_module import (  # noqa: E402
+    api_module,
+    module_client,
+    with_connection_options,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (  # noqa: E402
-    AUTH_ARG_SPEC,
-    HAS_KUBERNETES,
-    KUBERNETES_IMPORT_ERROR,
     ClusterError,
-    client_from_params,
 )
 
 
 def argument_spec() -> dict:
-    spec = dict(AUTH_ARG_SPEC)
-    spec.update(
-        definition={"type": "dict"},
-        name={"type": "str"},
-        namespace={"type": "str"},
-        state={"type": "str", "choices": ["present", "absent"], "default": "present"},
-        create_namespace={"type": "bool", "default": False},
-        recreate={"type": "bool", "default": False},
-        wait={"type": "bool", "default": True},
-        wait_timeout={"type": "int", "default": 120},
-        logs={"type": "bool", "default": True},
-        log_lines={"type": "int", "default": 100},
-        model_label_keys={"type": "list", "elements": "str", "no_log": False},
+    return with_connection_options(
+        dict(
+            definition={"type": "dict"},
+            name={"type": "str"},
+            namespace={"type": "str"},
+            state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+            create_namespace={"type": "bool", "default": False},
+            recreate={"type": "bool", "default": False},
+            wait={"type": "bool", "default": True},
+            wait_timeout={"type": "int", "default": 120},
+            logs={"type": "bool", "default": True},
+            log_lines={"type": "int", "default": 100},
+            model_label_keys={"type": "list", "elements": "str", "no_log": False},
+        )
     )
-    return spec
 
 
 def remove(module: AnsibleModule, client) -> dict:
@@ -266,15 +267,9 @@ def apply(module: AnsibleModule, client) -> dict:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=argument_spec(),
-        supports_check_mode=True,
-        required_if=[("state", "present", ["definition"])],
-    )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    module = api_module(argument_spec(), required_if=[("state", "present", ["definition"])])
+    client = module_client(module)
     try:
-        client = client_from_params(module.params)
         result = apply(module, client) if module.params["state"] == "present" else remove(module, client)
     except ClusterError as exc:
         module.fail_json(msg=exc.message)

@@ -300,12 +300,13 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.api_module import (
+    api_module,
+    module_client,
+    with_connection_options,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
-    AUTH_ARG_SPEC,
-    HAS_KUBERNETES,
-    KUBERNETES_IMPORT_ERROR,
     ClusterError,
-    client_from_params,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.manifests import (
     DEFAULT_MAX_FILE_SIZE,
@@ -337,22 +338,22 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate_cli im
 
 
 def argument_spec() -> dict[str, Any]:
-    spec: dict[str, Any] = {key: dict(value) for key, value in AUTH_ARG_SPEC.items()}
-    spec.update(
-        src={"type": "list", "elements": "path"},
-        definition={"type": "raw"},
-        live={"type": "bool", "default": False},
-        namespaces={"type": "list", "elements": "str"},
-        fail_on={"type": "str", "choices": list(FAIL_ON_CHOICES), "default": "error"},
-        skip_rules={"type": "list", "elements": "str", "default": []},
-        gpu_resources={"type": "list", "elements": "str", "default": []},
-        image_env={"type": "dict", "default": {}},
-        allow_annotation={"type": "str", "default": DEFAULT_ALLOW_ANNOTATION},
-        report_json={"type": "path"},
-        report_sarif={"type": "path"},
-        max_file_size={"type": "int", "default": DEFAULT_MAX_FILE_SIZE},
+    return with_connection_options(
+        dict(
+            src={"type": "list", "elements": "path"},
+            definition={"type": "raw"},
+            live={"type": "bool", "default": False},
+            namespaces={"type": "list", "elements": "str"},
+            fail_on={"type": "str", "choices": list(FAIL_ON_CHOICES), "default": "error"},
+            skip_rules={"type": "list", "elements": "str", "default": []},
+            gpu_resources={"type": "list", "elements": "str", "default": []},
+            image_env={"type": "dict", "default": {}},
+            allow_annotation={"type": "str", "default": DEFAULT_ALLOW_ANNOTATION},
+            report_json={"type": "path"},
+            report_sarif={"type": "path"},
+            max_file_size={"type": "int", "default": DEFAULT_MAX_FILE_SIZE},
+        )
     )
-    return spec
 
 
 def rule_config(module: AnsibleModule) -> RuleConfig:
@@ -373,10 +374,9 @@ def rule_config(module: AnsibleModule) -> RuleConfig:
 
 
 def audit_cluster(module: AnsibleModule, config: RuleConfig) -> Report:
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    client = module_client(module)
     try:
-        return live_report(client_from_params(module.params), config, module.params["namespaces"])
+        return live_report(client, config, module.params["namespaces"])
     except ClusterError as exc:
         module.fail_json(msg=f"live audit: {exc.message}", changed=False)
 
@@ -415,7 +415,7 @@ def run(module: AnsibleModule) -> None:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = api_module(argument_spec())
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))
     run(module)

@@ -100,9 +100,10 @@ def namespace(cluster: LocalCluster) -> str:
         what=f"default service account in {name}",
     )
     yield name
-    # Pods first (KWOK removes them at once), so the next test sees the GPUs free again.
+    # The namespace first, so that no controller can create pods in it again; then its pods
+    # (KWOK removes them at once), so that the next test finds the GPUs free.
+    cluster.delete(f"/api/v1/namespaces/{name}")
     cluster.api.request("DELETE", f"/api/v1/namespaces/{name}/pods")
     wait_until(
         lambda: not cluster.get(f"/api/v1/namespaces/{name}/pods")["items"], timeout=60, what=f"pods of {name} to go"
     )
-    cluster.delete(f"/api/v1/namespaces/{name}")

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils import validate_cli
+from ansible_collections.kubegpu.scheduling.plugins.module_utils import api_module, validate_cli
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import AUTH_ARG_SPEC, ClusterError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod_rules import RULES
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_pod_validate
@@ -275,7 +275,7 @@ def test_live_mode_finds_bypasses_in_running_pods_and_never_returns_secret_value
         seen_params.update(params)
         return FakeClient(pods, objects)
 
-    monkeypatch.setattr(gpu_pod_validate, "client_from_params", fake_client_from_params)
+    monkeypatch.setattr(api_module, "client_from_params", fake_client_from_params)
     out = io.StringIO()
     with (
         patch_module_args({"live": True, "api_key": "t0ken", "namespaces": ["ml"]}),
@@ -300,10 +300,10 @@ def test_live_mode_cluster_errors_fail_cleanly(monkeypatch):
     def unreachable(params):
         raise ClusterError("cannot reach the API server at https://127.0.0.1:1: connection refused")
 
-    monkeypatch.setattr(gpu_pod_validate, "client_from_params", unreachable)
+    monkeypatch.setattr(api_module, "client_from_params", unreachable)
     code, result = run_module({"live": True})
     assert code == 1
-    assert result["msg"] == "live audit: cannot reach the API server at https://127.0.0.1:1: connection refused"
+    assert result["msg"] == "cannot reach the API server at https://127.0.0.1:1: connection refused"
 
 
 # ---------------------------------------------------------------------------------------------
