@@ -87,6 +87,7 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # priority-and-fairness or max-requests-inflight (429), or not served at all (503).
 NOT_PROCESSED_STATUSES = frozenset({429, 503})
 MAX_RETRY_AFTER = 30.0
+THROTTLE_RETRIES = 10
 MAX_BACKOFF = 30.0
 
 _TRUE = frozenset({"1", "true", "yes", "on", "y", "t"})
@@ -637,6 +638,23 @@ def backoff_delay(attempt: int, backoff: float, rand: Callable[[], float] = rand
     return ceiling / 2 + rand() * ceiling / 2
 
 
+def retry_budget(status: int, retries: int) -> int:
+    """Retries allowed for a status. A 429 is the server asking to come back later, not a failure,
+    so it gets the budget client-go gives it (ten), unless retries are off."""
+    return max(retries, THROTTLE_RETRIES) if status == 429 and retries else retries
+
+
+def retry_delay(
+    retry_after: str | None, attempt: int, backoff: float, rand: Callable[[], float] = random.random
+) -> float:
+    """The server's Retry-After (capped) plus jitter, so parallel workers do not return in lockstep;
+    exponential backoff when the server names no time."""
+    wait = parse_retry_after(retry_after)
+    if wait is None:
+        return backoff_delay(attempt, backoff)
+    return min(wait, MAX_RETRY_AFTER) + rand() * backoff
+
+
 def may_retry_status(method: str, status: int) -> bool:
     """Whether a response status may be retried for this method.
 
@@ -866,10 +884,8 @@ class KubeClient:
                 self._fail_transport(exc, attempt)
             if response.status < 400:
                 return response
-            if attempt < self.retries and may_retry_status(method, response.status):
-                wait = parse_retry_after(response.headers.get("Retry-After"))
-                delay = min(wait, MAX_RETRY_AFTER) if wait is not None else backoff_delay(attempt, self.backoff)
-                self.sleep(delay)
+            if attempt < retry_budget(response.status, self.retries) and may_retry_status(method, response.status):
+                self.sleep(retry_delay(response.headers.get("Retry-After"), attempt, self.backoff))
                 attempt += 1
                 continue
             message = describe_api_error(

@@ -732,7 +732,7 @@ def test_429_retry_after_is_honoured_then_503_backs_off(api: FakeApi) -> None:
     client, sleeps = make_client(api.url)
     assert list(client.list_items("/api/v1/nodes")) == [{"n": 1}]
     assert client.request_count == 3
-    assert sleeps[0] == 2.0
+    assert 2.0 <= sleeps[0] <= 2.01  # Retry-After plus up to one backoff of jitter
     assert 0.01 <= sleeps[1] <= 0.02  # second attempt: backoff 0.01 * 2**1, half to all of it
 
 
@@ -740,7 +740,16 @@ def test_retry_after_is_capped(api: FakeApi) -> None:
     api.add("GET", "/api/v1/nodes", Reply(429, {}, {"Retry-After": "3600"}), Reply(body={"items": []}))
     client, sleeps = make_client(api.url)
     client.get("/api/v1/nodes")
-    assert sleeps == [kc.MAX_RETRY_AFTER]
+    assert len(sleeps) == 1 and kc.MAX_RETRY_AFTER <= sleeps[0] <= kc.MAX_RETRY_AFTER + 0.01
+
+
+def test_throttling_gets_a_larger_retry_budget_than_errors(api: FakeApi) -> None:
+    throttled = Reply(429, status_body(429, "TooManyRequests", "slow down"), {"Retry-After": "0"})
+    api.add("GET", "/api/v1/nodes", *([throttled] * kc.THROTTLE_RETRIES), Reply(body={"items": []}))
+    client, sleeps = make_client(api.url, retries=2)
+    assert client.get("/api/v1/nodes") == {"items": []}
+    assert client.request_count == kc.THROTTLE_RETRIES + 1
+    assert kc.retry_budget(429, 0) == 0 and kc.retry_budget(503, 2) == 2
 
 
 def test_retries_are_bounded(api: FakeApi) -> None:
