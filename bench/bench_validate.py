@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Time gpu-pod-validate beside the PyYAML C-loader parse floor and checkov, on one corpus.

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Scale the benchmark cluster's simulated fleet to N GPU nodes and M pods bound to them.

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Write docs/benchmarks.md and docs/benchmark-facts-scaling.png from bench/results/.
@@ -172,8 +171,8 @@ def main() -> int:
         "same run on the same data: repetitions alternate between the contenders, rotating the order each "
         "round, so a slow spell of the machine hits them alike. Every contender runs as its own process; "
         "wall time is reported as median, min and max, CPU as user + system of the process tree, memory as "
-        "the peak RSS of the largest process (`ru_maxrss` from `wait4`). Written by `bench/report.py` from "
-        "the results of one run.",
+        "the command's own peak RSS (GNU time's `%M`: the largest process of its tree). Written by "
+        "`bench/report.py` from the results of one run; the analysis section is `bench/analysis.md`.",
         "",
         "Command (see `bench/README.md`):",
         "",
@@ -210,10 +209,14 @@ def main() -> int:
             )
         rss = [by_name(sizes[n]["facts"]["contenders"])[FACTS_DIRECT]["peak_rss_mb"] for n in sizes]
         pods_mb = sizes[largest]["facts"]["sizes"]["pods_json_bytes"] / 1e6
+        first_size = min(sizes)
+        fleet_growth = largest / first_size
+        rss_growth = rss[-1] / rss[0]
         targets.append(
-            f"| Facts memory, module_utils | bounded | {' → '.join(mb(r) for r in rss)} MB at "
-            f"{', '.join(f'{n:,}' for n in sizes)} nodes (pod list as kubectl prints it: {pods_mb:,.0f} MB) | "
-            f"see below |"
+            f"| Facts memory, module_utils | bounded: grows far less than the fleet | "
+            f"{' → '.join(mb(r) for r in rss)} MB at {', '.join(f'{n:,}' for n in sizes)} nodes, "
+            f"{rss_growth:.2f}× for {fleet_growth:.0f}× the fleet (the pod list as kubectl prints it: "
+            f"{pods_mb:,.0f} MB) | {verdict(fleet_growth > 1 and rss_growth < 1 + (fleet_growth - 1) / 4)} |"
         )
     if labels:
         lab = by_name(labels["contenders"])
