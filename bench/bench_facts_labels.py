@@ -233,7 +233,7 @@ class Cluster:
 def bench_labels(kubeconfig: str, repeat: int, log: Callable[[str], None]) -> dict[str, Any]:
     t = tools()
     cluster = Cluster(kubeconfig)
-    nodes = sum(1 for _ in cluster.client.list_items(NODES, page_size=1000))
+    nodes = sum(1 for _node in cluster.client.list_items(NODES, page_size=1000))
     kubectl = [t["kubectl"], "--kubeconfig", kubeconfig]
     mark: dict[str, int] = {}
 

@@ -56,7 +56,7 @@ class Contender:
 
 def run_once(contender: Contender) -> None:
     """Run in a subprocess (bench/timing.py: wall, CPU of the tree, and the command's own peak RSS in KiB)."""
-    wall, cpu, rss_kib, code, _ = run_command(contender.command, contender.env, capture=False)
+    wall, cpu, rss_kib, code, _output = run_command(contender.command, contender.env, capture=False)
     contender.walls.append(wall)
     contender.cpus.append(cpu)
     contender.rss_kib.append(rss_kib)

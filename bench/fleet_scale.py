@@ -135,7 +135,7 @@ MODELS: tuple[Model, ...] = (
         "eks.amazonaws.com/instance-gpu-name",
     ),
 )
-_SLOTS = tuple(model for model in MODELS for _ in range(model.share))
+_SLOTS = tuple(model for model in MODELS for _slot in range(model.share))
 assert len(_SLOTS) == 20
 
 
@@ -335,8 +335,10 @@ def count_not_settled(client: KubeClient) -> tuple[int, int, int, int]:
         conditions = (item.get("status") or {}).get("conditions") or []
         if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
             not_ready += 1
-    pods = sum(1 for _ in client.list_items("/api/v1/pods", page_size=5000))
-    pending = sum(1 for _ in client.list_items("/api/v1/pods", field_selector="status.phase!=Running", page_size=5000))
+    pods = sum(1 for _pod in client.list_items("/api/v1/pods", page_size=5000))
+    pending = sum(
+        1 for _pod in client.list_items("/api/v1/pods", field_selector="status.phase!=Running", page_size=5000)
+    )
     return nodes, not_ready, pods, pending
 
 

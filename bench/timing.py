@@ -74,7 +74,7 @@ def run_command(argv: Sequence[str], env: dict[str, str], capture: bool) -> tupl
         assert process.stdout is not None
         output = process.stdout.read()
         process.stdout.close()
-    _, status, usage = os.wait4(process.pid, 0)
+    _pid, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
     process.returncode = os.waitstatus_to_exitcode(status)
     rss = usage.ru_maxrss
