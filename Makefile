@@ -7,7 +7,7 @@ CLUSTER := $(PY) tests/cluster/cluster.py
 # Where ansible finds this checkout as kubegpu.scheduling.
 COLLECTIONS = $(shell $(PY) tests/collection.py)
 
-.PHONY: venv cluster-build cluster-up cluster-down cluster-status site test unit integration lint sanity clean
+.PHONY: venv cluster-build cluster-up cluster-down cluster-status site test unit integration bench
 
 $(VENV)/.installed: requirements.txt test-requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -43,3 +43,7 @@ unit: venv
 
 integration: venv
 	$(PY) -m pytest tests/integration
+
+# Benchmarks at scale (about 45 minutes; not part of the tests): see docs/benchmarks.md.
+bench: venv
+	$(PY) bench/run.py
