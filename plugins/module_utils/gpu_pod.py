@@ -122,6 +122,24 @@ def ensure_namespace(client: KubeClient, namespace: str) -> None:
         client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
 
 
+def _service_account_pending(exc: ClusterError) -> bool:
+    """A new namespace refuses pods until its default ServiceAccount exists (a few seconds)."""
+    return exc.status == 403 and 'serviceaccount "default" not found' in exc.message
+
+
+def create_pod(client: KubeClient, namespace: str, body: dict, timeout: float) -> None:
+    """Create the pod, waiting (bounded) for a new namespace's default ServiceAccount."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.create(pod_path(namespace), body)
+            return
+        except ClusterError as exc:
+            if not _service_account_pending(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(1)
+
+
 def wait_for(
     probe: Callable[[], Any],
     done: Callable[[Any], bool],

@@ -91,3 +91,28 @@ def test_wait_for_uses_the_clock():
         sleep=lambda s: now.__setitem__(0, now[0] + s),
     )
     assert done is False
+
+
+class FakeClient:
+    def __init__(self, failures):
+        self.failures = list(failures)
+        self.created = []
+
+    def create(self, path, body):
+        if self.failures:
+            raise self.failures.pop(0)
+        self.created.append((path, body))
+
+
+def test_create_pod_waits_for_a_new_namespaces_service_account(monkeypatch):
+    monkeypatch.setattr(gpu_pod.time, "sleep", lambda seconds: None)
+    pending = gpu_pod.ClusterError(
+        'pods "p" is forbidden: error looking up service account ns/default: serviceaccount "default" not found', 403
+    )
+    client = FakeClient([pending, pending])
+    gpu_pod.create_pod(client, "ns", {"kind": "Pod"}, timeout=30)
+    assert client.created == [("/api/v1/namespaces/ns/pods", {"kind": "Pod"})]
+
+    denied = gpu_pod.ClusterError('forbidden: cannot create resource "pods"', 403)
+    with pytest.raises(gpu_pod.ClusterError, match="cannot create"):
+        gpu_pod.create_pod(FakeClient([denied]), "ns", {"kind": "Pod"}, timeout=30)
