@@ -155,7 +155,9 @@ model_source:
   type: str
   sample: aliyun.accelerator/nvidia_name
 logs:
-  description: The last O(log_lines) lines of the pod's log; empty, with a warning, when they cannot be read.
+  description:
+    - The last O(log_lines) lines of the pod's log.
+    - Empty, with a warning, when the node cannot serve them; a denied read (no C(get) on C(pods/log)) fails the task.
   returned: when O(state=present) and O(logs=true) and the pod ran
   type: list
   elements: str
@@ -264,7 +266,9 @@ def apply(module: AnsibleModule, client) -> dict:
                 gpu_pod.pod_path(namespace, name) + "/log", query={"tailLines": params["log_lines"]}
             )
         except ClusterError as exc:
-            # The pod runs; logs the node cannot serve are worth a warning, not a failed task.
+            if exc.status in (401, 403):
+                raise
+            # The pod runs; logs its node cannot serve are worth a warning, not a failed task.
             module.warn(f"could not read the logs of pod {namespace}/{name}: {exc.message}")
             text = ""
         result["logs"] = text.splitlines()

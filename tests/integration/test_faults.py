@@ -204,7 +204,7 @@ def parse_run(rc: int, stdout: str, stderr: str) -> ModuleRun:
     marker = re.search(r"^localhost \| ([A-Z!]+) => ", stdout, re.MULTILINE)
     if not marker:
         pytest.fail(f"ansible printed no result (rc {rc}): {stdout[-4000:]}\n{stderr[-2000:]}")
-    result, _ = json.JSONDecoder().raw_decode(stdout[marker.end() :])
+    result = json.JSONDecoder().raw_decode(stdout[marker.end() :])[0]
     return ModuleRun(rc, marker.group(1), result, stdout + stderr)
 
 
@@ -463,7 +463,7 @@ class Load:
         self.lock = threading.Lock()
         self.answers: dict[int, int] = {}
         self.probe_rejects = 0
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _thread in range(threads)]
 
     def _send(self, connection: http.client.HTTPSConnection | None) -> tuple[int, http.client.HTTPSConnection | None]:
         if connection is None:
@@ -507,7 +507,7 @@ class Load:
         """Set the pause so that one more client meets some 429s, but not so many that four
         retries in a row are likely: the machine decides how fast requests are served."""
         rate = self.rejection_rate(1.5)
-        for _ in range(8):
+        for _round in range(8):
             if low <= rate <= high:
                 break
             self.pause = self.pause * 2 if rate > high else self.pause / 2
@@ -633,7 +633,7 @@ def until_converged(
 ) -> ModuleRun:
     """Run until the module succeeds; a run that gave up on 429s must say so clearly and leave no node
     half-labeled."""
-    for _ in range(attempts):
+    for _attempt in range(attempts):
         run = run_module(module, args, kubeconfig)
         if not run.failed:
             return run
@@ -667,7 +667,7 @@ def test_throttled_runs_converge_with_bounded_retries(
         with Load(cluster, token, LOAD_THREADS, "/api/v1/pods?limit=500", pause=0.01) as load:
             timings["rejection rate"] = load.calibrate()
             timings["calibrated"] = time.monotonic() - started
-            for _ in range(2):
+            for _round in range(2):
                 runs["facts"].append(until_converged(cluster, "gpu_node_facts", {}, kubeconfig, reruns))
             timings["facts"] = time.monotonic() - started
             label_args = {"label_selector": nodes.selector, "parallelism": 2}

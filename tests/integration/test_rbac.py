@@ -221,7 +221,7 @@ class Run:
         found = []
         for part in self.stdout.split("FAILED! => ")[1:]:
             try:
-                value, _ = decoder.raw_decode(part)
+                value = decoder.raw_decode(part)[0]
             except ValueError:
                 continue
             found.append(value)
@@ -327,12 +327,12 @@ def labels_restored(cluster: LocalCluster) -> Iterator[None]:
     before = unlabeled()
     yield
     for name in before - unlabeled():
-        status, _ = cluster.api.request(
+        status = cluster.api.request(
             "PATCH",
             f"/api/v1/nodes/{name}",
             {"metadata": {"labels": {KEY: None}, "annotations": {OWNERSHIP: None}}},
             content_type="application/merge-patch+json",
-        )
+        )[0]
         assert status in (200, 404)
 
 
