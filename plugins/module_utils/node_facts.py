@@ -25,6 +25,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models impo
     label_signals,
     needed_label_keys,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.plain import as_list, as_mapping, as_text, string_map
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quantity import gpu_count
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import NVIDIA_GPU, gpu_resource_matcher
 
@@ -255,33 +256,17 @@ DEFAULT_OPTIONS = FleetOptions()
 # --- safe access to API objects given as plain dicts -----------------------------------------
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _items(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _string_labels(value: object) -> dict[str, str]:
-    return {k: v for k, v in _mapping(value).items() if isinstance(k, str) and isinstance(v, str)}
-
-
 def _condition_true(status: Mapping[str, Any], kind: str) -> bool:
     return any(
-        _mapping(c).get("type") == kind and _mapping(c).get("status") == "True"
-        for c in _items(status.get("conditions"))
+        as_mapping(c).get("type") == kind and as_mapping(c).get("status") == "True"
+        for c in as_list(status.get("conditions"))
     )
 
 
 def _gpu_quantities(resources: object, is_gpu: Callable[[str], bool]) -> dict[str, int]:
     return {
         name: gpu_count(value)
-        for name, value in _mapping(resources).items()
+        for name, value in as_mapping(resources).items()
         if isinstance(name, str) and is_gpu(name) and gpu_count(value) > 0
     }
 
@@ -290,7 +275,7 @@ def _gpu_quantities(resources: object, is_gpu: Callable[[str], bool]) -> dict[st
 
 
 def _taint(value: object) -> dict[str, str | None] | None:
-    taint = _mapping(value)
+    taint = as_mapping(value)
     if not isinstance(taint.get("key"), str):
         return None
     return {"key": taint["key"], "value": taint.get("value"), "effect": taint.get("effect")}
@@ -298,13 +283,13 @@ def _taint(value: object) -> dict[str, str | None] | None:
 
 def project_node(node: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[str, Any] | None:
     """The fields of a Node the facts need, or None for something that is not a named node."""
-    metadata = _mapping(_mapping(node).get("metadata"))
+    metadata = as_mapping(as_mapping(node).get("metadata"))
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         return None
-    spec = _mapping(_mapping(node).get("spec"))
-    status = _mapping(_mapping(node).get("status"))
-    labels = _string_labels(metadata.get("labels"))
+    spec = as_mapping(as_mapping(node).get("spec"))
+    status = as_mapping(as_mapping(node).get("status"))
+    labels = string_map(metadata.get("labels"))
     return {
         "name": name,
         "labels": {k: v for k, v in labels.items() if k in options.label_keys},
@@ -312,7 +297,7 @@ def project_node(node: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[
         "allocatable": _gpu_quantities(status.get("allocatable"), options.is_gpu),
         "ready": _condition_true(status, "Ready"),
         "schedulable": not spec.get("unschedulable", False),
-        "taints": [t for t in map(_taint, _items(spec.get("taints"))) if t is not None],
+        "taints": [t for t in map(_taint, as_list(spec.get("taints"))) if t is not None],
     }
 
 
@@ -320,12 +305,12 @@ def project_node(node: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[
 
 
 def _containers(spec: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
-    return [_mapping(c) for c in _items(spec.get(kind))]
+    return [as_mapping(c) for c in as_list(spec.get(kind))]
 
 
 def _container_gpus(container: Mapping[str, Any], is_gpu: Callable[[str], bool]) -> dict[str, int]:
     """GPU limits of a container; for extended resources a request alone means the same amount."""
-    resources = _mapping(container.get("resources"))
+    resources = as_mapping(container.get("resources"))
     limits = _gpu_quantities(resources.get("limits"), is_gpu)
     requests = _gpu_quantities(resources.get("requests"), is_gpu)
     return {**requests, **limits}
@@ -364,7 +349,7 @@ def requests_no_gpu(value: str) -> bool:
 def _visible_devices_setting(container: Mapping[str, Any]) -> str | None:
     """How a container sets NVIDIA_VISIBLE_DEVICES in `env` (the last entry wins), or None."""
     setting = None
-    for entry in map(_mapping, _items(container.get("env"))):
+    for entry in map(as_mapping, as_list(container.get("env"))):
         if entry.get("name") != VISIBLE_DEVICES_ENV:
             continue
         if "valueFrom" in entry:
@@ -402,21 +387,21 @@ def project_pod(pod: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[st
     A pod matters when it is bound to a node, not finished, and either is a device-plugin pod,
     holds GPUs, or asks for GPUs through NVIDIA_VISIBLE_DEVICES without holding any.
     """
-    metadata = _mapping(_mapping(pod).get("metadata"))
-    spec = _mapping(_mapping(pod).get("spec"))
-    status = _mapping(_mapping(pod).get("status"))
+    metadata = as_mapping(as_mapping(pod).get("metadata"))
+    spec = as_mapping(as_mapping(pod).get("spec"))
+    status = as_mapping(as_mapping(pod).get("status"))
     node = spec.get("nodeName")
     if not isinstance(node, str) or not node or status.get("phase") in ("Succeeded", "Failed"):
         return None
-    namespace = _text(metadata.get("namespace"))
-    role = pod_role(namespace, _string_labels(metadata.get("labels")), options)
+    namespace = as_text(metadata.get("namespace"))
+    role = pod_role(namespace, string_map(metadata.get("labels")), options)
     gpus = pod_gpus(spec, options.is_gpu)
     bypass = visible_devices_findings(spec) if role == ROLE_WORKLOAD and not gpus else []
     if role != ROLE_DEVICE_PLUGIN and not gpus and not bypass:
         return None
     return {
         "namespace": namespace,
-        "name": _text(metadata.get("name")),
+        "name": as_text(metadata.get("name")),
         "node": node,
         "role": role,
         "gpus": gpus,

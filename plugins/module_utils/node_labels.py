@@ -39,6 +39,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models impo
     sanitize_label_value,
     split_model_suffixes,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.plain import string_map
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quantity import gpu_count
 
 DEFAULT_LABEL_KEY = "accelerator"
@@ -172,12 +173,6 @@ def build_options(
 # ---------------------------------------------------------------------------------------
 
 
-def _string_map(value: object) -> dict[str, str]:
-    if not isinstance(value, dict):
-        return {}
-    return {str(k): v for k, v in value.items() if isinstance(v, str)}
-
-
 def compact_node(item: object, is_gpu: Callable[[str], bool]) -> CompactNode | None:
     """The fields labeling needs from a Node as the API returns it; None when it has no name."""
     if not isinstance(item, dict):
@@ -185,14 +180,14 @@ def compact_node(item: object, is_gpu: Callable[[str], bool]) -> CompactNode | N
     metadata = item.get("metadata")
     if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
         return None
-    annotations = _string_map(metadata.get("annotations"))
+    annotations = string_map(metadata.get("annotations"))
     status = item.get("status")
     capacity = status.get("capacity") if isinstance(status, dict) else None
     gpus = {str(k): gpu_count(v) for k, v in capacity.items() if is_gpu(str(k))} if isinstance(capacity, dict) else {}
     version = metadata.get("resourceVersion")
     return CompactNode(
         name=metadata["name"],
-        labels=_string_map(metadata.get("labels")),
+        labels=string_map(metadata.get("labels")),
         ownership=annotations.get(OWNERSHIP_ANNOTATION),
         resource_version=version if isinstance(version, str) and version else None,
         gpu_capacity=gpus,

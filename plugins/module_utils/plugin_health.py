@@ -28,6 +28,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts impo
     parse_label_selector,
     project_node,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.plain import as_list, as_mapping, as_text, string_map
 
 ERROR = "error"
 WARNING = "warning"
@@ -93,22 +94,6 @@ class PluginCheckError(ValueError):
 # --- plain-dict access ----------------------------------------------------------------------
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _items(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _string_map(value: object) -> dict[str, str]:
-    return {k: v for k, v in _mapping(value).items() if isinstance(k, str) and isinstance(v, str)}
-
-
 def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
@@ -119,8 +104,8 @@ def _optional_int(value: object) -> int | None:
 
 def _condition_true(status: Mapping[str, Any], kind: str) -> bool:
     return any(
-        _mapping(c).get("type") == kind and _mapping(c).get("status") == "True"
-        for c in _items(status.get("conditions"))
+        as_mapping(c).get("type") == kind and as_mapping(c).get("status") == "True"
+        for c in as_list(status.get("conditions"))
     )
 
 
@@ -187,37 +172,37 @@ class Mismatch:
 
 
 def _expression(raw: object) -> dict[str, Any] | None:
-    expression = _mapping(raw)
+    expression = as_mapping(raw)
     key, operator = expression.get("key"), expression.get("operator")
     if not isinstance(key, str) or not isinstance(operator, str):
         return None
     return {
         "key": key,
         "operator": operator,
-        "values": [v for v in _items(expression.get("values")) if isinstance(v, str)],
+        "values": [v for v in as_list(expression.get("values")) if isinstance(v, str)],
     }
 
 
 def _affinity_terms(pod_spec: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
-    node_affinity = _mapping(_mapping(pod_spec.get("affinity")).get("nodeAffinity"))
-    required = _mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    node_affinity = as_mapping(as_mapping(pod_spec.get("affinity")).get("nodeAffinity"))
+    required = as_mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
     terms = []
-    for term in map(_mapping, _items(required.get("nodeSelectorTerms"))):
-        terms.append([e for e in map(_expression, _items(term.get("matchExpressions"))) if e is not None])
+    for term in map(as_mapping, as_list(required.get("nodeSelectorTerms"))):
+        terms.append([e for e in map(_expression, as_list(term.get("matchExpressions"))) if e is not None])
     return terms
 
 
 def _toleration(raw: object) -> dict[str, str]:
-    toleration = _mapping(raw)
-    return {key: _text(toleration.get(key)) for key in ("key", "operator", "value", "effect")}
+    toleration = as_mapping(raw)
+    return {key: as_text(toleration.get(key)) for key in ("key", "operator", "value", "effect")}
 
 
 def placement_of(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
     """What decides which nodes a DaemonSet's pod template may run on."""
     return {
-        "node_selector": _string_map(pod_spec.get("nodeSelector")),
+        "node_selector": string_map(pod_spec.get("nodeSelector")),
         "affinity_terms": _affinity_terms(pod_spec),
-        "tolerations": [_toleration(t) for t in _items(pod_spec.get("tolerations"))],
+        "tolerations": [_toleration(t) for t in as_list(pod_spec.get("tolerations"))],
     }
 
 
@@ -359,9 +344,9 @@ def mismatch_fixes(mismatches: Iterable[Mismatch], nodes: Sequence[str], daemons
 
 def selector_text(selector: object) -> str | None:
     """A metav1.LabelSelector as a selector string, or None when it selects nothing usable."""
-    raw = _mapping(selector)
-    terms = [f"{k}={v}" for k, v in sorted(_string_map(raw.get("matchLabels")).items())]
-    for expression in filter(None, map(_expression, _items(raw.get("matchExpressions")))):
+    raw = as_mapping(selector)
+    terms = [f"{k}={v}" for k, v in sorted(string_map(raw.get("matchLabels")).items())]
+    for expression in filter(None, map(_expression, as_list(raw.get("matchExpressions")))):
         key, operator, values = expression["key"], expression["operator"], ",".join(expression["values"])
         terms.append(
             {
@@ -378,19 +363,19 @@ def selector_text(selector: object) -> str | None:
 
 def project_daemonset(daemonset: object) -> dict[str, Any] | None:
     """The fields of a DaemonSet the verdicts need, or None for something that is not one."""
-    metadata = _mapping(_mapping(daemonset).get("metadata"))
-    spec = _mapping(_mapping(daemonset).get("spec"))
-    status = _mapping(_mapping(daemonset).get("status"))
+    metadata = as_mapping(as_mapping(daemonset).get("metadata"))
+    spec = as_mapping(as_mapping(daemonset).get("spec"))
+    status = as_mapping(as_mapping(daemonset).get("status"))
     namespace, name = metadata.get("namespace"), metadata.get("name")
     if not isinstance(namespace, str) or not isinstance(name, str) or not namespace or not name:
         return None
-    template = _mapping(spec.get("template"))
-    template_labels = _string_map(_mapping(template.get("metadata")).get("labels"))
+    template = as_mapping(spec.get("template"))
+    template_labels = string_map(as_mapping(template.get("metadata")).get("labels"))
     return {
         "namespace": namespace,
         "name": name,
         "deployment": deployment_of(template_labels).key,
-        "labels": _string_map(metadata.get("labels")),
+        "labels": string_map(metadata.get("labels")),
         "template_labels": template_labels,
         "pod_selector": selector_text(spec.get("selector")),
         "generation": _optional_int(metadata.get("generation")),
@@ -401,17 +386,17 @@ def project_daemonset(daemonset: object) -> dict[str, Any] | None:
         "ready": _count(status.get("numberReady")),
         "available": _count(status.get("numberAvailable")),
         "misscheduled": _count(status.get("numberMisscheduled")),
-        "placement": placement_of(_mapping(template.get("spec"))),
+        "placement": placement_of(as_mapping(template.get("spec"))),
     }
 
 
 def _first_problem_reason(status: Mapping[str, Any]) -> str | None:
     for container in map(
-        _mapping, _items(status.get("initContainerStatuses")) + _items(status.get("containerStatuses"))
+        as_mapping, as_list(status.get("initContainerStatuses")) + as_list(status.get("containerStatuses"))
     ):
-        state = _mapping(container.get("state"))
+        state = as_mapping(container.get("state"))
         for phase in ("waiting", "terminated"):
-            reason = _mapping(state.get(phase)).get("reason")
+            reason = as_mapping(state.get(phase)).get("reason")
             if isinstance(reason, str) and reason:
                 return reason
     reason = status.get("reason")
@@ -419,32 +404,32 @@ def _first_problem_reason(status: Mapping[str, Any]) -> str | None:
 
 
 def _restarts(status: Mapping[str, Any]) -> int:
-    return sum(_count(_mapping(c).get("restartCount")) for c in _items(status.get("containerStatuses")))
+    return sum(_count(as_mapping(c).get("restartCount")) for c in as_list(status.get("containerStatuses")))
 
 
 def project_plugin_pod(pod: object) -> dict[str, Any] | None:
     """The fields of a device-plugin pod the verdicts need; None unless it is bound and not finished."""
-    metadata = _mapping(_mapping(pod).get("metadata"))
-    spec = _mapping(_mapping(pod).get("spec"))
-    status = _mapping(_mapping(pod).get("status"))
+    metadata = as_mapping(as_mapping(pod).get("metadata"))
+    spec = as_mapping(as_mapping(pod).get("spec"))
+    status = as_mapping(as_mapping(pod).get("status"))
     node, name = spec.get("nodeName"), metadata.get("name")
     if not isinstance(node, str) or not node or not isinstance(name, str) or not name:
         return None
     if status.get("phase") in ("Succeeded", "Failed"):
         return None
-    owners = [_mapping(o) for o in _items(metadata.get("ownerReferences"))]
-    static = is_static_pod(_string_map(metadata.get("annotations")), (_text(o.get("kind")) for o in owners))
+    owners = [as_mapping(o) for o in as_list(metadata.get("ownerReferences"))]
+    static = is_static_pod(string_map(metadata.get("annotations")), (as_text(o.get("kind")) for o in owners))
     return {
-        "namespace": _text(metadata.get("namespace")),
+        "namespace": as_text(metadata.get("namespace")),
         "name": name,
         "node": node,
         "ready": _condition_true(status, "Ready"),
-        "phase": _text(status.get("phase")) or "Unknown",
+        "phase": as_text(status.get("phase")) or "Unknown",
         "reason": _first_problem_reason(status),
         "restarts": _restarts(status),
         "static": static,
-        "daemonset": next((_text(o.get("name")) for o in owners if o.get("kind") == "DaemonSet"), None),
-        "deployment": deployment_of(_string_map(metadata.get("labels")), static).key,
+        "daemonset": next((as_text(o.get("name")) for o in owners if o.get("kind") == "DaemonSet"), None),
+        "deployment": deployment_of(string_map(metadata.get("labels")), static).key,
     }
 
 
@@ -458,7 +443,7 @@ def compact_node(node: object, options: FleetOptions, extra_label_keys: Iterable
     if compact is None:
         return None
     wanted = options.label_keys | frozenset(extra_label_keys)
-    labels = _string_map(_mapping(_mapping(node).get("metadata")).get("labels"))
+    labels = string_map(as_mapping(as_mapping(node).get("metadata")).get("labels"))
     compact["labels"] = {k: v for k, v in labels.items() if k in wanted}
     return compact
 
@@ -1037,15 +1022,15 @@ def host_facts_of(result: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The gpu_host_facts return values in a registered task result (or its ansible_facts.gpu_host)."""
     if "driver_found" in result:
         return result
-    facts = _mapping(_mapping(result.get("ansible_facts")).get("gpu_host"))
+    facts = as_mapping(as_mapping(result.get("ansible_facts")).get("gpu_host"))
     return facts if "driver_found" in facts else None
 
 
 def _task_failure(result: Mapping[str, Any]) -> str | None:
     if result.get("unreachable"):
-        return f"host unreachable: {_text(result.get('msg')) or 'no answer'}"
+        return f"host unreachable: {as_text(result.get('msg')) or 'no answer'}"
     if result.get("failed"):
-        return f"gpu_host_facts failed: {_text(result.get('msg')) or 'no message'}"
+        return f"gpu_host_facts failed: {as_text(result.get('msg')) or 'no message'}"
     if result.get("skipped"):
         return "gpu_host_facts was skipped on this host"
     return None
@@ -1053,7 +1038,7 @@ def _task_failure(result: Mapping[str, Any]) -> str | None:
 
 def driver_findings(subject: str, node: str, facts: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not facts.get("driver_found"):
-        looked = ", ".join(str(x) for x in _items(facts.get("looked_for"))) or "nvidia-smi, the kernel module"
+        looked = ", ".join(str(x) for x in as_list(facts.get("looked_for"))) or "nvidia-smi, the kernel module"
         return [
             finding(
                 ERROR,
@@ -1069,8 +1054,8 @@ def driver_findings(subject: str, node: str, facts: Mapping[str, Any]) -> list[d
         ]
     if facts.get("driver_working"):
         return []
-    smi = _mapping(facts.get("nvidia_smi"))
-    version = _text(facts.get("driver_version")) or "unknown version"
+    smi = as_mapping(facts.get("nvidia_smi"))
+    version = as_text(facts.get("driver_version")) or "unknown version"
     if not smi.get("path"):
         problem = f"the driver is present ({version}) but nvidia-smi was not found"
         remedy = (
@@ -1078,7 +1063,7 @@ def driver_findings(subject: str, node: str, facts: Mapping[str, Any]) -> list[d
             "the GPU Operator's containerized driver keeps it under /run/nvidia/driver"
         )
     else:
-        problem = f"the driver is present ({version}) but nvidia-smi fails: {_text(smi.get('error')) or 'no output'}"
+        problem = f"the driver is present ({version}) but nvidia-smi fails: {as_text(smi.get('error')) or 'no output'}"
         remedy = (
             'run nvidia-smi on the host: "couldn\'t communicate with the NVIDIA driver" means the loaded '
             "kernel module does not match the installed driver (reboot after a driver upgrade, or reinstall "
@@ -1128,10 +1113,10 @@ def hardening_findings(
     subject: str, node: str, facts: Mapping[str, Any], require_hardening: bool
 ) -> list[dict[str, Any]]:
     severity = ERROR if require_hardening else WARNING
-    configs = [_mapping(c) for c in _items(_mapping(facts.get("toolkit")).get("configs"))]
+    configs = [as_mapping(c) for c in as_list(as_mapping(facts.get("toolkit")).get("configs"))]
     present = [c for c in configs if c.get("exists")]
     if not present:
-        looked = ", ".join(_text(c.get("path")) for c in configs) or "the default paths"
+        looked = ", ".join(as_text(c.get("path")) for c in configs) or "the default paths"
         return [
             finding(
                 severity,
@@ -1145,7 +1130,7 @@ def hardening_findings(
         ]
     found = []
     for config in present:
-        path = _text(config.get("path"))
+        path = as_text(config.get("path"))
         if config.get("error"):
             found.append(
                 finding(
@@ -1191,7 +1176,7 @@ def host_summary(host: str, facts: Mapping[str, Any]) -> dict[str, Any]:
         "driver_working": bool(facts.get("driver_working")),
         "driver_version": facts.get("driver_version"),
         "gpu_count": _count(facts.get("gpu_count")),
-        "toolkit_hardened": _mapping(facts.get("toolkit")).get("hardened"),
+        "toolkit_hardened": as_mapping(facts.get("toolkit")).get("hardened"),
     }
 
 

@@ -20,6 +20,7 @@ from decimal import ROUND_CEILING, Decimal
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.plain import as_list, as_mapping, as_text
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quantity import (
     QuantityError,
     is_whole,
@@ -31,12 +32,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.workloads impor
     NotChecked,
     ObjectRef,
     PodSpecSite,
-    as_list,
-    as_mapping,
     iter_containers,
     join_path,
     key_path,
-    text,
     walk_document,
 )
 
@@ -326,13 +324,13 @@ class DocumentEnvSources:
 
     def add(self, obj: Mapping[str, Any], where: str) -> None:
         kind = obj.get("kind")
-        if kind not in ("ConfigMap", "Secret") or text(obj.get("apiVersion")) not in ("v1", ""):
+        if kind not in ("ConfigMap", "Secret") or as_text(obj.get("apiVersion")) not in ("v1", ""):
             return
         metadata = as_mapping(obj.get("metadata"))
-        name = text(metadata.get("name"))
+        name = as_text(metadata.get("name"))
         if not name:
             return
-        namespace = text(metadata.get("namespace"))
+        namespace = as_text(metadata.get("namespace"))
         if kind == "ConfigMap":
             data = SourceData(config_map_values(obj), f"ConfigMap {name} ({where})")
         else:
@@ -519,12 +517,12 @@ def resolve_env(
 
 
 def _apply_env_from(env: ResolvedEnv, item: Mapping[str, Any], path: str, namespace: str, sources: EnvSources) -> None:
-    prefix = text(item.get("prefix"))
+    prefix = as_text(item.get("prefix"))
     for ref_key, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
         ref = item.get(ref_key)
         if not isinstance(ref, dict):
             continue
-        name = text(ref.get("name"))
+        name = as_text(ref.get("name"))
         ref_path = f"{path}.{ref_key}"
         data = sources.secret(namespace, name) if kind == "Secret" else sources.config_map(namespace, name)
         through = f"{path.rsplit('.', 1)[-1]}" + (f" with prefix {prefix!r}" if prefix else "")
@@ -581,7 +579,7 @@ def _value_from(
         ref = value_from.get(ref_key)
         if not isinstance(ref, dict):
             continue
-        name, key = text(ref.get("name")), text(ref.get("key"))
+        name, key = as_text(ref.get("name")), as_text(ref.get("key"))
         ref_path = f"{path}.{ref_key}"
         data = sources.secret(namespace, name) if kind == "Secret" else sources.config_map(namespace, name)
         if data is None:
@@ -601,7 +599,7 @@ def _value_from(
         return EnvValue(data.values[key], ref_path, f"key {key} of {data.where}", secret=data.secret)
     field_ref = value_from.get("fieldRef")
     if isinstance(field_ref, dict):
-        return _field_ref_value(text(field_ref.get("fieldPath")), f"{path}.fieldRef", pod_metadata)
+        return _field_ref_value(as_text(field_ref.get("fieldPath")), f"{path}.fieldRef", pod_metadata)
     return EnvValue(
         None, path, "valueFrom", note="resourceFieldRef and other valueFrom sources are known only at run time"
     )
@@ -1126,7 +1124,7 @@ def pod_gpu_intent(spec: Mapping[str, Any]) -> list[str]:
         signs.append(f"node affinity on {key}")
     for toleration in as_list(spec.get("tolerations")):
         if isinstance(toleration, dict):
-            words = f"{text(toleration.get('key'))} {text(toleration.get('value'))}"
+            words = f"{as_text(toleration.get('key'))} {as_text(toleration.get('value'))}"
             if _GPU_NODE_LABEL.search(words):
                 signs.append(f"toleration {words.strip()}")
     runtime = spec.get("runtimeClassName")
@@ -1156,7 +1154,7 @@ def gpu_host_path_volumes(spec: Mapping[str, Any]) -> dict[str, tuple[int, str]]
     volumes: dict[str, tuple[int, str]] = {}
     for index, volume in enumerate(as_list(spec.get("volumes"))):
         if isinstance(volume, dict) and "hostPath" in volume and isinstance(volume.get("name"), str):
-            host_path = text(as_mapping(volume.get("hostPath")).get("path"))
+            host_path = as_text(as_mapping(volume.get("hostPath")).get("path"))
             if host_path and gpu_host_path(host_path):
                 volumes[volume["name"]] = (index, host_path)
     return volumes
@@ -1188,7 +1186,7 @@ def _device_mounts(container: ContainerSite, volumes: Mapping[str, tuple[int, st
     for index, mount in enumerate(mounts):
         if not isinstance(mount, dict):
             continue
-        mount_path = text(mount.get("mountPath"))
+        mount_path = as_text(mount.get("mountPath"))
         if device_list_mount(mount_path):
             emit(
                 container,
@@ -1199,7 +1197,7 @@ def _device_mounts(container: ContainerSite, volumes: Mapping[str, tuple[int, st
                 "the GPUs named under it, which the scheduler does not count",
             )
             found.append(f"mount at {mount_path}")
-        entry = volumes.get(text(mount.get("name"))) if volumes else None
+        entry = volumes.get(as_text(mount.get("name"))) if volumes else None
         if entry is not None:
             volume_index, host_path = entry
             emit(

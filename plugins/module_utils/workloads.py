@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.plain import as_list, as_mapping, as_text
+
 # (API group, kind) -> keys from the object to its PodTemplateSpec (None: the object is a Pod).
 _TEMPLATE_KEYS: dict[tuple[str, str], tuple[str, ...] | None] = {
     ("", "Pod"): None,
@@ -107,18 +109,6 @@ class NotChecked:
         }
 
 
-def as_mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def join_path(base: str, key: str) -> str:
     return f"{base}.{key}" if base else key
 
@@ -138,10 +128,10 @@ def object_ref(
 ) -> ObjectRef:
     metadata = as_mapping(obj.get("metadata"))
     return ObjectRef(
-        kind=text(obj.get("kind")),
-        api_version=text(obj.get("apiVersion")),
-        namespace=text(metadata.get("namespace")),
-        name=text(metadata.get("name")) or text(metadata.get("generateName")),
+        kind=as_text(obj.get("kind")),
+        api_version=as_text(obj.get("apiVersion")),
+        namespace=as_text(metadata.get("namespace")),
+        name=as_text(metadata.get("name")) or as_text(metadata.get("generateName")),
         source=source,
         document=document,
         line=line,
@@ -280,19 +270,19 @@ def iter_containers(site: PodSpecSite) -> Iterator[ContainerSite]:
         for index, container in enumerate(containers):
             if isinstance(container, dict):
                 yield ContainerSite(
-                    container, text(container.get("name")) or f"{list_name}[{index}]", list_name, f"{base}[{index}]"
+                    container, as_text(container.get("name")) or f"{list_name}[{index}]", list_name, f"{base}[{index}]"
                 )
 
 
 def controller_uid(obj: Mapping[str, Any]) -> str | None:
     for owner in as_list(as_mapping(obj.get("metadata")).get("ownerReferences")):
         if isinstance(owner, dict) and owner.get("controller") is True:
-            return text(owner.get("uid")) or None
+            return as_text(owner.get("uid")) or None
     return None
 
 
 def object_uid(obj: Mapping[str, Any]) -> str:
-    return text(as_mapping(obj.get("metadata")).get("uid"))
+    return as_text(as_mapping(obj.get("metadata")).get("uid"))
 
 
 @dataclass(frozen=True)
@@ -324,7 +314,7 @@ def select_live_objects(workloads: Iterable[dict[str, Any]], pods: Iterable[dict
     for pod in pods:
         if not isinstance(pod, dict):
             continue
-        if text(as_mapping(pod.get("status")).get("phase")) in FINISHED_POD_PHASES:
+        if as_text(as_mapping(pod.get("status")).get("phase")) in FINISHED_POD_PHASES:
             finished += 1
         elif controller_uid(pod) in listed:
             if as_list(as_mapping(pod.get("spec")).get("ephemeralContainers")):
