@@ -3,6 +3,9 @@ KWOK nodes.  The cluster is started once per session, or reused when already run
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 import time
 import uuid
@@ -13,6 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+ANSIBLE_BIN = Path(sys.executable).parent
 sys.path.insert(0, str(REPO_ROOT / "tests" / "cluster"))
 
 import cluster as local_cluster  # noqa: E402
@@ -61,6 +65,37 @@ class LocalCluster:
         pod = self.plugin_pod_on(node)
         path = f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}"
         self.patch(path, {"metadata": {"annotations": {fleet_file.NOT_READY_ANNOTATION: None if ready else "true"}}})
+
+
+def ansible_env(kubeconfig: Path, **extra: str) -> dict[str, str]:
+    """The environment for ansible commands against a cluster, without colour or inventory warnings."""
+    return dict(
+        os.environ,
+        K8S_AUTH_KUBECONFIG=str(kubeconfig),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_LOCALHOST_WARNING="0",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+        **extra,
+    )
+
+
+def run_ansible_module(
+    kubeconfig: Path, module: str, args: dict | None = None, *flags: str, env: dict[str, str] | None = None
+) -> tuple[str, dict, subprocess.CompletedProcess]:
+    """Run a module of this collection through `ansible`, as a user would: (status, result, process),
+    status being SUCCESS, CHANGED or FAILED!."""
+    command = [str(ANSIBLE_BIN / "ansible"), "localhost", "-m", f"kubegpu.scheduling.{module}", *flags]
+    if args:
+        command += ["-a", json.dumps(args)]
+    environment = env or ansible_env(kubeconfig)
+    environment["ANSIBLE_STDOUT_CALLBACK"] = "ansible.builtin.oneline"
+    done = subprocess.run(command, check=False, env=environment, capture_output=True, text=True, timeout=180)
+    status, _arrow, payload = done.stdout.partition(" => ")
+    try:
+        result = json.loads(payload)
+    except ValueError:
+        pytest.fail(f"ansible printed no result (rc {done.returncode}): {done.stdout}\n{done.stderr}")
+    return status.rsplit("|", 1)[-1].strip(), result, done
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 60, interval: float = 0.5, what: str = "") -> object:

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import LocalCluster, wait_until
+from conftest import LocalCluster, run_ansible_module, wait_until
+from conftest import ansible_env as shared_ansible_env
 
 pytestmark = pytest.mark.cluster
 
@@ -43,29 +44,13 @@ UNHARDENED = "accept-nvidia-visible-devices-envvar-when-unprivileged = true\n"
 
 
 def ansible_env(cluster: LocalCluster, **extra: str) -> dict[str, str]:
-    return dict(
-        os.environ,
-        K8S_AUTH_KUBECONFIG=str(cluster.kubeconfig),
-        ANSIBLE_LOCALHOST_WARNING="0",
-        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-        ANSIBLE_HOST_KEY_CHECKING="0",
-        **extra,
-    )
+    return shared_ansible_env(cluster.kubeconfig, ANSIBLE_HOST_KEY_CHECKING="0", **extra)
 
 
 def run_module(cluster: LocalCluster, args: dict[str, Any], *flags: str) -> tuple[bool, dict[str, Any]]:
     """Run the module through `ansible` as a user would: (succeeded, result)."""
-    command = [str(BIN / "ansible"), "localhost", "-m", "kubegpu.scheduling.gpu_device_plugin_check", *flags]
-    if args:
-        command += ["-a", json.dumps(args)]
-    env = ansible_env(cluster, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.oneline")
-    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=180)
-    status, _arrow, payload = done.stdout.partition(" => ")
-    try:
-        result = json.loads(payload)
-    except ValueError:
-        pytest.fail(f"ansible printed no result (rc {done.returncode}): {done.stdout}\n{done.stderr}")
-    return status.endswith("SUCCESS"), result
+    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_device_plugin_check", args, *flags)
+    return status == "SUCCESS", result
 
 
 def errors(result: dict[str, Any]) -> set[tuple[str | None, str]]:

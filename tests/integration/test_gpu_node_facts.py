@@ -6,16 +6,13 @@ change to the fleet changes what is expected. Each test leaves the cluster as it
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LocalCluster, wait_until
+from conftest import LocalCluster, run_ansible_module, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -36,23 +33,8 @@ ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 
 def run_module(cluster: LocalCluster, args: dict[str, Any] | None = None, *flags: str) -> dict[str, Any]:
     """Run gpu_node_facts through `ansible` as a user would, and return its result."""
-    env = dict(
-        os.environ,
-        K8S_AUTH_KUBECONFIG=str(cluster.kubeconfig),
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.oneline",
-        ANSIBLE_LOCALHOST_WARNING="0",
-        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-    )
-    command = [str(ANSIBLE), "localhost", "-m", "kubegpu.scheduling.gpu_node_facts", *flags]
-    if args:
-        command += ["-a", json.dumps(args)]
-    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=180)
-    status, _arrow, payload = done.stdout.partition(" => ")
-    try:
-        result = json.loads(payload)
-    except ValueError:
-        pytest.fail(f"ansible printed no result (rc {done.returncode}): {done.stdout}\n{done.stderr}")
-    assert status.endswith("SUCCESS"), f"{status}: {result.get('msg')}"
+    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_node_facts", args, *flags)
+    assert status == "SUCCESS", f"{status}: {result.get('msg')}"
     return result
 
 

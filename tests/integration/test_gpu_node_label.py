@@ -7,7 +7,6 @@ so the cluster other tests share is left as it was found.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LocalCluster
+from conftest import LocalCluster, ansible_env
 
 pytestmark = pytest.mark.cluster
 
@@ -64,13 +63,7 @@ def expected_values(cluster: LocalCluster) -> dict[str, str]:
 
 def run_module(cluster: LocalCluster, args: dict[str, Any], *flags: str) -> dict[str, Any]:
     """Run the module through `ansible` as a user would, and return its result."""
-    env = dict(
-        os.environ,
-        K8S_AUTH_KUBECONFIG=str(cluster.kubeconfig),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_LOCALHOST_WARNING="0",
-        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-    )
+    env = ansible_env(cluster.kubeconfig)
     command = [str(ANSIBLE), "localhost", "-m", "kubegpu.scheduling.gpu_node_label", *flags]
     if args:
         command += ["-a", json.dumps(args)]

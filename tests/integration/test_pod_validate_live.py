@@ -9,16 +9,13 @@ the API server's own.
 from __future__ import annotations
 
 import base64
-import json
-import os
-import subprocess
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LocalCluster, wait_until
+from conftest import LocalCluster, run_ansible_module, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -30,21 +27,8 @@ SECRET_VALUE = "GPU-5ec2e7-0000-value-kept-private"
 
 def run_module(cluster: LocalCluster, args: dict[str, Any]) -> dict[str, Any]:
     """Run gpu_pod_validate through `ansible`; return its result, whether the task failed or not."""
-    env = dict(
-        os.environ,
-        K8S_AUTH_KUBECONFIG=str(cluster.kubeconfig),
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.oneline",
-        ANSIBLE_LOCALHOST_WARNING="0",
-        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-    )
-    command = [str(ANSIBLE), "localhost", "-m", "kubegpu.scheduling.gpu_pod_validate", "-a", json.dumps(args)]
-    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=180)
-    status, _sep, payload = done.stdout.partition(" => ")
-    try:
-        result = json.loads(payload)
-    except ValueError:
-        pytest.fail(f"ansible printed no result (rc {done.returncode}): {done.stdout}\n{done.stderr}")
-    result["_status"] = status.rsplit("|", 1)[-1].strip()
+    status, result, done = run_ansible_module(cluster.kubeconfig, "gpu_pod_validate", args)
+    result["_status"] = status
     result["_raw"] = done.stdout
     return result
 
