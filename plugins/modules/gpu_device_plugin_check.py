@@ -34,6 +34,7 @@ description:
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
+  - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
 options:
   daemonsets:
@@ -99,13 +100,6 @@ options:
       - The extended resource the device plugin advertises. MIG resources C(nvidia.com/mig-*) count too.
     type: str
     default: nvidia.com/gpu
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
 notes:
   - Needs C(list) on C(daemonsets), C(nodes) and C(pods).
   - Right after a kubelet restart a node's GPU capacity is 0 until the plugin registers again; use

@@ -31,6 +31,8 @@ description:
     host's PID namespace.
 author:
   - kubegpu.scheduling contributors (@kubegpu)
+extends_documentation_fragment:
+  - kubegpu.scheduling.read_only
 options:
   require_driver:
     description:
@@ -56,13 +58,6 @@ options:
         example V(/host) when the module runs in a container that mounts the host's file system there.
     type: path
     default: /
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
 notes:
   - Read-only; always returns C(changed=false).
   - The facts are also set as C(ansible_facts.gpu_host).

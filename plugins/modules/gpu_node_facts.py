@@ -31,6 +31,8 @@ description:
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
+  - kubegpu.scheduling.model_labels
+  - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
 options:
   resource_names:
@@ -50,20 +52,6 @@ options:
       - Only consider these nodes. A name that matches no node is reported in a warning.
     type: list
     elements: str
-  model_label_keys:
-    description:
-      - Node label keys that name the GPU model, in order of preference. The first that names a model gives
-        RV(nodes[].model); values such as V(nvidia) or V(true) name no model and are passed over.
-    type: list
-    elements: str
-    default:
-      - nvidia.com/gpu.product
-      - aliyun.accelerator/nvidia_name
-      - cloud.google.com/gke-accelerator
-      - eks.amazonaws.com/instance-gpu-name
-      - karpenter.k8s.aws/instance-gpu-name
-      - k8s.amazonaws.com/accelerator
-      - accelerator
   device_plugin:
     description:
       - How the device plugin's pods are recognised in the pod list.
@@ -105,13 +93,6 @@ options:
       - Items per page of the node and pod lists.
     type: int
     default: 500
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
 notes:
   - Read-only; always returns C(changed=false). Needs C(list) on nodes and on pods in all namespaces.
   - The facts are also set as C(ansible_facts.gpu_fleet).

@@ -30,6 +30,7 @@ description:
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
+  - kubegpu.scheduling.model_labels
   - kubegpu.scheduling.connection
 options:
   label_key:
@@ -38,20 +39,6 @@ options:
       - It is never read as a source of the model, even when it is listed in O(model_label_keys).
     type: str
     default: accelerator
-  model_label_keys:
-    description:
-      - Node label keys that name the GPU model, in order of preference. The first that names a model
-        gives the value; values such as V(nvidia) or V(true) name no model and are passed over.
-    type: list
-    elements: str
-    default:
-      - nvidia.com/gpu.product
-      - aliyun.accelerator/nvidia_name
-      - cloud.google.com/gke-accelerator
-      - eks.amazonaws.com/instance-gpu-name
-      - karpenter.k8s.aws/instance-gpu-name
-      - k8s.amazonaws.com/accelerator
-      - accelerator
   label_selector:
     description:
       - Only consider nodes that match this label selector, for example V(node-role.kubernetes.io/gpu).

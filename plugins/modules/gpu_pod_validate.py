@@ -37,6 +37,7 @@ description:
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
+  - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
 options:
   src:
@@ -124,13 +125,6 @@ options:
       - Files larger than this many bytes are not read; each is reported in RV(errors).
     type: int
     default: 33554432
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; the result is the same as without check mode.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is no diff.
 requirements:
   - PyYAML
   - kubernetes (for O(live) only)

@@ -31,6 +31,14 @@ def _check_mapping(value: Any, source: Path, where: str) -> dict:
     return value
 
 
+def _check_keys(value: Any, allowed: set[str], source: Path, where: str) -> dict:
+    mapping = _check_mapping(value, source, where)
+    unknown = set(mapping) - allowed
+    if unknown:
+        raise _fail(source, where, f"unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    return mapping
+
+
 def _check_string_map(value: Any, source: Path, where: str) -> dict[str, str]:
     mapping = _check_mapping(value, source, where)
     for key, item in mapping.items():
@@ -57,10 +65,7 @@ def _node_specs(raw: Any, source: Path) -> list[dict]:
     expanded = []
     for index, item in enumerate(raw):
         where = f"nodes[{index}]"
-        spec = _check_mapping(item, source, where)
-        unknown = set(spec) - _NODE_KEYS
-        if unknown:
-            raise _fail(source, where, f"unknown keys {sorted(unknown)}; allowed: {sorted(_NODE_KEYS)}")
+        spec = _check_keys(item, _NODE_KEYS, source, where)
         name = _check_name(spec.get("name"), source, f"{where}.name")
         gpus = _check_count(spec.get("gpus", 0), source, f"{where}.gpus")
         allocatable = _check_count(spec.get("allocatable_gpus", gpus), source, f"{where}.allocatable_gpus")
@@ -103,10 +108,7 @@ def _pod_specs(raw: Any, source: Path, node_names: set[str]) -> tuple[str, list[
     pods = []
     for index, item in enumerate(items):
         where = f"pods.items[{index}]"
-        spec = _check_mapping(item, source, where)
-        unknown = set(spec) - _POD_KEYS
-        if unknown:
-            raise _fail(source, where, f"unknown keys {sorted(unknown)}; allowed: {sorted(_POD_KEYS)}")
+        spec = _check_keys(item, _POD_KEYS, source, where)
         node = spec.get("node")
         if node not in node_names:
             raise _fail(source, f"{where}.node", f"{node!r} is not a node of this fleet")

@@ -69,7 +69,7 @@ class LocalCluster:
 
 def ansible_env(kubeconfig: Path, **extra: str) -> dict[str, str]:
     """The environment for ansible commands against a cluster, without colour or inventory warnings."""
-    return dict(
+    env = dict(
         os.environ,
         K8S_AUTH_KUBECONFIG=str(kubeconfig),
         ANSIBLE_NOCOLOR="1",
@@ -77,6 +77,31 @@ def ansible_env(kubeconfig: Path, **extra: str) -> dict[str, str]:
         ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
         **extra,
     )
+    env.pop("KUBECONFIG", None)
+    return env
+
+
+def write_token_kubeconfig(path: Path, cluster: LocalCluster, token: str, ca: Path | None = None) -> Path:
+    """A kubeconfig that authenticates with a bearer token (a ServiceAccount's, say)."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "local",
+                "cluster": {
+                    "server": cluster.layout.server,
+                    "certificate-authority": str(ca or cluster.layout.pki / "ca.crt"),
+                },
+            }
+        ],
+        "users": [{"name": "token", "user": {"token": token}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "token"}}],
+        "current-context": "local",
+    }
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return path
 
 
 def run_ansible_module(

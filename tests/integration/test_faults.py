@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import os
 import re
 import signal
 import socket
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LocalCluster, local_cluster, wait_until
+from conftest import LocalCluster, ansible_env, local_cluster, wait_until, write_token_kubeconfig
 
 pytestmark = pytest.mark.cluster
 
@@ -182,19 +181,6 @@ class ModuleRun:
         return self.status == "FAILED!" or bool(self.result.get("failed"))
 
 
-def module_env(kubeconfig: Path | str, **extra: str) -> dict[str, str]:
-    env = dict(
-        os.environ,
-        K8S_AUTH_KUBECONFIG=str(kubeconfig),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_LOCALHOST_WARNING="0",
-        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-        **extra,
-    )
-    env.pop("KUBECONFIG", None)
-    return env
-
-
 def module_command(module: str, args: dict[str, Any]) -> list[str]:
     command = [str(BIN / "ansible"), "localhost", "-m", f"kubegpu.scheduling.{module}"]
     return command + (["-a", json.dumps(args)] if args else [])
@@ -213,7 +199,7 @@ def run_module(
 ) -> ModuleRun:
     done = subprocess.run(
         module_command(module, args),
-        env=module_env(kubeconfig, **env),
+        env=ansible_env(kubeconfig, **env),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -241,28 +227,6 @@ def assert_one_clear_message(run: ModuleRun, *fragments: str) -> str:
 
 
 # --- identities ----------------------------------------------------------------------------------
-
-
-def token_kubeconfig(path: Path, cluster: LocalCluster, token: str, ca: Path | None = None) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "local",
-                "cluster": {
-                    "server": cluster.layout.server,
-                    "certificate-authority": str(ca or cluster.layout.pki / "ca.crt"),
-                },
-            }
-        ],
-        "users": [{"name": "token", "user": {"token": token}}],
-        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "token"}}],
-        "current-context": "local",
-    }
-    path.write_text(json.dumps(config))
-    path.chmod(0o600)
-    return path
 
 
 def admin_kubeconfig_with(cluster: LocalCluster, path: Path, **cluster_fields: str) -> Path:
@@ -389,7 +353,7 @@ def test_apiserver_stopped_while_labeling_leaves_no_half_label_and_a_rerun_conve
         apiserver.start()
         process = subprocess.Popen(
             module_command("gpu_node_label", args),
-            env=module_env(kubeconfig),
+            env=ansible_env(kubeconfig),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -650,7 +614,7 @@ def test_throttled_runs_converge_with_bounded_retries(
 ):
     namespace, account = labeler_account
     token = service_account_token(cluster, namespace, account)
-    kubeconfig = token_kubeconfig(tmp_path / "throttled.kubeconfig", cluster, token)
+    kubeconfig = write_token_kubeconfig(tmp_path / "throttled.kubeconfig", cluster, token)
     nodes = create_extra_nodes(cluster, 40)
     try:
         wait_until(lambda: throttled.applies(cluster, token), timeout=60, what="the FlowSchema to apply")
@@ -862,11 +826,11 @@ def broken_configs(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFacto
             f"TLS certificate verification failed for the API server at {cluster.layout.server}",
         ),
         "expired token": (
-            {"K8S_AUTH_KUBECONFIG": str(token_kubeconfig(folder / "expired", cluster, expired))},
+            {"K8S_AUTH_KUBECONFIG": str(write_token_kubeconfig(folder / "expired", cluster, expired))},
             rejected,
         ),
         "invalid token": (
-            {"K8S_AUTH_KUBECONFIG": str(token_kubeconfig(folder / "invalid", cluster, "not-a-token"))},
+            {"K8S_AUTH_KUBECONFIG": str(write_token_kubeconfig(folder / "invalid", cluster, "not-a-token"))},
             rejected,
         ),
         "unknown context": (

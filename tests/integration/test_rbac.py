@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import LocalCluster, wait_until
+from conftest import LocalCluster, ansible_env, wait_until, write_token_kubeconfig
 
 pytestmark = pytest.mark.cluster
 
@@ -150,27 +149,6 @@ class Identities:
         self.created.clear()
 
 
-def write_token_kubeconfig(path: Path, cluster: LocalCluster, token: str) -> None:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "local",
-                "cluster": {
-                    "server": cluster.layout.server,
-                    "certificate-authority": str(cluster.layout.pki / "ca.crt"),
-                },
-            }
-        ],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "sa"}}],
-        "current-context": "local",
-    }
-    path.write_text(json.dumps(config))
-    path.chmod(0o600)
-
-
 def allowed(
     cluster: LocalCluster,
     identity: Identity,
@@ -232,14 +210,7 @@ class Run:
 
 
 def run_playbook(identity: Identity, playbook: str, extra: dict[str, Any] | None = None) -> Run:
-    env = dict(
-        os.environ,
-        K8S_AUTH_KUBECONFIG=str(identity.kubeconfig),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_LOCALHOST_WARNING="0",
-        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-    )
+    env = ansible_env(identity.kubeconfig, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
     env.pop("KUBECONFIG", None)
     command = [str(BIN / "ansible-playbook"), str(PLAYBOOKS / playbook)]
     if extra:
