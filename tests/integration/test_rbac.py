@@ -211,7 +211,6 @@ class Run:
 
 def run_playbook(identity: Identity, playbook: str, extra: dict[str, Any] | None = None) -> Run:
     env = ansible_env(identity.kubeconfig, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
-    env.pop("KUBECONFIG", None)
     command = [str(BIN / "ansible-playbook"), str(PLAYBOOKS / playbook)]
     if extra:
         command += ["-e", json.dumps(extra)]
