@@ -13,6 +13,7 @@ import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.kubegpu.scheduling.plugins.doc_fragments import read_only as read_only_fragment
 from ansible_collections.kubegpu.scheduling.plugins.module_utils import api_module, validate_cli
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import AUTH_ARG_SPEC, ClusterError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod_rules import RULES
@@ -56,8 +57,9 @@ def test_the_argument_spec_matches_the_documentation():
         assert own[name].get("default") == option.get("default"), name
         assert own[name].get("elements") == option.get("elements"), name
         assert own[name].get("choices") == option.get("choices"), name
-    assert doc["extends_documentation_fragment"] == ["kubegpu.scheduling.connection"]
-    assert doc["attributes"]["check_mode"]["support"] == "full"
+    assert doc["extends_documentation_fragment"] == ["kubegpu.scheduling.read_only", "kubegpu.scheduling.connection"]
+    read_only = yaml.safe_load(read_only_fragment.ModuleDocFragment.DOCUMENTATION)
+    assert read_only["attributes"]["check_mode"]["support"] == "full"
     assert set(AUTH_ARG_SPEC) <= set(spec)
 
 
