@@ -338,8 +338,27 @@ def write_kwok_config(layout: Layout) -> None:
     (layout.root / "kwok.yaml").write_text(yaml.safe_dump_all(documents))
 
 
+def _proc_numbers_like_us() -> bool:
+    """/proc counts pids as this process does. It does not in a pid namespace whose /proc was not
+    mounted anew (some sandboxes and CI runners): /proc/<pid> there is another process or none."""
+    try:
+        return os.readlink("/proc/self") == str(os.getpid())
+    except OSError:
+        return False
+
+
 def _alive(pid: int, binary: str) -> bool:
-    """The process is running and is still the binary we started (pids get reused)."""
+    """The process is running and, where /proc can tell, is still the binary we started (pids get reused)."""
+    if not _proc_numbers_like_us():
+        try:
+            os.waitpid(pid, os.WNOHANG)  # a child of ours that exited would otherwise stay, a zombie
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
     except OSError:
@@ -354,27 +373,38 @@ def read_pids(layout: Layout) -> dict[str, dict]:
         return {}
 
 
-def start_process(layout: Layout, name: str, argv: list[str], pids: dict[str, dict]) -> None:
-    log = (layout.logs / f"{name}.log").open("ab")
-    proc = subprocess.Popen(
-        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=layout.root
-    )
-    pids[name] = {"pid": proc.pid, "binary": argv[0]}
+def start_process(layout: Layout, name: str, argv: list[str], started: dict[str, subprocess.Popen]) -> None:
+    with (layout.logs / f"{name}.log").open("ab") as log:
+        started[name] = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=layout.root
+        )
+    pids = {n: {"pid": proc.pid, "binary": proc.args[0]} for n, proc in started.items()}
     layout.pids.write_text(json.dumps(pids, indent=2))
 
 
-def check_processes(layout: Layout) -> None:
-    for name, entry in read_pids(layout).items():
-        if not _alive(entry["pid"], entry["binary"]):
-            raise ClusterStartError(f"{name} exited; see {layout.logs / (name + '.log')}")
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
 
 
-def wait_for(what: str, check, timeout: float, layout: Layout) -> None:
+def check_started(started: dict[str, subprocess.Popen], layout: Layout) -> None:
+    """Stop waiting as soon as a process we started has exited, and say how and why."""
+    for name, proc in started.items():
+        status = proc.poll()
+        if status is not None:
+            how = f"killed by signal {-status}" if status < 0 else f"exited with status {status}"
+            log = layout.logs / f"{name}.log"
+            raise ClusterStartError(f"{name} {how}; last lines of {log}:\n{log_tail(log)}")
+
+
+def wait_for(what: str, check, timeout: float, layout: Layout, started: dict[str, subprocess.Popen]) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return
-        check_processes(layout)
+        check_started(started, layout)
         time.sleep(0.5)
     raise ClusterStartError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {layout.logs}")
 
@@ -410,13 +440,14 @@ def apply_fleet(api: Api, spec: dict) -> None:
     api.ensure(f"/apis/apps/v1/namespaces/{plugin['namespace']}/daemonsets", fleet.device_plugin_daemonset(plugin))
 
 
-def apply_fleet_pods(api: Api, spec: dict, layout: Layout) -> None:
+def apply_fleet_pods(api: Api, spec: dict, layout: Layout, started: dict[str, subprocess.Popen]) -> None:
     namespace = spec["pod_namespace"]
     wait_for(
         f"the default service account in {namespace}",
         lambda: bool(_get(api, f"/api/v1/namespaces/{namespace}/serviceaccounts/default")),
         60,
         layout,
+        started,
     )
     for pod in spec["pods"]:
         api.ensure(f"/api/v1/namespaces/{namespace}/pods", fleet.fleet_pod(pod, namespace))
@@ -459,7 +490,7 @@ def up(fleet_file: Path, timeout: float) -> Path:
         print("a previous cluster is partly running; stopping it first", file=sys.stderr)
         down()
     bins = build.build()
-    started = time.monotonic()
+    began = time.monotonic()
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.logs.mkdir(exist_ok=True)
     subprocess.run(["rm", "-rf", str(layout.root / "etcd")], check=True)
@@ -470,24 +501,28 @@ def up(fleet_file: Path, timeout: float) -> Path:
     write_kwok_config(layout)
     argv = command_lines(layout, bins)
     api = Api(layout)
-    pids: dict[str, dict] = {}
+    started: dict[str, subprocess.Popen] = {}
     try:
-        start_process(layout, "etcd", argv["etcd"], pids)
-        start_process(layout, "kube-apiserver", argv["kube-apiserver"], pids)
-        wait_for("kube-apiserver /readyz", lambda: _is_ready(api), timeout, layout)
+        start_process(layout, "etcd", argv["etcd"], started)
+        start_process(layout, "kube-apiserver", argv["kube-apiserver"], started)
+        wait_for("kube-apiserver /readyz", lambda: _is_ready(api), timeout, layout, started)
         # KWOK first, so that it sees every node and pod from its start.
-        start_process(layout, "kwok", argv["kwok"], pids)
-        start_process(layout, "kube-controller-manager", argv["kube-controller-manager"], pids)
-        start_process(layout, "kube-scheduler", argv["kube-scheduler"], pids)
+        start_process(layout, "kwok", argv["kwok"], started)
+        start_process(layout, "kube-controller-manager", argv["kube-controller-manager"], started)
+        start_process(layout, "kube-scheduler", argv["kube-scheduler"], started)
         apply_fleet(api, spec)
-        apply_fleet_pods(api, spec, layout)
+        apply_fleet_pods(api, spec, layout, started)
         wait_for(
-            "the fleet's nodes, device-plugin pods and fleet pods", lambda: fleet_settled(api, spec), timeout, layout
+            "the fleet's nodes, device-plugin pods and fleet pods",
+            lambda: fleet_settled(api, spec),
+            timeout,
+            layout,
+            started,
         )
     except BaseException:
         down()
         raise
-    print(f"cluster up in {time.monotonic() - started:.1f}s; logs in {layout.logs}", file=sys.stderr)
+    print(f"cluster up in {time.monotonic() - began:.1f}s; logs in {layout.logs}", file=sys.stderr)
     return layout.kubeconfig
 
 
