@@ -338,29 +338,33 @@ def write_kwok_config(layout: Layout) -> None:
     (layout.root / "kwok.yaml").write_text(yaml.safe_dump_all(documents))
 
 
-def _proc_numbers_like_us() -> bool:
-    """/proc counts pids as this process does. It does not in a pid namespace whose /proc was not
-    mounted anew (some sandboxes and CI runners): /proc/<pid> there is another process or none."""
+def _proc_folder(pid: int) -> Path | None:
+    """The /proc folder of the process that this process knows as `pid`. In a pid namespace whose
+    /proc was not mounted anew (some sandboxes and CI runners), /proc numbers the processes of an
+    outer namespace; each status file's NSpid line then gives every namespace's pid, ours last."""
     try:
-        return os.readlink("/proc/self") == str(os.getpid())
+        if os.readlink("/proc/self") == str(os.getpid()):
+            return Path(f"/proc/{pid}")
+        namespace = os.readlink("/proc/self/ns/pid")
     except OSError:
-        return False
+        return None
+    for folder in Path("/proc").iterdir():
+        if not folder.name.isdigit():
+            continue
+        try:
+            nspid = next(line.split()[1:] for line in (folder / "status").open() if line.startswith("NSpid:"))
+            if nspid[-1] == str(pid) and os.readlink(folder / "ns" / "pid") == namespace:
+                return folder
+        except (OSError, StopIteration, IndexError):
+            continue
+    return None
 
 
 def _alive(pid: int, binary: str) -> bool:
-    """The process is running and, where /proc can tell, is still the binary we started (pids get reused)."""
-    if not _proc_numbers_like_us():
-        try:
-            os.waitpid(pid, os.WNOHANG)  # a child of ours that exited would otherwise stay, a zombie
-        except ChildProcessError:
-            pass
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+    """The process is running and is still the binary we started (pids get reused)."""
+    folder = _proc_folder(pid)
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        cmdline = (folder / "cmdline").read_bytes().split(b"\0")[0].decode() if folder else ""
     except OSError:
         return False
     return Path(cmdline).name == Path(binary).name
@@ -376,7 +380,12 @@ def read_pids(layout: Layout) -> dict[str, dict]:
 def start_process(layout: Layout, name: str, argv: list[str], started: dict[str, subprocess.Popen]) -> None:
     with (layout.logs / f"{name}.log").open("ab") as log:
         started[name] = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=layout.root
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=layout.root,
         )
     pids = {n: {"pid": proc.pid, "binary": proc.args[0]} for n, proc in started.items()}
     layout.pids.write_text(json.dumps(pids, indent=2))

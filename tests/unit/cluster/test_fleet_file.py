@@ -113,3 +113,24 @@ def test_down_stops_only_processes_it_started(tmp_path, monkeypatch):
     finally:
         stranger.kill()
         ours.kill()
+
+
+def in_new_pid_namespace(*argv: str) -> subprocess.CompletedProcess:
+    """Run argv as some CI runners run their jobs: in a pid namespace of its own, whose /proc was
+    not mounted anew and so numbers the processes of the outer namespace."""
+    return subprocess.run(["unshare", "--pid", "--fork", *argv], capture_output=True, text=True, timeout=120)
+
+
+def test_down_tells_its_processes_apart_where_proc_numbers_another_pid_namespace():
+    try:
+        probe = in_new_pid_namespace(sys.executable, "-c", "import os; print(os.readlink('/proc/self'), os.getpid())")
+    except FileNotFoundError:
+        pytest.skip("unshare (util-linux) is not installed")
+    if probe.returncode:
+        pytest.skip(f"a new pid namespace is not permitted here: {probe.stderr.strip()}")
+    proc_pid, own_pid = probe.stdout.split()
+    assert proc_pid != own_pid, "the namespace's /proc should number the outer namespace's processes"
+
+    test = f"{__file__}::test_down_stops_only_processes_it_started"
+    result = in_new_pid_namespace(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test)
+    assert result.returncode == 0, result.stdout + result.stderr
