@@ -34,7 +34,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "cluster"))
 import collection  # noqa: E402
+import fleet  # noqa: E402
 
 collection.activate()
 
@@ -46,8 +48,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
     resolve_auth_params,
 )
 
-FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-GPU = "nvidia.com/gpu"
+GPU = fleet.GPU
 NAMESPACES = tuple(f"team-{i:02d}" for i in range(20))
 MAX_GPU_PODS_PER_NODE = 12
 DEPLOY_LABEL = {"nvidia.com/gpu.deploy.device-plugin": "true"}
@@ -149,42 +150,23 @@ def node_name(index: int) -> str:
 
 
 def node_object(index: int) -> dict[str, Any]:
-    """A KWOK-managed GPU node whose status already carries its GPU capacity (as tests/cluster/fleet.py)."""
+    """A KWOK-managed GPU node, built as the test fleet's nodes are."""
     model = model_of(index)
-    name = node_name(index)
-    resources = {"cpu": "96", "memory": "1024Gi", "pods": "110", "ephemeral-storage": "2Ti"}
-    capacity = {**resources, GPU: str(model.units)}
-    labels = {
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-        "type": "kwok",
-        "topology.kubernetes.io/zone": f"zone-{index % 3}",
-        "node-pool": f"pool-{model.short}",
-        **model.labels,
-        **DEPLOY_LABEL,
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "annotations": {FAKE_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+    spec = {
+        "name": node_name(index),
+        "cpu": "96",
+        "memory": "1024Gi",
+        "gpus": model.units,
+        "allocatable_gpus": model.units,
+        "labels": {
+            "topology.kubernetes.io/zone": f"zone-{index % 3}",
+            "node-pool": f"pool-{model.short}",
+            **model.labels,
+            **DEPLOY_LABEL,
         },
-        "spec": {"taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}]},
-        "status": {
-            "capacity": capacity,
-            "allocatable": dict(capacity),
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-            "nodeInfo": {
-                "architecture": "amd64",
-                "operatingSystem": "linux",
-                "kubeletVersion": "fake",
-                "kubeProxyVersion": "fake",
-            },
-        },
+        "taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}],
     }
+    return fleet.node_object(spec)
 
 
 def pods_per_node(nodes: int, pods: int) -> list[int]:
