@@ -17,6 +17,16 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE_BIN = Path(sys.executable).parent
+# The label keys that name a node's GPU model, in the order the modules read them by default.
+MODEL_LABEL_KEYS = (
+    "nvidia.com/gpu.product",
+    "aliyun.accelerator/nvidia_name",
+    "cloud.google.com/gke-accelerator",
+    "eks.amazonaws.com/instance-gpu-name",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "k8s.amazonaws.com/accelerator",
+    "accelerator",
+)
 sys.path.insert(0, str(REPO_ROOT / "tests" / "cluster"))
 
 import cluster as local_cluster  # noqa: E402

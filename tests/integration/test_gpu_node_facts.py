@@ -7,27 +7,19 @@ change to the fleet changes what is expected. Each test leaves the cluster as it
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LocalCluster, run_ansible_module, wait_until
+from conftest import MODEL_LABEL_KEYS, LocalCluster, run_ansible_module, wait_until
 
 pytestmark = pytest.mark.cluster
 
-ANSIBLE = Path(sys.executable).with_name("ansible")
 GPU = "nvidia.com/gpu"
-MODEL_KEYS = (
-    "nvidia.com/gpu.product",
-    "aliyun.accelerator/nvidia_name",
-    "cloud.google.com/gke-accelerator",
-    "eks.amazonaws.com/instance-gpu-name",
-    "karpenter.k8s.aws/instance-gpu-name",
-    "k8s.amazonaws.com/accelerator",
-    "accelerator",
+GPU_LABEL_KEYS = MODEL_LABEL_KEYS + (
+    "nvidia.com/gpu.present",
+    "nvidia.com/gpu.count",
+    "aliyun.accelerator/nvidia_count",
 )
-GPU_LABEL_KEYS = MODEL_KEYS + ("nvidia.com/gpu.present", "nvidia.com/gpu.count", "aliyun.accelerator/nvidia_count")
 ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 
 
@@ -86,7 +78,7 @@ def expected_fleet(fleet: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if any(asks_for_gpus_through_env(p) for p in pods):
             kinds.add("gpu_use_outside_scheduler")
         expected[spec["name"]] = {
-            "model": next((spec["labels"][k] for k in MODEL_KEYS if spec["labels"].get(k)), None),
+            "model": next((spec["labels"][k] for k in MODEL_LABEL_KEYS if spec["labels"].get(k)), None),
             "capacity": capacity,
             "allocatable": allocatable,
             "allocated": allocated,

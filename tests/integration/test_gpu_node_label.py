@@ -9,27 +9,17 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LocalCluster, ansible_env
+from conftest import ANSIBLE_BIN, MODEL_LABEL_KEYS, LocalCluster, ansible_env
 
 pytestmark = pytest.mark.cluster
 
 KEY = "accelerator"
 OWNERSHIP = "kubegpu.io/managed-labels"
-ANSIBLE = Path(sys.executable).with_name("ansible")
-# The order gpu_node_label reads model labels in, by default.
-SOURCE_KEYS = (
-    "nvidia.com/gpu.product",
-    "aliyun.accelerator/nvidia_name",
-    "cloud.google.com/gke-accelerator",
-    "eks.amazonaws.com/instance-gpu-name",
-    "karpenter.k8s.aws/instance-gpu-name",
-    "k8s.amazonaws.com/accelerator",
-)
+# The label the module writes is no source of the model.
+SOURCE_KEYS = tuple(k for k in MODEL_LABEL_KEYS if k != KEY)
 
 
 def nodes(cluster: LocalCluster) -> dict[str, dict[str, Any]]:
@@ -64,7 +54,7 @@ def expected_values(cluster: LocalCluster) -> dict[str, str]:
 def run_module(cluster: LocalCluster, args: dict[str, Any], *flags: str) -> dict[str, Any]:
     """Run the module through `ansible` as a user would, and return its result."""
     env = ansible_env(cluster.kubeconfig)
-    command = [str(ANSIBLE), "localhost", "-m", "kubegpu.scheduling.gpu_node_label", *flags]
+    command = [str(ANSIBLE_BIN / "ansible"), "localhost", "-m", "kubegpu.scheduling.gpu_node_label", *flags]
     if args:
         command += ["-a", json.dumps(args)]
     done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=120)

@@ -9,9 +9,7 @@ the API server's own.
 from __future__ import annotations
 
 import base64
-import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +17,6 @@ from conftest import LocalCluster, run_ansible_module, wait_until
 
 pytestmark = pytest.mark.cluster
 
-ANSIBLE = Path(sys.executable).with_name("ansible")
 GPU = "nvidia.com/gpu"
 CUDA = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 SECRET_VALUE = "GPU-5ec2e7-0000-value-kept-private"
