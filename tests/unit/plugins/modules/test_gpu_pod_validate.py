@@ -372,31 +372,19 @@ def test_cli_writes_reports_and_reads_an_image_env_file(tmp_path, in_fixtures):
     assert json.loads(report.read_text())["summary"]["findings"] == 2
 
 
+def run_in(folder: Path, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
 def test_the_script_runs_from_anywhere_without_ansible_on_the_path(tmp_path):
     manifest = tmp_path / "deploy.yaml"
     manifest.write_text((FIXTURES / "bad" / "env-all.yaml").read_text())
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "ANSIBLE_COLLECTIONS_PATH")}
-    done = subprocess.run(
-        [sys.executable, "-I", str(SCRIPT), "deploy.yaml"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_in(tmp_path, env, sys.executable, "-I", str(SCRIPT), "deploy.yaml")
     assert done.returncode == 1, done.stderr
     assert done.stdout.startswith("deploy.yaml:21: error KGPU101")
     assert done.stderr == ""
-    usage = subprocess.run(
-        [sys.executable, "-I", str(SCRIPT)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    usage = run_in(tmp_path, env, sys.executable, "-I", str(SCRIPT))
     assert usage.returncode == 2 and "no paths given" in usage.stderr
 
 
@@ -407,15 +395,7 @@ def test_the_script_starts_as_a_program_the_way_pre_commit_runs_it(tmp_path):
     (bin_dir / "python3").symlink_to(sys.executable)
     (tmp_path / "ok.yaml").write_text((FIXTURES / "good" / "dra.yaml").read_text())
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    done = subprocess.run(
-        [str(SCRIPT), "--fail-on", "warning", "ok.yaml"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_in(tmp_path, env, str(SCRIPT), "--fail-on", "warning", "ok.yaml")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0 errors, 0 warnings in 1 pod spec from 1 file"
 
