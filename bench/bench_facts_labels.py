@@ -47,7 +47,7 @@ COLLECTIONS = collection.activate()
 import fleet_scale  # noqa: E402
 from timing import Contender, alternate, run_once  # noqa: E402
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_labels import (  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (  # noqa: E402
     DEFAULT_LABEL_KEY,
     OWNERSHIP_ANNOTATION,
     label_value_for,

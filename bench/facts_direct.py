@@ -28,8 +28,9 @@ collection.activate()
 
 
 def facts(kubeconfig: str, page_size: int) -> dict:
-    from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import client_from_params
-    from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts import options_from_params, summarise
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import options_from_params
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import client_from_params
     from ansible_collections.kubegpu.scheduling.plugins.modules.gpu_node_facts import read_fleet
 
     client = client_from_params({"kubeconfig": kubeconfig})

@@ -40,13 +40,15 @@ import fleet  # noqa: E402
 
 collection.activate()
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (  # noqa: E402
-    ApiClient,
-    ClusterError,
-    KubeClient,
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import (
+    ApiClient,  # noqa: E402
+    KubeClient,  # noqa: E402
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (  # noqa: E402
     build_configuration,
     resolve_auth_params,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError  # noqa: E402
 
 GPU = fleet.GPU
 NAMESPACES = tuple(f"team-{i:02d}" for i in range(20))

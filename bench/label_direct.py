@@ -26,17 +26,17 @@ collection.activate()
 
 
 def label(kubeconfig: str) -> dict:
-    from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import ClusterError, client_from_params
-    from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import DEFAULT_MODEL_LABEL_KEYS
-    from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_labels import (
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import client_from_params
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.apply import apply_plans, summarize
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
         DEFAULT_LABEL_KEY,
-        apply_plans,
         build_options,
         plan_node,
         plan_nodes,
-        summarize,
     )
-    from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import gpu_resource_matcher
     from ansible_collections.kubegpu.scheduling.plugins.modules.gpu_node_label import (
         node_path,
         read_nodes,

@@ -31,10 +31,7 @@ _value:
   elements: str
 """
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet_report import (  # noqa: E402
-    preflight_diagnosis,
-    summary_lines,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.summary import preflight_diagnosis, summary_lines  # noqa: E402
 
 
 class FilterModule:

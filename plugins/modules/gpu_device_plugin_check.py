@@ -296,34 +296,31 @@ from urllib.parse import quote
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.api_module import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import (
+    compact_node,
+    pod_ref,
+    project_daemonset,
+    project_plugin_pod,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.targets import (
+    check_options,
+    daemonset_list_namespaces,
+    daemonset_targets,
+    plugin_pod_queries,
+    select_daemonsets,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.verdict import evaluate
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import ACTIVE_POD_FIELD_SELECTOR
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
     module_client,
     with_connection_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
-    ClusterError,
-    KubeClient,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts import (
-    ACTIVE_POD_FIELD_SELECTOR,
-    FleetOptions,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_health import (
-    PluginCheckError,
-    check_options,
-    compact_node,
-    daemonset_list_namespaces,
-    daemonset_targets,
-    evaluate,
-    placement_label_keys,
-    plugin_pod_queries,
-    pod_ref,
-    project_daemonset,
-    project_plugin_pod,
-    select_daemonsets,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import NVIDIA_GPU
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import placement_label_keys
 
 CORE_V1 = "/api/v1"
 APPS_V1 = "/apis/apps/v1"
@@ -390,7 +387,7 @@ def run(module: AnsibleModule) -> None:
     try:
         options = check_options(params["resource_name"], params["device_plugin"])
         targets = daemonset_targets(params["daemonsets"])
-    except PluginCheckError as exc:
+    except OptionError as exc:
         module.fail_json(msg=str(exc))
 
     client = module_client(module)
@@ -415,7 +412,7 @@ def run(module: AnsibleModule) -> None:
             require_hardening=params["require_hardening"],
             missing_daemonsets=missing,
         )
-    except PluginCheckError as exc:
+    except OptionError as exc:
         module.fail_json(msg=str(exc))
     result["api_requests"] = client.request_count
     if not result["healthy"] and not params["report_only"]:

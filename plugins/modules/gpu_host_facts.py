@@ -236,7 +236,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.host_probe import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.host.probe import (
     COMPUTE_APPS_FIELDS,
     GPU_QUERY_FIELDS,
     HostReadings,

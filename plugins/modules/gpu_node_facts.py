@@ -278,29 +278,26 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.api_module import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import split_pods, summarise
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import (
+    ACTIVE_POD_FIELD_SELECTOR,
+    project_pod,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
+    DEFAULT_DEVICE_PLUGIN_SELECTORS,
+    DEFAULT_EXEMPT_POD_SELECTORS,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions, options_from_params
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
     module_client,
     with_connection_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
-    ClusterError,
-    KubeClient,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import DEFAULT_MODEL_LABEL_KEYS
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts import (
-    ACTIVE_POD_FIELD_SELECTOR,
-    DEFAULT_DEVICE_PLUGIN_SELECTORS,
-    DEFAULT_EXEMPT_POD_SELECTORS,
-    FactsOptionError,
-    FleetOptions,
-    options_from_params,
-    project_node,
-    project_pod,
-    split_pods,
-    summarise,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import NVIDIA_GPU
 
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"
@@ -393,7 +390,7 @@ def run(module: AnsibleModule) -> None:
             params["device_plugin"],
             params["exempt_pod_selectors"],
         )
-    except FactsOptionError as exc:
+    except OptionError as exc:
         module.fail_json(msg=str(exc))
     client = module_client(module)
     try:

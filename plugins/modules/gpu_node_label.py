@@ -257,34 +257,33 @@ from urllib.parse import quote
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.api_module import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
     module_client,
     with_connection_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
-    ClusterError,
-    KubeClient,
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.apply import (
+    NodeResult,
+    apply_plans,
+    failure_message,
+    summarize,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import DEFAULT_MODEL_LABEL_KEYS
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_labels import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
     DEFAULT_LABEL_KEY,
     MIXED_MODELS_CHOICES,
     CompactNode,
     LabelingOptions,
-    LabelingOptionsError,
     NodePlan,
-    NodeResult,
     Outcome,
-    apply_plans,
     build_options,
     compact_node,
-    failure_message,
     plan_node,
     plan_nodes,
-    summarize,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import gpu_resource_matcher
 
 NODES = "/api/v1/nodes"
 MAX_PARALLELISM = 256
@@ -381,7 +380,7 @@ def run(module: AnsibleModule) -> None:
             params["mixed_models"],
             params["force"],
         )
-    except LabelingOptionsError as exc:
+    except OptionError as exc:
         module.fail_json(msg=str(exc))
     if not 1 <= params["parallelism"] <= MAX_PARALLELISM:
         module.fail_json(msg=f"parallelism must be between 1 and {MAX_PARALLELISM}, not {params['parallelism']}")

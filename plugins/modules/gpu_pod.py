@@ -166,15 +166,13 @@ logs:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils import gpu_pod  # noqa: E402
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.api_module import (  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (  # noqa: E402
     api_module,
     module_client,
     with_connection_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (  # noqa: E402
-    ClusterError,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod import lifecycle  # noqa: E402
 
 
 def argument_spec() -> dict:
@@ -202,27 +200,27 @@ def remove(module: AnsibleModule, client) -> dict:
     if not name:
         module.fail_json(msg="state=absent needs name or definition.metadata.name")
     namespace = params["namespace"] or (definition.get("metadata") or {}).get("namespace") or "default"
-    existing = gpu_pod.read_pod(client, namespace, name)
+    existing = lifecycle.read_pod(client, namespace, name)
     if existing is None:
         return {"changed": False, "action": "absent"}
     if not module.check_mode:
         if params["wait"]:
-            gpu_pod.delete_and_wait(client, namespace, name, params["wait_timeout"])
+            lifecycle.delete_and_wait(client, namespace, name, params["wait_timeout"])
         else:
-            client.delete(gpu_pod.pod_path(namespace, name))
+            client.delete(lifecycle.pod_path(namespace, name))
     return {"changed": True, "action": "delete"}
 
 
 def apply(module: AnsibleModule, client) -> dict:
     params = module.params
     try:
-        definition = gpu_pod.checked_definition(params["definition"], params["namespace"])
-    except gpu_pod.PodDefinitionError as exc:
+        definition = lifecycle.checked_definition(params["definition"], params["namespace"])
+    except lifecycle.PodDefinitionError as exc:
         module.fail_json(msg=str(exc))
     name, namespace = definition["metadata"]["name"], definition["metadata"]["namespace"]
-    digest = gpu_pod.manifest_digest(definition)
-    existing = gpu_pod.read_pod(client, namespace, name)
-    action = gpu_pod.plan_present(existing, digest, params["recreate"])
+    digest = lifecycle.manifest_digest(definition)
+    existing = lifecycle.read_pod(client, namespace, name)
+    action = lifecycle.plan_present(existing, digest, params["recreate"])
     if action == "conflict":
         module.fail_json(
             msg=f"pod {namespace}/{name} exists with a different manifest and a pod's spec cannot be changed; "
@@ -231,7 +229,7 @@ def apply(module: AnsibleModule, client) -> dict:
         )
     result: dict = {"changed": action != "unchanged", "action": action}
     if module._diff and action != "unchanged":
-        before = (existing or {}).get("metadata", {}).get("annotations", {}).get(gpu_pod.DIGEST_ANNOTATION)
+        before = (existing or {}).get("metadata", {}).get("annotations", {}).get(lifecycle.DIGEST_ANNOTATION)
         result["diff"] = {
             "before_header": f"pod {namespace}/{name}",
             "after_header": f"pod {namespace}/{name}",
@@ -241,29 +239,30 @@ def apply(module: AnsibleModule, client) -> dict:
     if module.check_mode:
         return result
     if params["create_namespace"] and action == "create":
-        gpu_pod.ensure_namespace(client, namespace)
+        lifecycle.ensure_namespace(client, namespace)
     if action == "recreate":
-        gpu_pod.delete_and_wait(client, namespace, name, params["wait_timeout"])
+        lifecycle.delete_and_wait(client, namespace, name, params["wait_timeout"])
     if action in ("create", "recreate"):
-        gpu_pod.create_pod(client, namespace, gpu_pod.with_digest(definition, digest), params["wait_timeout"])
-    pod = gpu_pod.read_pod(client, namespace, name) or {}
+        lifecycle.create_pod(client, namespace, lifecycle.with_digest(definition, digest), params["wait_timeout"])
+    pod = lifecycle.read_pod(client, namespace, name) or {}
     if params["wait"]:
-        pod, settled = gpu_pod.wait_for(
-            lambda: gpu_pod.read_pod(client, namespace, name) or {},
-            lambda p: gpu_pod.is_settled(gpu_pod.pod_summary(p)),
+        pod, settled = lifecycle.wait_for(
+            lambda: lifecycle.read_pod(client, namespace, name) or {},
+            lambda p: lifecycle.is_settled(lifecycle.pod_summary(p)),
             params["wait_timeout"],
         )
         if not settled:
             module.fail_json(
-                msg=gpu_pod.timeout_message(name, namespace, gpu_pod.pod_summary(pod), params["wait_timeout"]), **result
+                msg=lifecycle.timeout_message(name, namespace, lifecycle.pod_summary(pod), params["wait_timeout"]),
+                **result,
             )
-    summary = gpu_pod.pod_summary(pod)
+    summary = lifecycle.pod_summary(pod)
     result.update(phase=summary["phase"])
-    result.update(gpu_pod.landed_on(client, summary["node"], params["model_label_keys"]))
+    result.update(lifecycle.landed_on(client, summary["node"], params["model_label_keys"]))
     if params["logs"] and summary["phase"] in ("Running", "Succeeded", "Failed"):
         try:
             text = client.read_text(
-                gpu_pod.pod_path(namespace, name) + "/log", query={"tailLines": params["log_lines"]}
+                lifecycle.pod_path(namespace, name) + "/log", query={"tailLines": params["log_lines"]}
             )
         except ClusterError as exc:
             if exc.status in (401, 403):

@@ -294,41 +294,36 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.api_module import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
     module_client,
     with_connection_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
-    ClusterError,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.manifests import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig, unknown_rules
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.cli import UsageError, image_env_map
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import Report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import (
     DEFAULT_MAX_FILE_SIZE,
     HAS_YAML,
     load_manifests,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod_rules import (
-    DEFAULT_ALLOW_ANNOTATION,
-    RuleConfig,
-    unknown_rules,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.reports import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.reads import live_report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report import (
     FAIL_ON_CHOICES,
-    Report,
     ReportWriteError,
     failed,
     failure_message,
     format_text,
     json_report,
-    live_report,
     merge_reports,
     offline_report,
     result_fields,
-    sarif_report,
     summarize,
     write_json,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate_cli import UsageError, image_env_map
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import DEFAULT_ALLOW_ANNOTATION
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.sarif import sarif_report
 
 
 def argument_spec() -> dict[str, Any]:

@@ -23,16 +23,31 @@ import urllib3
 import yaml
 
 from ansible_collections.kubegpu.scheduling.plugins.doc_fragments.connection import ModuleDocFragment
-from ansible_collections.kubegpu.scheduling.plugins.module_utils import client as kc
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient, client_from_params
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
     AUTH_ARG_SPEC,
-    ClusterError,
+    AUTH_ENV_VARS,
     build_configuration,
-    client_from_params,
+    has_explicit_credentials,
+    k8s_config,
+    kubeconfig_secret_values,
+    resolve_auth_params,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
+    ClusterError,
     describe_api_error,
     describe_connection_error,
     parse_api_path,
-    resolve_auth_params,
+    rbac_verb,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.retries import (
+    MAX_BACKOFF,
+    MAX_RETRY_AFTER,
+    THROTTLE_RETRIES,
+    backoff_delay,
+    may_retry_status,
+    parse_retry_after,
+    retry_budget,
 )
 
 TOKEN = "s3cr3t-token-value"
@@ -46,7 +61,7 @@ PASSWORD = "hunter2-password"
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in [v for vars_ in kc.AUTH_ENV_VARS.values() for v in vars_] + ["KUBERNETES_SERVICE_HOST"]:
+    for var in [v for vars_ in AUTH_ENV_VARS.values() for v in vars_] + ["KUBERNETES_SERVICE_HOST"]:
         monkeypatch.delenv(var, raising=False)
     for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(var, raising=False)
@@ -132,7 +147,7 @@ def api() -> Any:
     server.stop()
 
 
-def make_client(url: str, retries: int = 4, timeout: float = 5, **params: Any) -> tuple[kc.KubeClient, list[float]]:
+def make_client(url: str, retries: int = 4, timeout: float = 5, **params: Any) -> tuple[KubeClient, list[float]]:
     client = client_from_params(
         {"host": url, "api_key": TOKEN, **params}, retries=retries, backoff=0.01, timeout=timeout
     )
@@ -172,7 +187,7 @@ def test_doc_fragment_documents_every_option_as_the_argspec_declares_it() -> Non
         assert doc.get("aliases", []) == spec.get("aliases", []), name
         assert doc.get("elements") == spec.get("elements"), name
         text = " ".join(doc["description"])
-        assert kc.AUTH_ENV_VARS[name][-1] in text, name
+        assert AUTH_ENV_VARS[name][-1] in text, name
         assert "default" not in spec, f"{name}: a default would hide its environment variable"
     assert AUTH_ARG_SPEC["api_key"]["no_log"] and AUTH_ARG_SPEC["password"]["no_log"]
 
@@ -243,7 +258,7 @@ def test_kubeconfig_must_be_a_path_or_a_dict() -> None:
     ],
 )
 def test_explicit_credentials(params: dict[str, str], expected: bool) -> None:
-    assert kc.has_explicit_credentials(params) is expected
+    assert has_explicit_credentials(params) is expected
 
 
 # ---------------------------------------------------------------------------------------
@@ -273,7 +288,7 @@ def kubeconfig_dict(current: str | None = "one") -> dict[str, Any]:
     return data
 
 
-def auth_header(client: kc.KubeClient) -> str | None:
+def auth_header(client: KubeClient) -> str | None:
     return client._headers("application/json", None).get("Authorization")
 
 
@@ -382,7 +397,7 @@ def test_nothing_configured_says_what_was_tried(tmp_path: Path) -> None:
 def test_in_cluster_failure_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
-    monkeypatch.setattr(kc.k8s_config.incluster_config, "SERVICE_TOKEN_FILENAME", "/nonexistent/token")
+    monkeypatch.setattr(k8s_config.incluster_config, "SERVICE_TOKEN_FILENAME", "/nonexistent/token")
     with pytest.raises(ClusterError) as err:
         build_configuration(resolve_auth_params({}))
     assert err.value.message == (
@@ -396,8 +411,8 @@ def test_in_cluster_service_account(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
-    monkeypatch.setattr(kc.k8s_config.incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
-    monkeypatch.setattr(kc.k8s_config.incluster_config, "SERVICE_CERT_FILENAME", str(tmp_path / "ca.crt"))
+    monkeypatch.setattr(k8s_config.incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
+    monkeypatch.setattr(k8s_config.incluster_config, "SERVICE_CERT_FILENAME", str(tmp_path / "ca.crt"))
     client = client_from_params({})
     assert client.host == "https://127.0.0.1:6443"
     assert auth_header(client) == "bearer sa-token"
@@ -442,9 +457,9 @@ def test_proxy_settings_reach_the_transport() -> None:
 
 
 def test_kubeconfig_secret_values() -> None:
-    assert kc.kubeconfig_secret_values(kubeconfig_dict()) >= {TOKEN, PASSWORD}
-    assert "http://127.0.0.1:7001" not in kc.kubeconfig_secret_values(kubeconfig_dict())
-    assert kc.kubeconfig_secret_values("/path") == set()
+    assert kubeconfig_secret_values(kubeconfig_dict()) >= {TOKEN, PASSWORD}
+    assert "http://127.0.0.1:7001" not in kubeconfig_secret_values(kubeconfig_dict())
+    assert kubeconfig_secret_values("/path") == set()
 
 
 # ---------------------------------------------------------------------------------------
@@ -483,7 +498,7 @@ def test_path_to_rbac_resource_and_verb(
     target = parse_api_path(path)
     assert target is not None
     assert (target.group, target.rbac_resource, target.namespace, target.name) == (group, resource, namespace, name)
-    assert kc.rbac_verb(method, target) == verb
+    assert rbac_verb(method, target) == verb
 
 
 @pytest.mark.parametrize("path", ["/", "/api", "/api/v1", "/apis/apps/v1", "/version", "/healthz"])
@@ -655,13 +670,13 @@ def test_proxy_credentials_never_reach_a_message() -> None:
 
 
 def test_retry_after_parsing_and_backoff() -> None:
-    assert kc.parse_retry_after("3") == 3.0
-    assert kc.parse_retry_after(None) is None
-    assert kc.parse_retry_after("soon") is None
-    assert kc.parse_retry_after("Thu, 01 Jan 1970 00:00:10 GMT", now=4.0) == 6.0
-    assert kc.backoff_delay(0, 0.5, lambda: 0.0) == 0.25
-    assert kc.backoff_delay(3, 0.5, lambda: 1.0) == 4.0
-    assert kc.backoff_delay(30, 0.5, lambda: 1.0) == kc.MAX_BACKOFF
+    assert parse_retry_after("3") == 3.0
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("soon") is None
+    assert parse_retry_after("Thu, 01 Jan 1970 00:00:10 GMT", now=4.0) == 6.0
+    assert backoff_delay(0, 0.5, lambda: 0.0) == 0.25
+    assert backoff_delay(3, 0.5, lambda: 1.0) == 4.0
+    assert backoff_delay(30, 0.5, lambda: 1.0) == MAX_BACKOFF
 
 
 @pytest.mark.parametrize(
@@ -682,7 +697,7 @@ def test_retry_after_parsing_and_backoff() -> None:
     ],
 )
 def test_which_statuses_are_retried(method: str, status: int, retry: bool) -> None:
-    assert kc.may_retry_status(method, status) is retry
+    assert may_retry_status(method, status) is retry
 
 
 # ---------------------------------------------------------------------------------------
@@ -740,16 +755,16 @@ def test_retry_after_is_capped(api: FakeApi) -> None:
     api.add("GET", "/api/v1/nodes", Reply(429, {}, {"Retry-After": "3600"}), Reply(body={"items": []}))
     client, sleeps = make_client(api.url)
     client.get("/api/v1/nodes")
-    assert len(sleeps) == 1 and kc.MAX_RETRY_AFTER <= sleeps[0] <= kc.MAX_RETRY_AFTER + 0.01
+    assert len(sleeps) == 1 and MAX_RETRY_AFTER <= sleeps[0] <= MAX_RETRY_AFTER + 0.01
 
 
 def test_throttling_gets_a_larger_retry_budget_than_errors(api: FakeApi) -> None:
     throttled = Reply(429, status_body(429, "TooManyRequests", "slow down"), {"Retry-After": "0"})
-    api.add("GET", "/api/v1/nodes", *([throttled] * kc.THROTTLE_RETRIES), Reply(body={"items": []}))
+    api.add("GET", "/api/v1/nodes", *([throttled] * THROTTLE_RETRIES), Reply(body={"items": []}))
     client, sleeps = make_client(api.url, retries=2)
     assert client.get("/api/v1/nodes") == {"items": []}
-    assert client.request_count == kc.THROTTLE_RETRIES + 1
-    assert kc.retry_budget(429, 0) == 0 and kc.retry_budget(503, 2) == 2
+    assert client.request_count == THROTTLE_RETRIES + 1
+    assert retry_budget(429, 0) == 0 and retry_budget(503, 2) == 2
 
 
 def test_retries_are_bounded(api: FakeApi) -> None:

@@ -1,7 +1,4 @@
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet_report import (
-    preflight_diagnosis,
-    summary_lines,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.summary import preflight_diagnosis, summary_lines
 
 FACTS = {
     "nodes": [{"name": "a"}, {"name": "b"}],

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
     DEFAULT_MODEL_LABEL_KEYS,
     LABEL_VALUE_MAX_LENGTH,
     capacity_signals,
@@ -15,7 +15,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models impo
     sanitize_label_value,
     split_model_suffixes,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import gpu_resource_matcher
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
 
 IS_GPU = gpu_resource_matcher()
 

@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils import gpu_pod
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod import lifecycle
 
 POD = {
     "apiVersion": "v1",
@@ -11,10 +11,10 @@ POD = {
 
 
 def test_checked_definition_sets_namespace():
-    checked = gpu_pod.checked_definition(POD, "gpu-samples")
+    checked = lifecycle.checked_definition(POD, "gpu-samples")
     assert checked["metadata"]["namespace"] == "gpu-samples"
     assert "namespace" not in POD["metadata"]
-    assert gpu_pod.checked_definition(POD, None)["metadata"]["namespace"] == "default"
+    assert lifecycle.checked_definition(POD, None)["metadata"]["namespace"] == "default"
 
 
 @pytest.mark.parametrize(
@@ -28,20 +28,20 @@ def test_checked_definition_sets_namespace():
     ],
 )
 def test_checked_definition_rejects(definition, problem):
-    with pytest.raises(gpu_pod.PodDefinitionError, match=problem):
-        gpu_pod.checked_definition(definition, "b")
+    with pytest.raises(lifecycle.PodDefinitionError, match=problem):
+        lifecycle.checked_definition(definition, "b")
 
 
 def test_digest_ignores_key_order_and_plan():
-    digest = gpu_pod.manifest_digest(POD)
+    digest = lifecycle.manifest_digest(POD)
     reordered = {"spec": POD["spec"], "metadata": POD["metadata"], "kind": "Pod", "apiVersion": "v1"}
-    assert gpu_pod.manifest_digest(reordered) == digest
-    existing = gpu_pod.with_digest(POD, digest)
-    assert existing["metadata"]["annotations"][gpu_pod.DIGEST_ANNOTATION] == digest
-    assert gpu_pod.plan_present(None, digest, recreate=False) == "create"
-    assert gpu_pod.plan_present(existing, digest, recreate=False) == "unchanged"
-    assert gpu_pod.plan_present(existing, "other", recreate=False) == "conflict"
-    assert gpu_pod.plan_present(existing, "other", recreate=True) == "recreate"
+    assert lifecycle.manifest_digest(reordered) == digest
+    existing = lifecycle.with_digest(POD, digest)
+    assert existing["metadata"]["annotations"][lifecycle.DIGEST_ANNOTATION] == digest
+    assert lifecycle.plan_present(None, digest, recreate=False) == "create"
+    assert lifecycle.plan_present(existing, digest, recreate=False) == "unchanged"
+    assert lifecycle.plan_present(existing, "other", recreate=False) == "conflict"
+    assert lifecycle.plan_present(existing, "other", recreate=True) == "recreate"
 
 
 def test_timeout_message_names_scheduler_reason():
@@ -59,22 +59,22 @@ def test_timeout_message_names_scheduler_reason():
         },
         "spec": {},
     }
-    summary = gpu_pod.pod_summary(pending)
-    assert not gpu_pod.is_settled(summary)
-    message = gpu_pod.timeout_message("p", "ns", summary, 30)
+    summary = lifecycle.pod_summary(pending)
+    assert not lifecycle.is_settled(summary)
+    message = lifecycle.timeout_message("p", "ns", summary, 30)
     assert message == "pod ns/p was not scheduled within 30s: 0/9 nodes are available: 9 Insufficient nvidia.com/gpu."
     running = {
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
         "spec": {"nodeName": "n1"},
     }
-    assert gpu_pod.is_settled(gpu_pod.pod_summary(running))
-    assert gpu_pod.pod_summary(running)["node"] == "n1"
+    assert lifecycle.is_settled(lifecycle.pod_summary(running))
+    assert lifecycle.pod_summary(running)["node"] == "n1"
 
 
 def test_wait_for_uses_the_clock():
     now = [0.0]
     values = iter([1, 2, 3, 4, 5])
-    value, done = gpu_pod.wait_for(
+    value, done = lifecycle.wait_for(
         lambda: next(values),
         lambda v: v == 3,
         timeout=10,
@@ -82,7 +82,7 @@ def test_wait_for_uses_the_clock():
         sleep=lambda s: now.__setitem__(0, now[0] + s),
     )
     assert (value, done) == (3, True)
-    value, done = gpu_pod.wait_for(
+    value, done = lifecycle.wait_for(
         lambda: 0,
         lambda v: False,
         timeout=2,
@@ -105,14 +105,14 @@ class FakeClient:
 
 
 def test_create_pod_waits_for_a_new_namespaces_service_account(monkeypatch):
-    monkeypatch.setattr(gpu_pod.time, "sleep", lambda seconds: None)
-    pending = gpu_pod.ClusterError(
+    monkeypatch.setattr(lifecycle.time, "sleep", lambda seconds: None)
+    pending = lifecycle.ClusterError(
         'pods "p" is forbidden: error looking up service account ns/default: serviceaccount "default" not found', 403
     )
     client = FakeClient([pending, pending])
-    gpu_pod.create_pod(client, "ns", {"kind": "Pod"}, timeout=30)
+    lifecycle.create_pod(client, "ns", {"kind": "Pod"}, timeout=30)
     assert client.created == [("/api/v1/namespaces/ns/pods", {"kind": "Pod"})]
 
-    denied = gpu_pod.ClusterError('forbidden: cannot create resource "pods"', 403)
-    with pytest.raises(gpu_pod.ClusterError, match="cannot create"):
-        gpu_pod.create_pod(FakeClient([denied]), "ns", {"kind": "Pod"}, timeout=30)
+    denied = lifecycle.ClusterError('forbidden: cannot create resource "pods"', 403)
+    with pytest.raises(lifecycle.ClusterError, match="cannot create"):
+        lifecycle.create_pod(FakeClient([denied]), "ns", {"kind": "Pod"}, timeout=30)

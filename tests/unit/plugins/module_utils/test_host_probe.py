@@ -4,9 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils import host_probe
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.host_probe import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import ENVVAR_KEY, VOLUME_MOUNTS_KEY
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.host import probe as host_probe
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.host.probe import (
     classify_cgroup,
+    describe_process,
     loaded_nvidia_modules,
     parse_compute_apps,
     parse_driver_version,
@@ -343,7 +345,7 @@ environment = []
 def test_hardened_config():
     config = parse_toolkit_config(HARDENED)
     assert config["hardened"] is True
-    assert config["explicit"] == [host_probe.ENVVAR_KEY, host_probe.VOLUME_MOUNTS_KEY]
+    assert config["explicit"] == [ENVVAR_KEY, VOLUME_MOUNTS_KEY]
     assert toolkit_findings("/etc/nvidia-container-runtime/config.toml", config) == []
 
 
@@ -382,4 +384,4 @@ def test_place_processes_maps_pids_through_cgroups():
     assert [p["where"] for p in placed] == ["pod", "container", "unknown"]
     assert placed[0]["pod_uid"] == "b96a7488-3ee1-4bdc-9c98-155cc887b417"
     assert placed[0]["gpu_index"] == 0
-    assert "docker container 2403ccfe427f" in host_probe.describe_process(placed[1])
+    assert "docker container 2403ccfe427f" in describe_process(placed[1])

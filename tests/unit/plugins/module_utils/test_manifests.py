@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.manifests import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import (
     LineLocator,
     ManifestError,
     alias_positions,

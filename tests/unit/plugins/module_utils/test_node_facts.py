@@ -1,7 +1,6 @@
 import pytest
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts import (
-    DEFAULT_OPTIONS,
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import (
     PROBLEM_NO_CAPACITY,
     PROBLEM_NO_PLUGIN,
     PROBLEM_NOT_EXCLUSIVE,
@@ -10,19 +9,21 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts impo
     PROBLEM_PLUGIN_NOT_READY,
     PROBLEM_TEXT,
     PROBLEM_UNHEALTHY,
-    ROLE_DEVICE_PLUGIN,
-    ROLE_EXEMPT,
-    ROLE_WORKLOAD,
-    FactsOptionError,
-    options_from_params,
-    parse_label_selector,
-    pod_gpus,
-    project_node,
-    project_pod,
-    requests_no_gpu,
     split_pods,
     summarise,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import (
+    ROLE_DEVICE_PLUGIN,
+    ROLE_EXEMPT,
+    ROLE_WORKLOAD,
+    project_pod,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS, options_from_params
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import pod_gpus
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import requests_no_gpu
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.selectors import parse_label_selector
 
 
 def make_node(name, gpus=None, allocatable=None, labels=None, ready=True, unschedulable=False, taints=None):
@@ -116,7 +117,7 @@ def test_label_selector_matching(selector, labels, expected):
 
 @pytest.mark.parametrize("bad", ["", "  ", None, 3, "app=x,", "a b c", "app in (x"])
 def test_label_selector_rejects_malformed(bad):
-    with pytest.raises(FactsOptionError):
+    with pytest.raises(OptionError):
         parse_label_selector(bad)
 
 
@@ -164,7 +165,7 @@ def test_options_custom_values():
     ],
 )
 def test_options_errors_name_the_option(params, option):
-    with pytest.raises(FactsOptionError, match=option):
+    with pytest.raises(OptionError, match=option):
         options_from_params(**params)
 
 

@@ -15,28 +15,30 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu_models import is_valid_label_value
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_labels import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import is_valid_label_value
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.apply import (
+    ApplyStatus,
+    NodeResult,
+    apply_plans,
+    failure_message,
+    summarize,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
     MAX_CONFLICT_ATTEMPTS,
     OWNERSHIP_ANNOTATION,
-    ApplyStatus,
     CompactNode,
-    LabelingOptionsError,
     NodePlan,
-    NodeResult,
     Outcome,
-    apply_plans,
     build_options,
     compact_node,
-    failure_message,
     label_key_problem,
     plan_node,
     plan_nodes,
     read_ownership,
     same_model,
-    summarize,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import gpu_resource_matcher
 
 IS_GPU = gpu_resource_matcher()
 DEFAULTS = build_options()
@@ -112,30 +114,30 @@ def test_invalid_label_keys(key: object) -> None:
 
 
 def test_bad_label_key_is_a_clear_error() -> None:
-    with pytest.raises(LabelingOptionsError, match=r"label_key 'bad key' is not a valid label key"):
+    with pytest.raises(OptionError, match=r"label_key 'bad key' is not a valid label key"):
         build_options(label_key="bad key")
 
 
 def test_bad_model_label_key_is_named() -> None:
-    with pytest.raises(LabelingOptionsError, match=r"model_label_keys: 'no good'"):
+    with pytest.raises(OptionError, match=r"model_label_keys: 'no good'"):
         build_options(model_label_keys=[GFD, "no good"])
 
 
 def test_the_label_key_is_never_a_source_of_the_model() -> None:
     assert "accelerator" not in DEFAULTS.source_keys
     assert DEFAULTS.source_keys[0] == GFD
-    with pytest.raises(LabelingOptionsError, match="other than label_key"):
+    with pytest.raises(OptionError, match="other than label_key"):
         build_options(model_label_keys=["accelerator"])
 
 
 @pytest.mark.parametrize("value", ["", "has space", "x" * 64, 3, None, "-lead"])
 def test_override_values_must_be_label_values(value: object) -> None:
-    with pytest.raises(LabelingOptionsError, match=r"value_overrides\['Tesla-T4'\]"):
+    with pytest.raises(OptionError, match=r"value_overrides\['Tesla-T4'\]"):
         build_options(value_overrides={"Tesla-T4": value})
 
 
 def test_unknown_mixed_models_choice() -> None:
-    with pytest.raises(LabelingOptionsError, match="mixed_models must be one of skip, first"):
+    with pytest.raises(OptionError, match="mixed_models must be one of skip, first"):
         build_options(mixed_models="last")
 
 

@@ -1,9 +1,71 @@
 import pytest
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils import plugin_health as ph
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_facts import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.daemonsets import mismatch_fixes
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import (
+    ERROR,
+    INFO,
+    KIND_DAEMONSET_MISSCHEDULED,
+    KIND_DAEMONSET_MISSING,
+    KIND_DAEMONSET_NOT_AVAILABLE,
+    KIND_DAEMONSET_NOT_OBSERVED,
+    KIND_DAEMONSET_NOT_READY,
+    KIND_DAEMONSET_NOT_SCHEDULED,
+    KIND_DAEMONSET_NOT_UPDATED,
+    KIND_DAEMONSET_SELECTS_NO_NODE,
+    KIND_DRIVER_MISSING,
+    KIND_ENVVAR_ACCEPTED,
+    KIND_HOST_FACTS_FAILED,
+    KIND_HOST_GPU_COUNT_MISMATCH,
+    KIND_HOST_GPUS_NOT_ADVERTISED,
+    KIND_HOST_NOT_A_NODE,
+    KIND_LABEL_COUNT_MISMATCH,
+    KIND_NO_CAPACITY,
+    KIND_NO_DEVICE_PLUGIN,
+    KIND_NO_GPU_NODES,
+    KIND_NO_PLUGIN_POD,
+    KIND_NODE_NOT_READY,
+    KIND_NVIDIA_SMI_FAILED,
+    KIND_PLUGIN_NOT_READY,
+    KIND_PLUGIN_RESTARTING,
+    KIND_SEVERAL_DEPLOYMENTS,
+    KIND_SEVERAL_PLUGIN_PODS,
+    KIND_TOOLKIT_CONFIG_MISSING,
+    KIND_TOOLKIT_CONFIG_UNREADABLE,
+    KIND_UNHEALTHY_GPUS,
+    KIND_VOLUME_MOUNTS_OFF,
+    RESTART_WARNING_THRESHOLD,
+    WARNING,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.hosts import node_for_host
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import (
+    compact_node,
+    ds_ref,
+    project_daemonset,
+    project_plugin_pod,
+    selector_text,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.targets import (
+    check_options,
+    daemonset_list_namespaces,
+    daemonset_targets,
+    plugin_pod_queries,
+    select_daemonsets,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.verdict import evaluate
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
+    ACK_STATIC_MANIFEST,
+    DAEMONSET_DEPLOYMENTS,
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
-    DEFAULT_OPTIONS,
+    REGISTERED_LOG_LINE,
+    deployment_of,
+    is_static_pod,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import (
+    expression_met,
+    placement_label_keys,
+    placement_mismatches,
 )
 
 GPU = "nvidia.com/gpu"
@@ -121,11 +183,11 @@ def make_plugin_pod(
 
 
 def check(daemonsets=(), nodes=(), pods=(), host_facts=None, require_hardening=False, options=DEFAULT_OPTIONS):
-    projected_ds = [ph.project_daemonset(d) for d in daemonsets]
-    keys = ph.placement_label_keys(d["placement"] for d in projected_ds)
-    compact = [ph.compact_node(n, options, keys) for n in nodes]
-    projected_pods = [p for p in map(ph.project_plugin_pod, pods) if p is not None]
-    return ph.evaluate(
+    projected_ds = [project_daemonset(d) for d in daemonsets]
+    keys = placement_label_keys(d["placement"] for d in projected_ds)
+    compact = [compact_node(n, options, keys) for n in nodes]
+    projected_pods = [p for p in map(project_plugin_pod, pods) if p is not None]
+    return evaluate(
         projected_ds, compact, projected_pods, options, host_facts=host_facts, require_hardening=require_hardening
     )
 
@@ -144,7 +206,7 @@ def only(result, kind):
 
 
 def test_known_deployments_cover_the_default_device_plugin_selectors():
-    assert {d.selector for d in ph.DAEMONSET_DEPLOYMENTS} == set(DEFAULT_DEVICE_PLUGIN_SELECTORS)
+    assert {d.selector for d in DAEMONSET_DEPLOYMENTS} == set(DEFAULT_DEVICE_PLUGIN_SELECTORS)
 
 
 @pytest.mark.parametrize(
@@ -164,7 +226,7 @@ def test_known_deployments_cover_the_default_device_plugin_selectors():
     ],
 )
 def test_deployment_of_pod_labels(labels, static, key):
-    assert ph.deployment_of(labels, static).key == key
+    assert deployment_of(labels, static).key == key
 
 
 @pytest.mark.parametrize(
@@ -177,11 +239,11 @@ def test_deployment_of_pod_labels(labels, static, key):
     ],
 )
 def test_static_pods_are_recognised_by_annotation_or_owner(annotations, owners, static):
-    assert ph.is_static_pod(annotations, owners) is static
+    assert is_static_pod(annotations, owners) is static
 
 
 def test_ack_static_mirror_pod_projects_as_static_with_its_deployment():
-    pod = ph.project_plugin_pod(make_plugin_pod("n1", labels={"component": "nvidia-device-plugin"}, static=True))
+    pod = project_plugin_pod(make_plugin_pod("n1", labels={"component": "nvidia-device-plugin"}, static=True))
     assert pod["static"] is True
     assert pod["deployment"] == "ack-static"
     assert pod["daemonset"] is None
@@ -206,7 +268,7 @@ def test_deployments_found_lists_daemonsets_and_static_pods():
     keys = {d["key"]: d for d in result["deployments"]}
     assert keys["ack-managed"]["daemonsets"] == ["kube-system/ack-nvidia-device-plugin"]
     assert keys["ack-static"]["static_pods"] == 1
-    assert only(result, ph.KIND_SEVERAL_DEPLOYMENTS)["severity"] == ph.WARNING
+    assert only(result, KIND_SEVERAL_DEPLOYMENTS)["severity"] == WARNING
     assert result["healthy"] is True
 
 
@@ -230,7 +292,7 @@ def test_stale_observed_generation_fails():
     ds = make_daemonset(generation=3)
     ds["status"]["observedGeneration"] = 2
     result = check([ds], [gpu_node("a")], [make_plugin_pod("a")])
-    finding = only(result, ph.KIND_DAEMONSET_NOT_OBSERVED)
+    finding = only(result, KIND_DAEMONSET_NOT_OBSERVED)
     assert "generation 3, observed generation 2" in finding["problem"]
     assert result["healthy"] is False
 
@@ -238,23 +300,23 @@ def test_stale_observed_generation_fails():
 def test_missing_observed_generation_fails():
     ds = make_daemonset()
     del ds["status"]["observedGeneration"]
-    assert ph.KIND_DAEMONSET_NOT_OBSERVED in kinds(check([ds], [gpu_node("a")], [make_plugin_pod("a")]))
+    assert KIND_DAEMONSET_NOT_OBSERVED in kinds(check([ds], [gpu_node("a")], [make_plugin_pod("a")]))
 
 
 def test_observed_generation_ahead_is_fine():
     ds = make_daemonset(generation=2)
     ds["status"]["observedGeneration"] = 3
-    assert ph.KIND_DAEMONSET_NOT_OBSERVED not in kinds(check([ds], [gpu_node("a")], [make_plugin_pod("a")]))
+    assert KIND_DAEMONSET_NOT_OBSERVED not in kinds(check([ds], [gpu_node("a")], [make_plugin_pod("a")]))
 
 
 @pytest.mark.parametrize(
     "field, value, kind, severity, text",
     [
-        ("currentNumberScheduled", 1, ph.KIND_DAEMONSET_NOT_SCHEDULED, ph.ERROR, "1 of 2 pods scheduled"),
-        ("updatedNumberScheduled", 1, ph.KIND_DAEMONSET_NOT_UPDATED, ph.ERROR, "1 of 2 pods run the current template"),
-        ("numberReady", 1, ph.KIND_DAEMONSET_NOT_READY, ph.ERROR, "1 of 2 pods Ready"),
-        ("numberAvailable", 1, ph.KIND_DAEMONSET_NOT_AVAILABLE, ph.WARNING, "1 of 2 pods available"),
-        ("numberMisscheduled", 1, ph.KIND_DAEMONSET_MISSCHEDULED, ph.ERROR, "1 pod(s) run on nodes"),
+        ("currentNumberScheduled", 1, KIND_DAEMONSET_NOT_SCHEDULED, ERROR, "1 of 2 pods scheduled"),
+        ("updatedNumberScheduled", 1, KIND_DAEMONSET_NOT_UPDATED, ERROR, "1 of 2 pods run the current template"),
+        ("numberReady", 1, KIND_DAEMONSET_NOT_READY, ERROR, "1 of 2 pods Ready"),
+        ("numberAvailable", 1, KIND_DAEMONSET_NOT_AVAILABLE, WARNING, "1 of 2 pods available"),
+        ("numberMisscheduled", 1, KIND_DAEMONSET_MISSCHEDULED, ERROR, "1 pod(s) run on nodes"),
     ],
 )
 def test_each_status_count_mismatch_is_a_finding(field, value, kind, severity, text):
@@ -272,9 +334,7 @@ def test_each_status_count_mismatch_is_a_finding(field, value, kind, severity, t
 
 def test_counts_missing_from_status_read_as_zero():
     result = check([make_daemonset(status={"desiredNumberScheduled": 1})], [gpu_node("a")], [make_plugin_pod("a")])
-    assert {ph.KIND_DAEMONSET_NOT_SCHEDULED, ph.KIND_DAEMONSET_NOT_UPDATED, ph.KIND_DAEMONSET_NOT_READY} <= set(
-        kinds(result)
-    )
+    assert {KIND_DAEMONSET_NOT_SCHEDULED, KIND_DAEMONSET_NOT_UPDATED, KIND_DAEMONSET_NOT_READY} <= set(kinds(result))
 
 
 def test_zero_desired_with_gpu_nodes_fails_naming_the_missing_label():
@@ -284,8 +344,8 @@ def test_zero_desired_with_gpu_nodes_fails_naming_the_missing_label():
         make_node("b", gpus=8, labels={"nvidia.com/gpu.product": "A100"}),
     ]
     result = check([ds], nodes, [])
-    finding = only(result, ph.KIND_DAEMONSET_SELECTS_NO_NODE)
-    assert finding["severity"] == ph.ERROR
+    finding = only(result, KIND_DAEMONSET_SELECTS_NO_NODE)
+    assert finding["severity"] == ERROR
     assert "selects no node" in finding["problem"] and "2 node(s) look like GPU nodes" in finding["problem"]
     assert finding["remedy"].startswith("check its nodeSelector/affinity against the GPU nodes' labels")
     assert f"kubectl label node a b {DEPLOY_LABEL}=true --overwrite" in finding["remedy"]
@@ -295,8 +355,8 @@ def test_zero_desired_with_gpu_nodes_fails_naming_the_missing_label():
 def test_zero_desired_without_gpu_nodes_passes():
     result = check([make_daemonset(status=healthy_status(0))], [make_node("cpu")], [])
     assert result["healthy"] is True
-    assert kinds(result) == [ph.KIND_NO_GPU_NODES]
-    assert only(result, ph.KIND_NO_GPU_NODES)["severity"] == ph.INFO
+    assert kinds(result) == [KIND_NO_GPU_NODES]
+    assert only(result, KIND_NO_GPU_NODES)["severity"] == INFO
 
 
 def test_zero_desired_is_only_noted_when_another_deployment_serves_every_gpu_node():
@@ -310,16 +370,16 @@ def test_zero_desired_is_only_noted_when_another_deployment_serves_every_gpu_nod
     large = make_daemonset("nvidia-gpu-device-plugin-large-cos", pod_labels=gke, status=healthy_status(1))
     pod = make_plugin_pod("a", labels=gke, daemonset="nvidia-gpu-device-plugin-large-cos")
     result = check([small, large], [gpu_node("a")], [pod])
-    finding = only(result, ph.KIND_DAEMONSET_SELECTS_NO_NODE)
-    assert finding["severity"] == ph.INFO
+    finding = only(result, KIND_DAEMONSET_SELECTS_NO_NODE)
+    assert finding["severity"] == INFO
     assert finding["subject"] == "DaemonSet kube-system/nvidia-gpu-device-plugin-small-cos"
     assert result["healthy"] is True
-    assert ph.KIND_SEVERAL_DEPLOYMENTS not in kinds(result)
+    assert KIND_SEVERAL_DEPLOYMENTS not in kinds(result)
 
 
 def test_zero_desired_though_gpu_nodes_match_points_at_the_controller():
     ds = make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(0))
-    finding = only(check([ds], [gpu_node("a")], []), ph.KIND_DAEMONSET_SELECTS_NO_NODE)
+    finding = only(check([ds], [gpu_node("a")], []), KIND_DAEMONSET_SELECTS_NO_NODE)
     assert "kubectl -n kube-system describe daemonset nvidia-device-plugin-daemonset" in finding["remedy"]
 
 
@@ -327,19 +387,19 @@ def test_zero_desired_though_gpu_nodes_match_points_at_the_controller():
 
 
 def compact(node, keys=()):
-    return ph.compact_node(node, DEFAULT_OPTIONS, keys)
+    return compact_node(node, DEFAULT_OPTIONS, keys)
 
 
 def placement(**kwargs):
-    return ph.project_daemonset(make_daemonset(**kwargs))["placement"]
+    return project_daemonset(make_daemonset(**kwargs))["placement"]
 
 
 def test_node_selector_match_and_mismatch():
     selected = compact(gpu_node("a"), {DEPLOY_LABEL})
     other = compact(gpu_node("b", labels={DEPLOY_LABEL: "false"}), {DEPLOY_LABEL})
     rule = placement(node_selector={DEPLOY_LABEL: "true"})
-    assert ph.placement_mismatches(selected, rule) == []
-    [mismatch] = ph.placement_mismatches(other, rule)
+    assert placement_mismatches(selected, rule) == []
+    [mismatch] = placement_mismatches(other, rule)
     assert mismatch.text == f"its nodeSelector requires {DEPLOY_LABEL}=true (the node has {DEPLOY_LABEL}=false)"
     assert mismatch.label == f"{DEPLOY_LABEL}=true"
 
@@ -350,9 +410,9 @@ def test_helm_chart_affinity_alternatives():
         [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}],
     ]
     rule = placement(affinity_terms=terms)
-    keys = ph.placement_label_keys([rule])
-    assert ph.placement_mismatches(compact(gpu_node("a", labels={"nvidia.com/gpu.present": "true"}), keys), rule) == []
-    [mismatch] = ph.placement_mismatches(compact(gpu_node("b"), keys), rule)
+    keys = placement_label_keys([rule])
+    assert placement_mismatches(compact(gpu_node("a", labels={"nvidia.com/gpu.present": "true"}), keys), rule) == []
+    [mismatch] = placement_mismatches(compact(gpu_node("b"), keys), rule)
     assert mismatch.text == (
         "its node affinity requires one of: feature.node.kubernetes.io/pci-10de.present=true"
         " | nvidia.com/gpu.present=true"
@@ -369,20 +429,20 @@ def test_single_affinity_term_gives_a_label_fix():
             ]
         ]
     )
-    [mismatch] = ph.placement_mismatches(compact(gpu_node("a"), ph.placement_label_keys([rule])), rule)
+    [mismatch] = placement_mismatches(compact(gpu_node("a"), placement_label_keys([rule])), rule)
     assert mismatch.text == "its node affinity requires ack.node.gpu.schedule=default and kubernetes.io/os=linux"
     assert mismatch.label == "ack.node.gpu.schedule=default kubernetes.io/os=linux"
 
 
 def test_empty_affinity_term_selects_no_node():
     rule = placement(affinity_terms=[[]])
-    [mismatch] = ph.placement_mismatches(compact(gpu_node("a")), rule)
+    [mismatch] = placement_mismatches(compact(gpu_node("a")), rule)
     assert mismatch.text == "its node affinity requires one of: (an empty term)"
 
 
 def test_gke_affinity_exists_without_a_label_fix():
     rule = placement(affinity_terms=[[{"key": "cloud.google.com/gke-accelerator", "operator": "Exists"}]])
-    [mismatch] = ph.placement_mismatches(compact(gpu_node("a"), ph.placement_label_keys([rule])), rule)
+    [mismatch] = placement_mismatches(compact(gpu_node("a"), placement_label_keys([rule])), rule)
     assert mismatch.text == "its node affinity requires cloud.google.com/gke-accelerator (any value)"
     assert mismatch.label is None
 
@@ -403,15 +463,15 @@ def test_gke_affinity_exists_without_a_label_fix():
     ],
 )
 def test_expression_met(expression, labels, met):
-    assert ph.expression_met(expression, labels) is met
+    assert expression_met(expression, labels) is met
 
 
 def test_untolerated_taint_is_a_mismatch_with_both_fixes():
     node = compact(gpu_node("a", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]))
     rule = placement(tolerations=[])
-    [mismatch] = ph.placement_mismatches(node, rule)
+    [mismatch] = placement_mismatches(node, rule)
     assert mismatch.text == "it does not tolerate the node's taint nvidia.com/gpu=present:NoSchedule"
-    [fix] = ph.mismatch_fixes([mismatch], ["a"], "kube-system/ds")
+    [fix] = mismatch_fixes([mismatch], ["a"], "kube-system/ds")
     assert "kubectl taint node a nvidia.com/gpu:NoSchedule-" in fix
     assert "add a toleration for nvidia.com/gpu=present:NoSchedule" in fix
 
@@ -426,7 +486,7 @@ def test_untolerated_taint_is_a_mismatch_with_both_fixes():
 )
 def test_tolerated_taints_are_no_mismatch(toleration):
     node = compact(gpu_node("a", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]))
-    assert ph.placement_mismatches(node, placement(tolerations=[toleration])) == []
+    assert placement_mismatches(node, placement(tolerations=[toleration])) == []
 
 
 def test_prefer_no_schedule_and_daemonset_default_taints_do_not_block():
@@ -439,7 +499,7 @@ def test_prefer_no_schedule_and_daemonset_default_taints_do_not_block():
             ],
         )
     )
-    assert ph.placement_mismatches(node, placement()) == []
+    assert placement_mismatches(node, placement()) == []
 
 
 # --- per-node verdicts ------------------------------------------------------------------------
@@ -451,14 +511,14 @@ def test_gpu_node_without_plugin_pod_names_the_label_to_add():
         [gpu_node("a"), make_node("noplugin", labels={"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "8"})],
         [make_plugin_pod("a")],
     )
-    assert kinds(result, "noplugin") == sorted([ph.KIND_NO_CAPACITY, ph.KIND_NO_PLUGIN_POD])
-    finding = only(result, ph.KIND_NO_PLUGIN_POD)
+    assert kinds(result, "noplugin") == sorted([KIND_NO_CAPACITY, KIND_NO_PLUGIN_POD])
+    finding = only(result, KIND_NO_PLUGIN_POD)
     assert finding["problem"] == "no device-plugin pod runs on this GPU node"
     assert finding["remedy"] == (
         "the DaemonSet kube-system/nvidia-device-plugin-daemonset does not select this node: its nodeSelector "
         f"requires {DEPLOY_LABEL}=true. Fix: kubectl label node noplugin {DEPLOY_LABEL}=true --overwrite"
     )
-    capacity = only(result, ph.KIND_NO_CAPACITY)
+    capacity = only(result, KIND_NO_CAPACITY)
     assert capacity["problem"] == "no nvidia.com/gpu capacity"
     assert capacity["remedy"].startswith("fix the device-plugin pod on this node first")
     assert [n["healthy"] for n in result["nodes"]] == [True, False]
@@ -474,7 +534,7 @@ def test_ack_node_without_schedule_label_is_told_to_set_it():
     node = make_node(
         "ack-1", gpus=2, labels={"aliyun.accelerator/nvidia_name": "Tesla-T4", "ack.node.gpu.schedule": "cgpu"}
     )
-    finding = only(check([ds], [node], []), ph.KIND_NO_PLUGIN_POD)
+    finding = only(check([ds], [node], []), KIND_NO_PLUGIN_POD)
     assert "(the node has ack.node.gpu.schedule=cgpu)" in finding["remedy"]
     assert "kubectl label node ack-1 ack.node.gpu.schedule=default --overwrite" in finding["remedy"]
 
@@ -483,23 +543,23 @@ def test_node_selected_but_without_pod_points_at_the_daemonset_events():
     result = check(
         [make_daemonset(node_selector={DEPLOY_LABEL: "true"}, status=healthy_status(1))], [gpu_node("a")], []
     )
-    finding = only(result, ph.KIND_NO_PLUGIN_POD)
+    finding = only(result, KIND_NO_PLUGIN_POD)
     assert finding["remedy"].startswith("the DaemonSet kube-system/nvidia-device-plugin-daemonset selects this node")
     assert "--field-selector spec.nodeName=a" in finding["remedy"]
 
 
 def test_no_plugin_anywhere_says_to_deploy_one():
     result = check([], [gpu_node("a")], [])
-    assert only(result, ph.KIND_NO_DEVICE_PLUGIN)["subject"] == "cluster"
-    assert "ack-nvidia-device-plugin" in only(result, ph.KIND_NO_PLUGIN_POD)["remedy"]
-    assert "nvidia-device-plugin.yml" in only(result, ph.KIND_NO_PLUGIN_POD)["remedy"]
+    assert only(result, KIND_NO_DEVICE_PLUGIN)["subject"] == "cluster"
+    assert "ack-nvidia-device-plugin" in only(result, KIND_NO_PLUGIN_POD)["remedy"]
+    assert "nvidia-device-plugin.yml" in only(result, KIND_NO_PLUGIN_POD)["remedy"]
 
 
 def test_ack_static_cluster_node_without_static_pod_is_told_to_restore_the_manifest():
     pods = [make_plugin_pod("a", labels={"component": "nvidia-device-plugin"}, static=True)]
-    finding = only(check([], [gpu_node("a"), gpu_node("b")], pods), ph.KIND_NO_PLUGIN_POD)
+    finding = only(check([], [gpu_node("a"), gpu_node("b")], pods), KIND_NO_PLUGIN_POD)
     assert finding["node"] == "b"
-    assert f"restore {ph.ACK_STATIC_MANIFEST}" in finding["remedy"]
+    assert f"restore {ACK_STATIC_MANIFEST}" in finding["remedy"]
 
 
 def test_plugin_pod_not_ready_reports_state_and_restart():
@@ -507,7 +567,7 @@ def test_plugin_pod_not_ready_reports_state_and_restart():
     result = check(
         [make_daemonset(status=dict(healthy_status(1), numberReady=0, numberAvailable=0))], [gpu_node("a")], pods
     )
-    finding = only(result, ph.KIND_PLUGIN_NOT_READY)
+    finding = only(result, KIND_PLUGIN_NOT_READY)
     assert finding["problem"] == (
         "device-plugin pod kube-system/plugin-a is not Ready (Running, CrashLoopBackOff, 7 restarts)"
     )
@@ -519,8 +579,8 @@ def test_plugin_pod_not_ready_reports_state_and_restart():
 
 def test_static_plugin_pod_not_ready_is_restarted_by_moving_the_manifest():
     pods = [make_plugin_pod("a", ready=False, labels={"component": "nvidia-device-plugin"}, static=True)]
-    finding = only(check([], [gpu_node("a")], pods), ph.KIND_PLUGIN_NOT_READY)
-    assert f"move {ph.ACK_STATIC_MANIFEST} out of /etc/kubernetes/manifests" in finding["remedy"]
+    finding = only(check([], [gpu_node("a")], pods), KIND_PLUGIN_NOT_READY)
+    assert f"move {ACK_STATIC_MANIFEST} out of /etc/kubernetes/manifests" in finding["remedy"]
 
 
 def test_static_pod_and_daemonset_pod_on_one_node():
@@ -536,7 +596,7 @@ def test_static_pod_and_daemonset_pod_on_one_node():
         ),
         make_plugin_pod("a", name="nvidia-device-plugin-a", labels={"component": "nvidia-device-plugin"}, static=True),
     ]
-    finding = only(check([ds], [gpu_node("a")], pods), ph.KIND_SEVERAL_PLUGIN_PODS)
+    finding = only(check([ds], [gpu_node("a")], pods), KIND_SEVERAL_PLUGIN_PODS)
     assert finding["problem"].startswith("2 device-plugin pods: ")
     assert "ACK clusters upgraded to 1.32" in finding["remedy"]
 
@@ -546,7 +606,7 @@ def test_two_daemonsets_on_one_node():
         make_plugin_pod("a", name="p1"),
         make_plugin_pod("a", name="p2", labels={"app": "nvidia-device-plugin-daemonset"}, daemonset="op-ds"),
     ]
-    finding = only(check([], [gpu_node("a")], pods), ph.KIND_SEVERAL_PLUGIN_PODS)
+    finding = only(check([], [gpu_node("a")], pods), KIND_SEVERAL_PLUGIN_PODS)
     assert "(nvidia-device-plugin-daemonset, op-ds)" in finding["remedy"]
 
 
@@ -554,23 +614,21 @@ def test_restarting_plugin_pod_is_a_warning_only():
     result = check(
         [make_daemonset(status=healthy_status(1))],
         [gpu_node("a")],
-        [make_plugin_pod("a", restarts=ph.RESTART_WARNING_THRESHOLD)],
+        [make_plugin_pod("a", restarts=RESTART_WARNING_THRESHOLD)],
     )
-    assert only(result, ph.KIND_PLUGIN_RESTARTING)["severity"] == ph.WARNING
+    assert only(result, KIND_PLUGIN_RESTARTING)["severity"] == WARNING
     assert result["healthy"] is True
 
 
 def test_finished_plugin_pods_are_ignored():
-    assert ph.project_plugin_pod(make_plugin_pod("a", phase="Failed")) is None
-    assert ph.project_plugin_pod(make_plugin_pod("")) is None
+    assert project_plugin_pod(make_plugin_pod("a", phase="Failed")) is None
+    assert project_plugin_pod(make_plugin_pod("")) is None
 
 
 def test_capacity_zero_with_ready_plugin_explains_registration():
     node = make_node("a", gpus=0, labels={"nvidia.com/gpu.present": "true"})
-    finding = only(
-        check([make_daemonset(status=healthy_status(1))], [node], [make_plugin_pod("a")]), ph.KIND_NO_CAPACITY
-    )
-    assert ph.REGISTERED_LOG_LINE in finding["remedy"]
+    finding = only(check([make_daemonset(status=healthy_status(1))], [node], [make_plugin_pod("a")]), KIND_NO_CAPACITY)
+    assert REGISTERED_LOG_LINE in finding["remedy"]
     assert "run the check again in a minute" in finding["remedy"]
 
 
@@ -578,7 +636,7 @@ def test_allocatable_below_capacity():
     result = check(
         [make_daemonset(status=healthy_status(1))], [gpu_node("a", gpus=4, allocatable=3)], [make_plugin_pod("a")]
     )
-    finding = only(result, ph.KIND_UNHEALTHY_GPUS)
+    finding = only(result, KIND_UNHEALTHY_GPUS)
     assert finding["problem"] == "allocatable 3 below capacity 4: 1 GPU(s) marked unhealthy"
     assert "XidCriticalError" in finding["remedy"]
     assert finding["remedy"].endswith("so then restart it: kubectl -n kube-system delete pod plugin-a")
@@ -588,8 +646,8 @@ def test_allocatable_below_capacity():
 def test_label_count_differs_from_capacity_is_a_warning():
     node = gpu_node("a", gpus=4, labels={"nvidia.com/gpu.count": "8"})
     result = check([make_daemonset(status=healthy_status(1))], [node], [make_plugin_pod("a")])
-    finding = only(result, ph.KIND_LABEL_COUNT_MISMATCH)
-    assert finding["severity"] == ph.WARNING
+    finding = only(result, KIND_LABEL_COUNT_MISMATCH)
+    assert finding["severity"] == WARNING
     assert finding["problem"] == "labels state 8 GPU(s) (nvidia.com/gpu.count), capacity is 4"
 
 
@@ -606,7 +664,7 @@ def test_mig_capacity_counts_and_skips_the_label_count_comparison():
 
 
 def test_custom_resource_name():
-    options = ph.check_options("example.com/gpu", None)
+    options = check_options("example.com/gpu", None)
     node = make_node("a", labels={"nvidia.com/gpu.present": "true"}, extra_capacity={"example.com/gpu": "2"})
     result = check([make_daemonset(status=healthy_status(1))], [node], [make_plugin_pod("a")], options=options)
     assert result["nodes"][0]["capacity"] == 2
@@ -615,7 +673,7 @@ def test_custom_resource_name():
 
 def test_node_not_ready_is_a_warning():
     result = check([make_daemonset(status=healthy_status(1))], [gpu_node("a", ready=False)], [make_plugin_pod("a")])
-    assert only(result, ph.KIND_NODE_NOT_READY)["severity"] == ph.WARNING
+    assert only(result, KIND_NODE_NOT_READY)["severity"] == WARNING
 
 
 # --- options and selection ----------------------------------------------------------------------
@@ -634,14 +692,14 @@ def test_node_not_ready_is_a_warning():
     ],
 )
 def test_bad_daemonsets_option(value, message):
-    with pytest.raises(ph.PluginCheckError) as info:
-        ph.daemonset_targets(value)
+    with pytest.raises(OptionError) as info:
+        daemonset_targets(value)
     assert message in str(info.value)
 
 
 @pytest.mark.parametrize("value", [None, []])
 def test_unset_or_empty_daemonsets_option_means_discover(value):
-    assert ph.daemonset_targets(value) is None
+    assert daemonset_targets(value) is None
 
 
 @pytest.mark.parametrize(
@@ -653,13 +711,13 @@ def test_unset_or_empty_daemonsets_option_means_discover(value):
     ],
 )
 def test_bad_options(resource, plugin, message):
-    with pytest.raises(ph.PluginCheckError) as info:
-        ph.check_options(resource, plugin)
+    with pytest.raises(OptionError) as info:
+        check_options(resource, plugin)
     assert message in str(info.value)
 
 
 def projected(*daemonsets):
-    return [ph.project_daemonset(d) for d in daemonsets]
+    return [project_daemonset(d) for d in daemonsets]
 
 
 def test_discovery_keeps_daemonsets_whose_pods_are_device_plugin_pods():
@@ -668,19 +726,19 @@ def test_discovery_keeps_daemonsets_whose_pods_are_device_plugin_pods():
         make_daemonset("kube-proxy", pod_labels={"k8s-app": "kube-proxy"}),
         make_daemonset("op", "gpu-operator", pod_labels={"app": "nvidia-device-plugin-daemonset"}),
     )
-    selected, missing = ph.select_daemonsets(listed, None, DEFAULT_OPTIONS)
-    assert [ph.ds_ref(d) for d in selected] == ["kube-system/nvidia-device-plugin-daemonset", "gpu-operator/op"]
+    selected, missing = select_daemonsets(listed, None, DEFAULT_OPTIONS)
+    assert [ds_ref(d) for d in selected] == ["kube-system/nvidia-device-plugin-daemonset", "gpu-operator/op"]
     assert missing == []
 
 
 def test_discovery_honours_device_plugin_namespaces():
-    options = ph.check_options(GPU, {"namespaces": ["gpu-operator"]})
+    options = check_options(GPU, {"namespaces": ["gpu-operator"]})
     listed = projected(
         make_daemonset(),
         make_daemonset("op", "gpu-operator", pod_labels={"app": "x"}, labels={"app": "nvidia-device-plugin-daemonset"}),
     )
-    assert ph.select_daemonsets(listed, None, options)[0] == []
-    assert ph.daemonset_list_namespaces(None, options) == ["gpu-operator"]
+    assert select_daemonsets(listed, None, options)[0] == []
+    assert daemonset_list_namespaces(None, options) == ["gpu-operator"]
 
 
 def test_targets_by_name_and_selector_and_missing():
@@ -688,33 +746,33 @@ def test_targets_by_name_and_selector_and_missing():
         make_daemonset(),
         make_daemonset("nvdp", "nvidia-device-plugin", labels={"app.kubernetes.io/name": "nvidia-device-plugin"}),
     )
-    targets = ph.daemonset_targets(
+    targets = daemonset_targets(
         [
             {"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset"},
             {"label_selector": "app.kubernetes.io/name=nvidia-device-plugin"},
             {"namespace": "gpu-operator", "name": "nvidia-device-plugin-daemonset"},
         ]
     )
-    selected, missing = ph.select_daemonsets(listed, targets, DEFAULT_OPTIONS)
-    assert [ph.ds_ref(d) for d in selected] == [
+    selected, missing = select_daemonsets(listed, targets, DEFAULT_OPTIONS)
+    assert [ds_ref(d) for d in selected] == [
         "kube-system/nvidia-device-plugin-daemonset",
         "nvidia-device-plugin/nvdp",
     ]
     assert [m["subject"] for m in missing] == ["DaemonSet gpu-operator/nvidia-device-plugin-daemonset"]
-    assert missing[0]["kind"] == ph.KIND_DAEMONSET_MISSING and missing[0]["severity"] == ph.ERROR
-    assert ph.daemonset_list_namespaces(targets, DEFAULT_OPTIONS) is None
-    assert ph.daemonset_list_namespaces(targets[:1], DEFAULT_OPTIONS) == ["kube-system"]
+    assert missing[0]["kind"] == KIND_DAEMONSET_MISSING and missing[0]["severity"] == ERROR
+    assert daemonset_list_namespaces(targets, DEFAULT_OPTIONS) is None
+    assert daemonset_list_namespaces(targets[:1], DEFAULT_OPTIONS) == ["kube-system"]
 
 
 def test_pod_queries_are_one_per_selector_plus_each_daemonset_selector():
     ds = projected(make_daemonset(pod_labels={"name": "nvidia-device-plugin-ds", "tier": "node"}))
-    queries = ph.plugin_pod_queries(DEFAULT_OPTIONS, ds)
+    queries = plugin_pod_queries(DEFAULT_OPTIONS, ds)
     assert queries[:5] == [(None, s) for s in DEFAULT_DEVICE_PLUGIN_SELECTORS]
     assert queries[5:] == [("kube-system", "name=nvidia-device-plugin-ds,tier=node")]
 
 
 def test_pod_queries_skip_a_daemonset_selector_already_listed_everywhere():
-    queries = ph.plugin_pod_queries(DEFAULT_OPTIONS, projected(make_daemonset(), make_daemonset(namespace="other")))
+    queries = plugin_pod_queries(DEFAULT_OPTIONS, projected(make_daemonset(), make_daemonset(namespace="other")))
     assert queries == [(None, s) for s in DEFAULT_DEVICE_PLUGIN_SELECTORS]
 
 
@@ -737,13 +795,13 @@ def test_pod_queries_skip_a_daemonset_selector_already_listed_everywhere():
     ],
 )
 def test_selector_text(selector, text):
-    assert ph.selector_text(selector) == text
+    assert selector_text(selector) == text
 
 
 @pytest.mark.parametrize("junk", [None, "x", 3, {"metadata": "x"}, {"metadata": {"name": "a"}}])
 def test_projections_of_junk_are_none_not_a_traceback(junk):
-    assert ph.project_daemonset(junk) is None
-    assert ph.project_plugin_pod(junk) is None
+    assert project_daemonset(junk) is None
+    assert project_plugin_pod(junk) is None
 
 
 def test_daemonset_with_junk_status_and_spec_still_projects():
@@ -752,7 +810,7 @@ def test_daemonset_with_junk_status_and_spec_still_projects():
         "spec": {"template": "junk"},
         "status": {"desiredNumberScheduled": "3", "numberReady": True},
     }
-    projection = ph.project_daemonset(ds)
+    projection = project_daemonset(ds)
     assert projection["desired"] == 0 and projection["ready"] == 0 and projection["generation"] is None
     assert projection["placement"] == {"node_selector": {}, "affinity_terms": [], "tolerations": []}
 
@@ -860,12 +918,12 @@ def test_healthy_hosts_pass_and_appear_on_their_nodes():
     ],
 )
 def test_node_for_host(host, names, node):
-    assert ph.node_for_host(host, names) == node
+    assert node_for_host(host, names) == node
 
 
 def test_missing_driver_fails_with_what_was_looked_for():
     result = healthy_cluster({"gpu-b": host_result(driver_found=False, driver_working=False, smi_path=None)})
-    finding = only(result, ph.KIND_DRIVER_MISSING)
+    finding = only(result, KIND_DRIVER_MISSING)
     assert finding["node"] == "gpu-b" and finding["subject"] == "host gpu-b"
     assert finding["problem"].startswith("no NVIDIA driver found (looked for nvidia-smi on PATH and in /usr/bin")
     assert "ack.aliyun.com/nvidia-driver-version" in finding["remedy"]
@@ -877,7 +935,7 @@ def test_nvidia_smi_failing_and_missing():
     failing = host_result(driver_working=False, smi_error="/usr/bin/nvidia-smi exited with 9: NVIDIA-SMI has failed")
     missing = host_result(driver_working=False, smi_path=None)
     result = healthy_cluster({"gpu-a": failing, "gpu-b": missing})
-    by_node = {f["node"]: f for f in result["findings"] if f["kind"] == ph.KIND_NVIDIA_SMI_FAILED}
+    by_node = {f["node"]: f for f in result["findings"] if f["kind"] == KIND_NVIDIA_SMI_FAILED}
     assert by_node["gpu-a.example.com"]["subject"] == "host gpu-a (node gpu-a.example.com)"
     assert "nvidia-smi fails: /usr/bin/nvidia-smi exited with 9" in by_node["gpu-a.example.com"]["problem"]
     assert "reboot after a driver upgrade" in by_node["gpu-a.example.com"]["remedy"]
@@ -886,12 +944,12 @@ def test_nvidia_smi_failing_and_missing():
 
 def test_host_gpu_count_above_capacity_is_an_error_below_a_warning():
     result = healthy_cluster({"gpu-a": host_result(gpu_count=10), "gpu-b": host_result(gpu_count=4)})
-    by_node = {f["node"]: f for f in result["findings"] if f["kind"] == ph.KIND_HOST_GPU_COUNT_MISMATCH}
-    assert by_node["gpu-a.example.com"]["severity"] == ph.ERROR
+    by_node = {f["node"]: f for f in result["findings"] if f["kind"] == KIND_HOST_GPU_COUNT_MISMATCH}
+    assert by_node["gpu-a.example.com"]["severity"] == ERROR
     assert by_node["gpu-a.example.com"]["problem"] == (
         "nvidia-smi lists 10 GPU(s), node gpu-a.example.com has nvidia.com/gpu capacity 8"
     )
-    assert by_node["gpu-b"]["severity"] == ph.WARNING
+    assert by_node["gpu-b"]["severity"] == WARNING
     assert "time-slicing or MPS sharing" in by_node["gpu-b"]["remedy"]
 
 
@@ -908,13 +966,13 @@ def test_unhardened_toolkit_is_a_warning_unless_required():
         }
     ]
     warned = healthy_cluster({"gpu-b": host_result(configs=loose)})
-    finding = only(warned, ph.KIND_ENVVAR_ACCEPTED)
-    assert finding["severity"] == ph.WARNING
+    finding = only(warned, KIND_ENVVAR_ACCEPTED)
+    assert finding["severity"] == WARNING
     assert warned["healthy"] is True
     assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in finding["remedy"]
     assert "DEVICE_LIST_STRATEGY=volume-mounts" in finding["remedy"]
     required = healthy_cluster({"gpu-b": host_result(configs=loose)}, require_hardening=True)
-    assert only(required, ph.KIND_ENVVAR_ACCEPTED)["severity"] == ph.ERROR
+    assert only(required, KIND_ENVVAR_ACCEPTED)["severity"] == ERROR
     assert required["healthy"] is False
 
 
@@ -930,11 +988,9 @@ def test_volume_mounts_off_and_unreadable_and_missing_configs():
     broken = {"path": "/b.toml", "exists": True, "error": "not valid TOML: line 3", "hardened": None}
     absent = [{"path": "/c.toml", "exists": False}, {"path": "/d.toml", "exists": False}]
     result = healthy_cluster({"gpu-a": host_result(configs=[half, broken]), "gpu-b": host_result(configs=absent)})
-    assert only(result, ph.KIND_VOLUME_MOUNTS_OFF)["problem"].startswith("/a.toml: accept-nvidia-visible-devices-as")
-    assert (
-        only(result, ph.KIND_TOOLKIT_CONFIG_UNREADABLE)["problem"] == "/b.toml cannot be read: not valid TOML: line 3"
-    )
-    assert only(result, ph.KIND_TOOLKIT_CONFIG_MISSING)["problem"].startswith(
+    assert only(result, KIND_VOLUME_MOUNTS_OFF)["problem"].startswith("/a.toml: accept-nvidia-visible-devices-as")
+    assert only(result, KIND_TOOLKIT_CONFIG_UNREADABLE)["problem"] == "/b.toml cannot be read: not valid TOML: line 3"
+    assert only(result, KIND_TOOLKIT_CONFIG_MISSING)["problem"].startswith(
         "no NVIDIA Container Toolkit config found (/c.toml, /d.toml)"
     )
 
@@ -947,7 +1003,7 @@ def test_failed_and_unreachable_host_results():
             "gpu-c": {"changed": False},
         }
     )
-    problems = {f["node"]: f["problem"] for f in result["findings"] if f["kind"] == ph.KIND_HOST_FACTS_FAILED}
+    problems = {f["node"]: f["problem"] for f in result["findings"] if f["kind"] == KIND_HOST_FACTS_FAILED}
     assert problems == {
         "gpu-a.example.com": "host unreachable: Failed to connect to the host via ssh",
         "gpu-b": "gpu_host_facts failed: MODULE FAILURE",
@@ -958,13 +1014,13 @@ def test_failed_and_unreachable_host_results():
 
 def test_facts_under_ansible_facts_are_read_too():
     result = healthy_cluster({"gpu-b": {"ansible_facts": {"gpu_host": host_result(gpu_count=4)}}})
-    assert kinds(result) == [ph.KIND_HOST_GPU_COUNT_MISMATCH]
+    assert kinds(result) == [KIND_HOST_GPU_COUNT_MISMATCH]
 
 
 def test_host_without_node_is_a_warning_and_gpu_host_behind_a_plain_node_an_error():
     result = healthy_cluster({"gpu-z": host_result(), "cpu": host_result(gpu_count=2)})
-    assert only(result, ph.KIND_HOST_NOT_A_NODE)["severity"] == ph.WARNING
-    advertised = only(result, ph.KIND_HOST_GPUS_NOT_ADVERTISED)
+    assert only(result, KIND_HOST_NOT_A_NODE)["severity"] == WARNING
+    advertised = only(result, KIND_HOST_GPUS_NOT_ADVERTISED)
     assert (
         advertised["problem"] == "the host has 2 GPU(s), but node cpu has no GPU labels and no nvidia.com/gpu capacity"
     )
@@ -980,6 +1036,6 @@ def test_host_without_node_is_a_warning_and_gpu_host_behind_a_plain_node_an_erro
     ],
 )
 def test_bad_host_facts_raise_a_clear_error(host_facts, message):
-    with pytest.raises(ph.PluginCheckError) as info:
+    with pytest.raises(OptionError) as info:
         check([], [gpu_node("a")], [], host_facts=host_facts)
     assert message in str(info.value)

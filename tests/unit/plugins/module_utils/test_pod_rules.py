@@ -6,22 +6,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.manifests import Document, parse_text
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod_rules import (
-    RULES,
-    ClusterEnvSources,
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import device_selection
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.quantity import format_quantity
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import (
+    RuleConfig,
+    gpu_host_path,
+    unknown_rules,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import validate_documents
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import (
     DocumentEnvSources,
     EnvValue,
     ResolvedEnv,
-    RuleConfig,
-    device_selection,
     expand_references,
-    format_quantity,
-    gpu_host_path,
-    known_family,
-    unknown_rules,
-    validate_documents,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import known_family
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import Document, parse_text
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.reads import ClusterEnvSources
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "manifests"
 GPU = "nvidia.com/gpu"

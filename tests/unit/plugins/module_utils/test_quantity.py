@@ -2,13 +2,13 @@ from decimal import Decimal
 
 import pytest
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quantity import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.quantity import (
     QuantityError,
     gpu_count,
     is_whole,
     parse_quantity,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.resources import gpu_resource_matcher
 
 
 @pytest.mark.parametrize(

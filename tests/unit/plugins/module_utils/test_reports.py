@@ -4,25 +4,25 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.manifests import load_manifests
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod_rules import RULES, RuleConfig
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.reports import (
-    Report,
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import Report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import load_manifests
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.reads import collection_paths, live_report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report import (
     ReportWriteError,
-    collection_paths,
     failed,
     failure_message,
     format_text,
     json_report,
-    live_report,
     merge_reports,
     offline_report,
     result_fields,
-    sarif_report,
     summarize,
     summary_line,
     write_json,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.sarif import sarif_report
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "manifests"
 

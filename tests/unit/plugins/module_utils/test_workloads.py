@@ -2,7 +2,7 @@ import copy
 
 import pytest
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.workloads import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
     find_embedded_pod_spec,
     iter_containers,
     select_live_objects,

@@ -14,9 +14,11 @@ import yaml
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.kubegpu.scheduling.plugins.doc_fragments import read_only as read_only_fragment
-from ansible_collections.kubegpu.scheduling.plugins.module_utils import api_module, validate_cli
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.client import AUTH_ARG_SPEC, ClusterError
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod_rules import RULES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube import module as api_module
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import AUTH_ARG_SPEC
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate import cli as validate_cli
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_pod_validate
 
 REPO = Path(__file__).resolve().parents[4]

@@ -1,0 +1,69 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The device-plugin check's readable report: which node, what is wrong, what to do."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import ERROR, WARNING
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import CUSTOM, DEPLOYMENTS_BY_KEY
+
+MAX_REPORTED_PER_KIND = 10
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _daemonset_line(summary: Mapping[str, Any]) -> str:
+    title = DEPLOYMENTS_BY_KEY.get(summary["deployment"], CUSTOM).title
+    counts = ", ".join(f"{key} {summary[key]}" for key in ("desired", "current", "updated", "ready", "available"))
+    state = "ok" if summary["healthy"] else "NOT HEALTHY"
+    return (
+        f"  DaemonSet {summary['namespace']}/{summary['name']} ({title}): {counts}, "
+        f"misscheduled {summary['misscheduled']}: {state}"
+    )
+
+
+def _finding_lines(item: Mapping[str, Any]) -> list[str]:
+    return [
+        f"  [{item['severity'].upper()}] {item['subject']}: {item['problem']}",
+        f"      what to do: {item['remedy']}",
+    ]
+
+
+def render_report(result: Mapping[str, Any]) -> str:
+    """Which node, what is wrong, what to do; errors first."""
+    counts = result["counts"]
+    verdict = "PASSED" if result["healthy"] else "FAILED"
+    headline = (
+        f"GPU device plugin check {verdict}: {_plural(counts[ERROR], 'error')}, {_plural(counts[WARNING], 'warning')} "
+        f"({_plural(counts['gpu_nodes'], 'GPU node')}, {_plural(counts['daemonsets'], 'DaemonSet')}, "
+        f"{_plural(counts['plugin_pods'], 'plugin pod')})"
+    )
+    lines = [headline]
+    deployments = result["deployments"]
+    lines.append("Deployment: " + ("; ".join(d["title"] for d in deployments) if deployments else "none found"))
+    lines += [_daemonset_line(s) for s in result["daemonsets"]]
+    healthy_nodes = [n["name"] for n in result["nodes"] if not n["problems"]]
+    if healthy_nodes:
+        lines.append(f"Nodes without findings ({len(healthy_nodes)}): {', '.join(healthy_nodes)}")
+    if not result["findings"]:
+        return "\n".join(lines)
+    lines.append("Findings:")
+    shown: dict[str, int] = defaultdict(int)
+    hidden: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for item in result["findings"]:
+        key = f"{item['severity']}:{item['kind']}"
+        if shown[key] < MAX_REPORTED_PER_KIND:
+            shown[key] += 1
+            lines += _finding_lines(item)
+        else:
+            hidden[key].append(item)
+    for items in hidden.values():
+        names = ", ".join(str(i["node"] or i["subject"]) for i in items)
+        lines.append(f'  ... and {len(items)} more with "{items[0]["problem"]}" or alike: {names}')
+    return "\n".join(lines)

@@ -1,0 +1,276 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One Kubernetes API client: raw API paths in, plain dicts out, retries bounded, errors clear.
+
+The official ``kubernetes`` library is used for configuration (kubeconfig, in-cluster, exec
+plugins) and for its REST transport only: responses are decoded with ``json.loads`` into plain
+dicts, never into the generated models, which are far too slow for lists of many thousand pods.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+from urllib.parse import urlencode, urlsplit
+
+try:
+    import urllib3
+    from kubernetes.client import ApiClient, Configuration
+    from kubernetes.client.exceptions import ApiException
+except ImportError:
+    pass  # kube.config records the import error; client_from_params refuses to run without the library
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
+    HAS_KUBERNETES,
+    build_configuration,
+    impersonation_headers,
+    resolve_auth_params,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
+    ClusterError,
+    _safe_host,
+    describe_api_error,
+    describe_connection_error,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.retries import (
+    RETRY_STATUSES,
+    backoff_delay,
+    may_retry_status,
+    may_retry_transport,
+    retry_budget,
+    retry_delay,
+)
+
+USER_AGENT = "kubegpu.scheduling"
+
+
+@dataclass
+class _Response:
+    status: int
+    reason: str
+    headers: Mapping[str, str]
+    data: bytes
+
+
+class KubeClient:
+    """Raw API paths in, plain dicts out; retries bounded, errors as ClusterError."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        extra_headers: list[tuple[str, str]] | None = None,
+        retries: int = 4,
+        backoff: float = 0.5,
+        timeout: float = 30,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.api_client = api_client
+        self.configuration: Configuration = api_client.configuration
+        self.host: str = self.configuration.host
+        self.extra_headers = list(extra_headers or [])
+        self.retries = max(0, int(retries))
+        self.backoff = max(0.0, float(backoff))
+        self.timeout = float(timeout)
+        self.sleep = sleep
+        self.request_count = 0
+        self.write_count = 0
+
+    # -- public API ----------------------------------------------------------------------
+
+    def get(self, path: str, *, query: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self._json("GET", path, query=query)
+
+    def list_items(
+        self,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of a collection, page by page (limit/continue), one dict at a time."""
+        query: dict[str, Any] = {"limit": page_size}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        token: str | None = None
+        while True:
+            page_query = dict(query, **({"continue": token} if token else {}))
+            try:
+                page = self._json("GET", path, query=page_query)
+            except ClusterError as exc:
+                if exc.status == 410 and token:
+                    raise ClusterError(
+                        f"the list of {urlsplit(path).path} expired while it was being read (410 Gone: the "
+                        "continue token is too old, the cluster changed faster than the pages were read); run again",
+                        410,
+                    ) from None
+                raise
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
+    def patch_merge(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """JSON merge patch (RFC 7386), as ``kubectl label`` sends; a null value removes a key."""
+        return self._json("PATCH", path, body=body, content_type="application/merge-patch+json")
+
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._json("POST", path, body=body, content_type="application/json")
+
+    def delete(self, path: str, *, query: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Delete; None when the object is already gone (404)."""
+        try:
+            return self._json("DELETE", path, query=query)
+        except ClusterError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def read_text(self, path: str, *, query: dict[str, Any] | None = None) -> str:
+        """A text response, such as ``/api/v1/namespaces/<ns>/pods/<name>/log``."""
+        response = self._request("GET", path, query=query, accept="*/*")
+        return response.data.decode("utf-8", errors="replace")
+
+    # -- transport -----------------------------------------------------------------------
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> dict[str, Any]:
+        response = self._request(method, path, query=query, body=body, content_type=content_type)
+        if not response.data:
+            return {}
+        try:
+            decoded = json.loads(response.data)
+        except ValueError:
+            raise ClusterError(
+                f"{method} {urlsplit(path).path}: the API server at {_safe_host(self.host)} answered "
+                f"{response.status} with a body that is not JSON",
+                response.status,
+            ) from None
+        if not isinstance(decoded, dict):
+            raise ClusterError(f"{method} {urlsplit(path).path}: expected a JSON object from the API server")
+        return decoded
+
+    def _headers(self, accept: str, content_type: str | None) -> urllib3.HTTPHeaderDict:
+        headers = urllib3.HTTPHeaderDict({"Accept": accept, "User-Agent": USER_AGENT})
+        if content_type:
+            headers["Content-Type"] = content_type
+        cfg = self.configuration
+        # kubeconfig and in-cluster tokens live under "BearerToken" (older clients: "authorization");
+        # reading them through the configuration runs its refresh hook (exec plugins, rotated tokens).
+        token = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix("authorization")
+        if token:
+            headers["Authorization"] = token
+        elif cfg.username and cfg.password:
+            basic = cfg.get_basic_auth_token()
+            if basic:
+                headers["Authorization"] = basic
+        for name, value in self.extra_headers:
+            headers.add(name, value)
+        return headers
+
+    def _url(self, path: str, query: dict[str, Any] | None) -> str:
+        url = self.host.rstrip("/") + "/" + path.lstrip("/")
+        if query:
+            pairs = {
+                k: ("true" if v is True else "false" if v is False else v) for k, v in query.items() if v is not None
+            }
+            url += ("&" if "?" in url else "?") + urlencode(pairs, doseq=True)
+        return url
+
+    def _send_once(self, method: str, url: str, headers: Any, body: Any) -> _Response:
+        self.request_count += 1
+        if method in ("POST", "PUT", "PATCH", "DELETE"):
+            self.write_count += 1
+        try:
+            with warnings.catch_warnings():
+                if not self.configuration.verify_ssl:
+                    warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+                raw = self.api_client.rest_client.request(
+                    method, url, headers=headers, body=body, _request_timeout=(self.timeout, self.timeout)
+                )
+        except ApiException as exc:
+            # Clients before the pydantic regeneration raise on any status outside 2xx.
+            if not exc.status:
+                raise
+            data = exc.body if isinstance(exc.body, bytes) else str(exc.body or "").encode()
+            return _Response(int(exc.status), exc.reason or "", exc.headers or {}, data)
+        try:
+            data = raw.read() if getattr(raw, "data", None) is None else raw.data
+        finally:
+            release = getattr(getattr(raw, "response", None), "release_conn", None)
+            if release is not None:
+                release()
+        if isinstance(data, str):  # older clients decode text bodies themselves
+            data = data.encode("utf-8")
+        return _Response(int(raw.status), raw.reason or "", raw.getheaders() or {}, data or b"")
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        accept: str = "application/json",
+    ) -> _Response:
+        url = self._url(path, query)
+        attempt = 0
+        while True:
+            try:
+                response = self._send_once(method, url, self._headers(accept, content_type), body)
+            except (urllib3.exceptions.HTTPError, ApiException, OSError) as exc:
+                if attempt < self.retries and may_retry_transport(method, exc):
+                    self.sleep(backoff_delay(attempt, self.backoff))
+                    attempt += 1
+                    continue
+                self._fail_transport(exc, attempt)
+            if response.status < 400:
+                return response
+            if attempt < retry_budget(response.status, self.retries) and may_retry_status(method, response.status):
+                self.sleep(retry_delay(response.headers.get("Retry-After"), attempt, self.backoff))
+                attempt += 1
+                continue
+            message = describe_api_error(
+                response.status, response.reason, response.data.decode("utf-8", "replace"), method, path
+            )
+            if attempt and response.status in RETRY_STATUSES:
+                message += f"; gave up after {attempt + 1} attempts"
+            raise ClusterError(message, response.status)
+
+    def _fail_transport(self, exc: BaseException, attempt: int) -> NoReturn:
+        message = describe_connection_error(exc, self.host, self.timeout)
+        if attempt:
+            message += f"; gave up after {attempt + 1} attempts"
+        raise ClusterError(message) from None
+
+
+def client_from_params(
+    params: Mapping[str, Any], *, retries: int = 4, backoff: float = 0.5, timeout: float = 30
+) -> KubeClient:
+    """A KubeClient from an Ansible module's params (or a CLI's dict) with AUTH_ARG_SPEC keys."""
+    if not HAS_KUBERNETES:
+        raise ClusterError("the kubernetes Python library is required (pip install kubernetes)")
+    auth = resolve_auth_params(params)
+    cfg = build_configuration(auth)
+    return KubeClient(
+        ApiClient(cfg),
+        extra_headers=impersonation_headers(auth),
+        retries=retries,
+        backoff=backoff,
+        timeout=timeout,
+    )

@@ -1,0 +1,254 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one error base of the collection, and the wording of errors from the API server and the
+transport: what failed, on which object, and what to do about it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+_HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"})
+
+
+_REASONS = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    410: "Gone",
+    413: "Request Entity Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+
+
+_RBAC_DENIAL = re.compile(r"cannot [\w*]+ resource")
+
+
+_DENIED_USER = re.compile(r'User "([^"]*)"')
+
+
+class KubegpuError(Exception):
+    """The base of every error the collection reports: one message that names what and where."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ClusterError(KubegpuError):
+    """Anything that went wrong talking to the cluster; ``status`` is the HTTP status, if any."""
+
+
+class OptionError(KubegpuError, ValueError):
+    """An option value that cannot be used; the message names the option."""
+
+
+@dataclass(frozen=True)
+class ApiTarget:
+    """What a raw API path addresses."""
+
+    group: str
+    version: str
+    resource: str
+    namespace: str | None = None
+    name: str | None = None
+    subresource: str | None = None
+
+    @property
+    def rbac_resource(self) -> str:
+        return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+
+
+def parse_api_path(path: str) -> ApiTarget | None:
+    """Group, version, resource, namespace, name and subresource of a raw API path, if it names one."""
+    parts = [p for p in urlsplit(path).path.split("/") if p]
+    if len(parts) >= 2 and parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    if not rest:
+        return None
+    namespace = None
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        namespace, rest = rest[1], rest[2:]
+    resource = rest[0]
+    name = rest[1] if len(rest) > 1 else None
+    subresource = "/".join(rest[2:]) or None
+    return ApiTarget(group, version, resource, namespace, name, subresource)
+
+
+def rbac_verb(method: str, target: ApiTarget | None) -> str:
+    """The RBAC verb an HTTP method maps to on a path (GET on a collection is list)."""
+    method = method.upper()
+    is_item = target is not None and target.name is not None
+    if method in ("GET", "HEAD"):
+        return "get" if is_item else "list"
+    if method == "DELETE":
+        return "delete" if is_item else "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+
+
+def _status_message(body_text: str | None) -> str:
+    """The ``message`` of a Status body, or a short, single-line excerpt of another body."""
+    if not body_text:
+        return ""
+    try:
+        body = json.loads(body_text)
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        return str(body.get("message") or body.get("reason") or "").strip()
+    text = " ".join(str(body_text).split())
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _object_ref(target: ApiTarget) -> str:
+    what = f'{target.resource} "{target.name}"' if target.name else f'resource "{target.resource}"'
+    if target.subresource:
+        what += f" (subresource {target.subresource})"
+    if target.namespace:
+        what += f' in namespace "{target.namespace}"'
+    return what
+
+
+def describe_api_error(status: int, reason: str | None, body_text: str | None, verb: str, path: str) -> str:
+    """One clear message for an HTTP error from the API server.
+
+    ``verb`` is the HTTP method (GET, PATCH, ...) or an RBAC verb (list, get, ...).
+    """
+    method = verb.upper() if verb.upper() in _HTTP_METHODS else None
+    target = parse_api_path(path)
+    rbac = rbac_verb(method, target) if method else verb
+    reason = reason or _REASONS.get(status, "")
+    api_message = _status_message(body_text)
+    request = f"{method or rbac} {urlsplit(path).path}"
+    detail = f": {api_message}" if api_message else ""
+    label = f"{status} {reason}".strip()
+
+    if status == 401:
+        return (
+            f"credentials rejected ({label}) on {request}: the token, client certificate or kubeconfig "
+            "user is not accepted by the API server (expired or revoked?)"
+        )
+    if status == 403:
+        if api_message and not _RBAC_DENIAL.search(api_message):
+            # Admission (PodSecurity, quota, a webhook) denied it, not RBAC.
+            return f"forbidden ({label}) on {request}{detail}"
+        if target is None:
+            return f"forbidden ({label}) on {request}{detail}"
+        scope = f'in namespace "{target.namespace}"' if target.namespace else "at cluster scope"
+        user = _DENIED_USER.search(api_message)
+        to_user = f' to user "{user.group(1)}"' if user else ""
+        return (
+            f'forbidden: cannot {rbac} resource "{target.rbac_resource}" {scope}; '
+            f'grant the verb "{rbac}" on "{target.rbac_resource}" (apiGroup "{target.group}"){to_user}'
+        )
+    if status == 404:
+        if target is None:
+            return f"not found ({label}) on {request}{detail}"
+        if target.name is None:
+            group = f"{target.group}/{target.version}" if target.group else target.version
+            return f'not found: resource "{target.resource}" ({group}) is not served by this API server'
+        return f"not found: {_object_ref(target)}"
+    kinds = {
+        409: "conflict",
+        410: "gone",
+        422: "invalid",
+        429: "throttled by the API server",
+    }
+    if status in kinds:
+        what = kinds[status]
+    elif status >= 500:
+        what = "API server error"
+    else:
+        what = "request failed"
+    return f"{what} ({label}) on {request}{detail}"
+
+
+def _safe_host(host: str) -> str:
+    parts = urlsplit(host)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return f"{parts.scheme}://{netloc}" if parts.scheme else netloc or host
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    """The exception and what it wraps: causes, contexts and urllib3's ``reason``s, outermost first."""
+    chain: list[BaseException] = []
+    node: BaseException | None = exc
+    while node is not None and all(node is not seen for seen in chain):
+        chain.append(node)
+        wrapped = node.__cause__ or node.__context__ or getattr(node, "reason", None)
+        if not isinstance(wrapped, BaseException):
+            wrapped = next((arg for arg in node.args if isinstance(arg, BaseException)), None)
+        node = wrapped
+    return chain
+
+
+def _scrub(text: str) -> str:
+    """Drop user:password@ from any URL in a message."""
+    return re.sub(r"//[^/@\s]+@", "//", text)
+
+
+def is_tls_verification_error(exc: BaseException) -> bool:
+    chain = _exception_chain(exc)
+    return any(type(e).__name__ == "SSLCertVerificationError" for e in chain) or any(
+        "CERTIFICATE_VERIFY_FAILED" in str(e) for e in chain
+    )
+
+
+def describe_connection_error(exc: BaseException, host: str, timeout: float | None = None) -> str:
+    """One clear message for a transport failure (DNS, refused, timeout, TLS, proxy)."""
+    where = _safe_host(host)
+    server = urlsplit(where).hostname or where
+    chain = _exception_chain(exc)
+    names = {type(e).__name__ for e in chain}
+    text = " ".join(str(e) for e in chain)
+    root = chain[-1]
+    root_text = _scrub(str(root))
+
+    if "ProxyError" in names:
+        return f"cannot reach the API server at {where} through the proxy: {type(root).__name__}: {root_text}"
+    if is_tls_verification_error(exc):
+        why = getattr(root, "verify_message", None) or ""
+        match = re.search(r"certificate verify failed: ([^(\]\n]+)", text)
+        if not why and match:
+            why = match.group(1).strip()
+        because = f" ({why})" if why else ""
+        return (
+            f"TLS certificate verification failed for the API server at {where}{because}; set ca_cert to the "
+            "cluster's CA certificate (validate_certs: false skips the check, not recommended)"
+        )
+    if names & {"SSLError", "SSLZeroReturnError", "SSLEOFError"} or "SSLError" in text:
+        lines = [line for line in root_text.splitlines() if line.strip() and line.strip() != "SSLError"]
+        detail = lines[-1] if lines else type(root).__name__
+        return f"TLS handshake with the API server at {where} failed: {detail}"
+    if "NameResolutionError" in names or "gaierror" in names or "Name or service not known" in text:
+        return f'cannot resolve the API server host "{server}" (DNS lookup failed)'
+    if "ConnectionRefusedError" in names or "Connection refused" in text:
+        return f"connection refused by the API server at {where}: is it running, and are host and port right?"
+    if "ReadTimeoutError" in names:
+        limit = f" within {timeout:g}s" if timeout else ""
+        return f"the API server at {where} did not answer{limit} (read timed out)"
+    if names & {"ConnectTimeoutError", "TimeoutError", "timeout"}:
+        return f"timed out connecting to the API server at {where}"
+    if "ProtocolError" in names or "RemoteDisconnected" in names or "ConnectionResetError" in names:
+        return f"the connection to the API server at {where} was closed unexpectedly: {root_text}"
+    return f"cannot talk to the API server at {where}: {type(root).__name__}: {root_text}"

@@ -1,0 +1,41 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Safe access to API objects and manifests given as plain dicts: a field of the wrong type
+reads as empty, so malformed input is judged instead of raising."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def as_mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def as_text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def string_map(value: Any) -> dict[str, str]:
+    """The string-to-string entries of a mapping, such as labels or annotations."""
+    return {k: v for k, v in as_mapping(value).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def positive_int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def optional_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def condition_true(status: Mapping[str, Any], kind: str) -> bool:
+    return any(
+        as_mapping(c).get("type") == kind and as_mapping(c).get("status") == "True"
+        for c in as_list(status.get("conditions"))
+    )

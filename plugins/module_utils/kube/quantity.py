@@ -1,0 +1,101 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Kubernetes resource quantities as exact decimals.
+
+The API server compares quantities by value ("1" == "1000m") but its integer check rounds
+milli-values up, so "0.9999" slips through; exact Decimal arithmetic does not.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+
+_SUFFIX_MULTIPLIERS = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+
+
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))"
+    r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
+)
+
+
+class QuantityError(ValueError):
+    """A value that is not a Kubernetes quantity."""
+
+
+def parse_quantity(value: object) -> Decimal:
+    """Return the exact value of a quantity given as a string or a YAML number."""
+    if isinstance(value, bool) or value is None:
+        raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"{value!r} is not a quantity")
+    match = _QUANTITY.match(value.strip())
+    if not match:
+        raise QuantityError(f"{value!r} is not a quantity")
+    try:
+        number = Decimal(match["number"])
+    except InvalidOperation as exc:  # pragma: no cover - the pattern only admits decimals
+        raise QuantityError(f"{value!r} is not a quantity") from exc
+    if match["exponent"]:
+        return number.scaleb(int(match["exponent"][1:]))
+    return number * _SUFFIX_MULTIPLIERS[match["suffix"] or ""]
+
+
+def is_whole(value: Decimal) -> bool:
+    return value == value.to_integral_value()
+
+
+def gpu_count(value: object, default: int = 0) -> int:
+    """A GPU quantity as an int; malformed or fractional values count as `default`."""
+    try:
+        parsed = parse_quantity(value)
+    except QuantityError:
+        return default
+    return int(parsed) if is_whole(parsed) else default
+
+
+_SI_SUFFIXES = ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"), (0, ""), (-3, "m"), (-6, "u"), (-9, "n"))
+
+
+QUANTITY_PATTERN_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+
+
+def format_quantity(value: Decimal) -> str:
+    """The canonical decimal form the API server prints (`0.5` -> `500m`), rounded up to nano units."""
+    if value == 0:
+        return "0"
+    if not is_whole(value.scaleb(9)):
+        value = value.quantize(Decimal("1e-9"), rounding=ROUND_CEILING)
+    for exponent, suffix in _SI_SUFFIXES:
+        mantissa = value.scaleb(-exponent)
+        if is_whole(mantissa):
+            return f"{int(mantissa)}{suffix}"
+    return str(value)  # pragma: no cover - every value is whole in nano units after quantizing
+
+
+def server_admits_fraction(value: Decimal) -> bool:
+    """The API server's integer check rounds milli-values up, so 0.9999 passes as 1."""
+    milli = (value * 1000).to_integral_value(rounding=ROUND_CEILING)
+    return milli % 1000 == 0

@@ -1,0 +1,197 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Apply labeling plans through the functions it is handed (send, reread, replan), so check
+mode and conflicts fall out; summaries and diffs of what changed."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
+    MAX_CONFLICT_ATTEMPTS,
+    CompactNode,
+    NodePlan,
+    Outcome,
+)
+
+
+class ApplyStatus(str, Enum):
+    DONE = "done"
+    FAILED = "failed"
+    NOT_ATTEMPTED = "not_attempted"
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    plan: NodePlan
+    status: ApplyStatus = ApplyStatus.DONE
+    error: str = ""
+
+
+# Statuses that concern one node only: the others (no answer, 401, 403, 429 or 5xx after the
+# client's retries) mean the API server cannot take writes now, so sending more is pointless.
+_NODE_GONE = 404
+
+
+_NODE_ONLY_STATUSES = frozenset({400, 409, 422})
+
+
+def _error_status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def _apply_one(
+    plan: NodePlan,
+    send: Callable[[str, dict[str, Any]], object],
+    reread: Callable[[str], CompactNode | None],
+    replan: Callable[[CompactNode], NodePlan],
+    stop: threading.Event,
+    errors: tuple[type[BaseException], ...],
+) -> NodeResult:
+    attempt = 1
+    while True:
+        if stop.is_set() or plan.patch is None:
+            return NodeResult(plan, ApplyStatus.NOT_ATTEMPTED if stop.is_set() else ApplyStatus.DONE)
+        try:
+            send(plan.name, plan.patch)
+            return NodeResult(plan)
+        except errors as exc:
+            status = _error_status(exc)
+            if status == _NODE_GONE:
+                return NodeResult(
+                    replace(plan, outcome=Outcome.SKIP, after=None, reason="node was deleted", patch=None)
+                )
+            if status != 409:
+                if status not in _NODE_ONLY_STATUSES:
+                    stop.set()
+                return NodeResult(plan, ApplyStatus.FAILED, str(exc))
+            if attempt >= MAX_CONFLICT_ATTEMPTS:
+                message = f"the node kept changing while it was being labeled (409 Conflict, {attempt} attempts)"
+                return NodeResult(plan, ApplyStatus.FAILED, message)
+        # 409: the node changed since it was read. Decide again on what it is now.
+        try:
+            node = reread(plan.name)
+        except errors as exc:
+            if _error_status(exc) not in _NODE_ONLY_STATUSES:
+                stop.set()
+            return NodeResult(plan, ApplyStatus.FAILED, str(exc))
+        if node is None:
+            return NodeResult(replace(plan, outcome=Outcome.SKIP, after=None, reason="node was deleted", patch=None))
+        plan = replan(node)
+        if plan.patch is None:
+            return NodeResult(plan)
+        attempt += 1
+
+
+def apply_plans(
+    plans: Sequence[NodePlan],
+    send: Callable[[str, dict[str, Any]], object],
+    reread: Callable[[str], CompactNode | None],
+    replan: Callable[[CompactNode], NodePlan],
+    *,
+    parallelism: int = 16,
+    errors: tuple[type[BaseException], ...] = (Exception,),
+) -> list[NodeResult]:
+    """Send every plan's patch, `parallelism` at a time; plans without a patch pass through.
+
+    `send(name, patch)` patches one node, `reread(name)` reads it again after a 409 (None when it
+    is gone) and `replan(node)` decides again. A failure that is not about one node (the API
+    server is down, throttles beyond the retries, or forbids the write) stops the sending: the
+    patches already in flight finish, and the rest are returned as not attempted.
+    """
+    stop = threading.Event()
+    results: dict[str, NodeResult] = {p.name: NodeResult(p) for p in plans if p.patch is None}
+    pending = [p for p in plans if p.patch is not None]
+    if pending:
+        with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(pending)))) as pool:
+            futures = [pool.submit(_apply_one, p, send, reread, replan, stop, errors) for p in pending]
+            for plan, future in zip(pending, futures, strict=True):
+                results[plan.name] = future.result()
+    return [results[p.name] for p in plans]
+
+
+def _label_line(key: str, value: str | None) -> str:
+    return f"{key}={value}\n" if value is not None else ""
+
+
+def diff_entry(plan: NodePlan, key: str) -> dict[str, Any]:
+    """Before and after of the managed label only, as `key=value` lines, for Ansible's diff callback."""
+    header = f"node/{plan.name}"
+    return {
+        "before_header": header,
+        "after_header": header + (" (foreign value overwritten)" if plan.forced else ""),
+        "before": _label_line(key, plan.before),
+        "after": _label_line(key, plan.after),
+    }
+
+
+def summarize(results: Sequence[NodeResult], key: str) -> dict[str, Any]:
+    """The module result for these outcomes (without `changed` and `writes`)."""
+    done = [r.plan for r in results if r.status is ApplyStatus.DONE]
+    labeled = [p for p in done if p.outcome is Outcome.LABEL]
+    unlabeled = [p for p in done if p.outcome is Outcome.UNLABEL]
+    conflicts = [p for p in done if p.outcome is Outcome.CONFLICT]
+    skipped = [p for p in done if p.outcome is Outcome.SKIP]
+    summary: dict[str, Any] = {
+        "labeled": [p.name for p in labeled],
+        "unlabeled": [p.name for p in unlabeled],
+        "unchanged": [p.name for p in done if p.outcome is Outcome.UNCHANGED],
+        "conflicts": [
+            {"node": p.name, "current": p.before, "desired": p.desired, "reason": p.reason} for p in conflicts
+        ],
+        "skipped_nodes": [
+            {"node": p.name, "reason": p.reason, **({"models": dict(p.models)} if p.models else {})} for p in skipped
+        ],
+        "mixed_models": [
+            {"node": p.name, "models": dict(p.models), "value": p.desired}
+            for p in done
+            if p.models and p.outcome is not Outcome.SKIP
+        ],
+        "failed_nodes": [{"node": r.plan.name, "error": r.error} for r in results if r.status is ApplyStatus.FAILED],
+        "not_attempted": [r.plan.name for r in results if r.status is ApplyStatus.NOT_ATTEMPTED],
+        "diff": [diff_entry(p, key) for p in labeled + unlabeled],
+    }
+    # `skipped` and `failed` are reserved in an Ansible result (they mark the task), hence `_nodes`.
+    summary["counts"] = {
+        "labeled": len(labeled),
+        "unlabeled": len(unlabeled),
+        "unchanged": len(summary["unchanged"]),
+        "conflicts": len(conflicts),
+        "skipped": len(skipped),
+        "failed": len(summary["failed_nodes"]),
+        "not_attempted": len(summary["not_attempted"]),
+    }
+    return summary
+
+
+def _some(names: Sequence[str], limit: int = 20) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def failure_message(results: Sequence[NodeResult]) -> str | None:
+    """A message for a run that did not finish, naming the nodes done and not done; None if it finished."""
+    failed = [r for r in results if r.status is ApplyStatus.FAILED]
+    not_attempted = [r.plan.name for r in results if r.status is ApplyStatus.NOT_ATTEMPTED]
+    if not failed and not not_attempted:
+        return None
+    written = [
+        r.plan.name
+        for r in results
+        if r.status is ApplyStatus.DONE and r.plan.outcome in (Outcome.LABEL, Outcome.UNLABEL)
+    ]
+    first = failed[0] if failed else None
+    parts = [f"labeling stopped: {first.error}" if first and not_attempted else "labeling failed on some nodes"]
+    if failed:
+        parts.append(f"failed on {len(failed)} node(s): " + "; ".join(f"{r.plan.name}: {r.error}" for r in failed[:5]))
+    parts.append(f"changed {len(written)} node(s)" + (f": {_some(written)}" if written else ""))
+    if not_attempted:
+        parts.append(f"not attempted {len(not_attempted)} node(s): {_some(not_attempted)}")
+    parts.append("each node is patched in one request, so none is half-labeled; run again to converge")
+    return "; ".join(parts)

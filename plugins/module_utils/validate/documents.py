@@ -1,0 +1,156 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A validation run over documents: pod specs found, env sources indexed, findings collected."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_mapping
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
+    NotChecked,
+    ObjectRef,
+    PodSpecSite,
+    iter_containers,
+    walk_document,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import PodChecker, RuleConfig
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import (
+    DocumentEnvSources,
+    EnvSources,
+    env_may_matter,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import LoadError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import Allowed, Finding
+
+# Sources that are not files: no physical location in SARIF.
+NON_FILE_SOURCES = ("definition", "cluster")
+
+
+class DocumentLike(Protocol):
+    @property
+    def data(self) -> Any: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def line(self) -> int | None: ...
+
+
+@dataclass
+class ValidationResult:
+    findings: list[Finding] = field(default_factory=list)
+    allowed: list[Allowed] = field(default_factory=list)
+    not_checked: list[NotChecked] = field(default_factory=list)
+    objects_checked: int = 0
+    documents: int = 0
+
+    def extend(self, other: ValidationResult) -> None:
+        self.findings += other.findings
+        self.allowed += other.allowed
+        self.not_checked += other.not_checked
+        self.objects_checked += other.objects_checked
+        self.documents += other.documents
+
+
+def _objects_of(data: Any) -> list[Any]:
+    items = data.get("items") if str(data.get("kind", "")).endswith("List") else None
+    return items if isinstance(items, list) else [data]
+
+
+def index_env_sources(
+    documents: Iterable[DocumentLike], sources: DocumentEnvSources | None = None
+) -> DocumentEnvSources:
+    sources = sources if sources is not None else DocumentEnvSources()
+    for doc in documents:
+        if isinstance(doc.data, dict):
+            for obj in _objects_of(doc.data):
+                if isinstance(obj, dict) and obj.get("kind") in ("ConfigMap", "Secret"):
+                    sources.add(obj, f"{doc.source} document {doc.index}")
+    return sources
+
+
+def needs_env_sources(site: PodSpecSite) -> bool:
+    """Whether any container's env may read a ConfigMap or Secret that matters to the rules."""
+    return any(env_may_matter(c.container) for c in iter_containers(site))
+
+
+def check_sites(checker: PodChecker, sites: Iterable[PodSpecSite], result: ValidationResult) -> None:
+    for site in sites:
+        findings, allowed = checker.check(site)
+        result.findings += findings
+        result.allowed += allowed
+        result.objects_checked += 1
+
+
+def validate_documents(
+    documents: Iterable[DocumentLike], config: RuleConfig | None = None, sources: EnvSources | None = None
+) -> ValidationResult:
+    """Check documents as they stream in, keeping none of them.
+
+    Without explicit `sources`, ConfigMaps and Secrets among the documents resolve envFrom and
+    valueFrom; a pod spec whose env may need them waits until every document has been read.
+    The findings come out in input order all the same.
+    """
+    own_sources = DocumentEnvSources() if sources is None else None
+    checker = PodChecker(config, own_sources if own_sources is not None else sources)
+    result = ValidationResult()
+    parts: list[ValidationResult] = []  # per pod spec with findings, in input order
+    deferred: list[tuple[ValidationResult, PodSpecSite]] = []
+    for doc in documents:
+        result.documents += 1
+        if doc.data is None:
+            continue
+        if own_sources is not None:
+            index_env_sources([doc], own_sources)
+        sites, skipped = walk_document(doc.data, source=doc.source, document=doc.index, line=doc.line)
+        result.not_checked += skipped
+        result.objects_checked += len(sites)
+        for site in sites:
+            part = ValidationResult()
+            if own_sources is not None and needs_env_sources(site):
+                deferred.append((part, site))
+            else:
+                check_sites(checker, [site], part)
+            parts.append(part)
+    for part, site in deferred:
+        check_sites(checker, [site], part)
+    for part in parts:
+        result.findings += part.findings
+        result.allowed += part.allowed
+    return result
+
+
+def with_line(finding: Finding, line: int | None) -> Finding:
+    return replace(finding, line=line) if line is not None else finding
+
+
+def pod_site(obj: Mapping[str, Any], ref: ObjectRef, *, ephemeral_only: bool = False) -> PodSpecSite | None:
+    """A live Pod as a site; with `ephemeral_only`, only its ephemeral containers are checked."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return None
+    metadata = as_mapping(obj.get("metadata"))
+    if ephemeral_only:
+        return PodSpecSite(
+            ref, spec, "spec", metadata, metadata, "metadata", "", ("ephemeralContainers",), pod_level=False
+        )
+    return PodSpecSite(ref, spec, "spec", metadata, metadata, "metadata")
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    allowed: list[Allowed] = field(default_factory=list)
+    not_checked: list[NotChecked] = field(default_factory=list)
+    errors: list[LoadError] = field(default_factory=list)
+    files: int = 0
+    documents: int = 0
+    objects_checked: int = 0
+    notes: list[str] = field(default_factory=list)
