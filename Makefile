@@ -3,9 +3,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-CLUSTER := $(PY) tests/cluster/cluster.py
-# Where ansible finds this checkout as kubegpu.scheduling.
-COLLECTIONS = $(shell $(PY) tests/collection.py)
+CLUSTER := $(PY) -m tests.cluster
+# The venv's site-packages, where this checkout is linked as ansible_collections/kubegpu/scheduling.
+COLLECTIONS = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 .PHONY: venv cluster-build cluster-up cluster-down cluster-status site test unit integration bench
 
@@ -15,7 +15,11 @@ $(VENV)/.installed: requirements.txt test-requirements.txt
 	$(VENV)/bin/pip install --quiet -r test-requirements.txt
 	touch $@
 
+# Python imports this checkout as ansible_collections.kubegpu.scheduling from the venv, and ansible
+# finds it there. Linked on every run, so that the link follows the checkout.
 venv: $(VENV)/.installed
+	@mkdir -p "$(COLLECTIONS)/ansible_collections/kubegpu"
+	@ln -sfn "$(CURDIR)" "$(COLLECTIONS)/ansible_collections/kubegpu/scheduling"
 
 cluster-build: venv
 	$(CLUSTER) build
@@ -46,4 +50,4 @@ integration: venv
 
 # Benchmarks at scale (about 45 minutes; not part of the tests): see docs/benchmarks.md.
 bench: venv
-	$(PY) bench/run.py
+	$(PY) -m bench.run

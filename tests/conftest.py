@@ -1,8 +1,6 @@
-import sys
-from pathlib import Path
+import os
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tests.collection import collections_root
 
-import collection  # noqa: E402
-
-collection.activate()
+# Ansible commands the tests start use this checkout, not a kubegpu.scheduling installed in ~/.ansible.
+os.environ["ANSIBLE_COLLECTIONS_PATH"] = str(collections_root())

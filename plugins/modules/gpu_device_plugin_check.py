@@ -298,7 +298,6 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import (
     compact_node,
-    pod_ref,
     project_daemonset,
     project_plugin_pod,
 )
@@ -310,7 +309,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.t
     select_daemonsets,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.verdict import evaluate
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import ACTIVE_POD_FIELD_SELECTOR
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
@@ -321,6 +319,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     with_connection_options,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import placement_label_keys
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ACTIVE_POD_FIELD_SELECTOR
 
 CORE_V1 = "/api/v1"
 APPS_V1 = "/apis/apps/v1"
@@ -378,7 +378,7 @@ def read_plugin_pods(client: KubeClient, queries: list[tuple[str | None, str]]) 
         )
         for pod in map(project_plugin_pod, items):
             if pod is not None:
-                found[pod_ref(pod)] = pod
+                found[namespaced_name(pod)] = pod
     return list(found.values())
 
 

@@ -279,10 +279,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import split_pods, summarise
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import (
-    ACTIVE_POD_FIELD_SELECTOR,
-    project_pod,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import project_pod
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
     DEFAULT_EXEMPT_POD_SELECTORS,
@@ -298,6 +295,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     module_client,
     with_connection_options,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ACTIVE_POD_FIELD_SELECTOR
 
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"

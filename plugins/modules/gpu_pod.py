@@ -259,10 +259,10 @@ def apply(module: AnsibleModule, client) -> dict:
     summary = lifecycle.pod_summary(pod)
     result.update(phase=summary["phase"])
     result.update(lifecycle.landed_on(client, summary["node"], params["model_label_keys"]))
-    if params["logs"] and summary["phase"] in ("Running", "Succeeded", "Failed"):
+    if params["logs"] and lifecycle.is_settled(summary):
         try:
             text = client.read_text(
-                lifecycle.pod_path(namespace, name) + "/log", query={"tailLines": params["log_lines"]}
+                lifecycle.pod_path(namespace, name, "log"), query={"tailLines": params["log_lines"]}
             )
         except ClusterError as exc:
             if exc.status in (401, 403):

@@ -11,11 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import versions  # type: ignore[no-redef]
-else:
-    from . import versions
+from . import versions
 
 GO_DIR = Path(__file__).resolve().parent / "go"
 
@@ -88,7 +84,3 @@ def build() -> Path:
         shutil.rmtree(out)
     tmp.rename(out)
     return out
-
-
-if __name__ == "__main__":
-    print(build())

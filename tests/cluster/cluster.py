@@ -1,9 +1,10 @@
 """Start and stop the local GPU cluster: etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler and KWOK, every one on 127.0.0.1, with the simulated fleet of fleet.yaml.
 
-    python tests/cluster/cluster.py up      # prints the admin kubeconfig path as its last line
-    python tests/cluster/cluster.py down
-    python tests/cluster/cluster.py status
+    python -m tests.cluster up      # prints the admin kubeconfig path as its last line
+    python -m tests.cluster down
+    python -m tests.cluster status
+    python -m tests.cluster build   # the binaries, when not in the cache yet
 """
 
 from __future__ import annotations
@@ -21,12 +22,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import yaml
 
-import build  # noqa: E402
-import fleet  # noqa: E402
-import versions  # noqa: E402
-import yaml  # noqa: E402
+from . import build, fleet, versions
 
 HERE = Path(__file__).resolve().parent
 LOOPBACK = "127.0.0.1"
@@ -557,7 +555,9 @@ def down() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.cluster", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("command", choices=("up", "down", "status", "build"))
     parser.add_argument("--fleet", type=Path, default=Path(os.environ.get("KUBEGPU_FLEET", HERE / "fleet.yaml")))
     parser.add_argument("--timeout", type=float, default=180)
@@ -578,7 +578,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

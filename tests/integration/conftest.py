@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster import cluster as local_cluster
+from tests.cluster import fleet as fleet_file
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE_BIN = Path(sys.executable).parent
 # The label keys that name a node's GPU model, in the order the modules read them by default.
@@ -27,10 +30,6 @@ MODEL_LABEL_KEYS = (
     "k8s.amazonaws.com/accelerator",
     "accelerator",
 )
-sys.path.insert(0, str(REPO_ROOT / "tests" / "cluster"))
-
-import cluster as local_cluster  # noqa: E402
-import fleet as fleet_file  # noqa: E402
 
 
 @dataclass

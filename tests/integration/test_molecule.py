@@ -15,9 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import collection
 import pytest
 from conftest import LocalCluster
+
+from tests.collection import collections_root
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -35,7 +36,7 @@ def run_molecule(cluster: LocalCluster, scenario: str, ephemeral: Path) -> subpr
     env = dict(
         os.environ,
         PATH=os.pathsep.join([str(MOLECULE.parent), os.environ.get("PATH", "")]),
-        ANSIBLE_COLLECTIONS_PATH=str(collection.collections_root()),
+        ANSIBLE_COLLECTIONS_PATH=str(collections_root()),
         K8S_AUTH_KUBECONFIG=str(cluster.kubeconfig),
         # Molecule's state and the generated inventory and ansible.cfg: outside the repository.
         MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral),

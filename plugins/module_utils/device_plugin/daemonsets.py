@@ -9,8 +9,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import (
-    ERROR,
-    INFO,
     KIND_DAEMONSET_MISSCHEDULED,
     KIND_DAEMONSET_NOT_AVAILABLE,
     KIND_DAEMONSET_NOT_OBSERVED,
@@ -18,11 +16,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
     KIND_DAEMONSET_NOT_SCHEDULED,
     KIND_DAEMONSET_NOT_UPDATED,
     KIND_DAEMONSET_SELECTS_NO_NODE,
-    WARNING,
     finding,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import ds_ref
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, INFO, WARNING
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import Mismatch, placement_mismatches
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 
 
 def mismatch_fixes(mismatches: Iterable[Mismatch], nodes: Sequence[str], daemonset: str) -> list[str]:
@@ -49,7 +47,7 @@ def _describe_command(daemonset: Mapping[str, Any]) -> str:
 def _selects_no_node(
     daemonset: Mapping[str, Any], gpu_nodes: Sequence[Mapping[str, Any]], unserved: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
-    subject = f"DaemonSet {ds_ref(daemonset)}"
+    subject = f"DaemonSet {namespaced_name(daemonset)}"
     problem = f"selects no node (0 pods desired) while {len(gpu_nodes)} node(s) look like GPU nodes"
     if not unserved:
         return finding(
@@ -70,7 +68,9 @@ def _selects_no_node(
         )
         return finding(ERROR, KIND_DAEMONSET_SELECTS_NO_NODE, subject, problem, remedy)
     reasons = "; ".join(f"{m.text} ({len(nodes)} GPU node(s) lack it)" for m, nodes in nodes_by_mismatch.items())
-    fixes = [fix for m, nodes in nodes_by_mismatch.items() for fix in mismatch_fixes([m], nodes, ds_ref(daemonset))]
+    fixes = [
+        fix for m, nodes in nodes_by_mismatch.items() for fix in mismatch_fixes([m], nodes, namespaced_name(daemonset))
+    ]
     remedy = f"check its nodeSelector/affinity against the GPU nodes' labels: {reasons}. Fix: {'; '.join(fixes)}"
     return finding(ERROR, KIND_DAEMONSET_SELECTS_NO_NODE, subject, problem, remedy)
 
@@ -85,7 +85,7 @@ def daemonset_findings(
     `unserved` are the GPU nodes without any plugin pod: a DaemonSet that selects no node fails
     when there are any, and is only noted when every GPU node is served by another deployment.
     """
-    subject = f"DaemonSet {ds_ref(daemonset)}"
+    subject = f"DaemonSet {namespaced_name(daemonset)}"
     describe = _describe_command(daemonset)
     found = []
     generation, observed = daemonset["generation"], daemonset["observed_generation"]

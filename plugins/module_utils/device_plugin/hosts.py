@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import (
-    ERROR,
     KIND_DRIVER_MISSING,
     KIND_ENVVAR_ACCEPTED,
     KIND_HOST_FACTS_FAILED,
@@ -21,13 +20,14 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
     KIND_TOOLKIT_CONFIG_MISSING,
     KIND_TOOLKIT_CONFIG_UNREADABLE,
     KIND_VOLUME_MOUNTS_OFF,
-    WARNING,
     finding,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.nodes import _why_no_plugin_pod
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import gpu_count_of
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import MIG_RESOURCE_PATTERN
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import ENVVAR_KEY, VOLUME_MOUNTS_KEY
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
@@ -36,14 +36,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
     positive_int,
 )
 
-TOOLKIT_ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
-
-
-TOOLKIT_VOLUME_MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
-
-
 _HARDENING_REMEDY = (
-    f"set {TOOLKIT_ENVVAR_KEY} = false and {TOOLKIT_VOLUME_MOUNTS_KEY} = true in the toolkit's config.toml, and run "
+    f"set {ENVVAR_KEY} = false and {VOLUME_MOUNTS_KEY} = true in the toolkit's config.toml, and run "
     "the device plugin with DEVICE_LIST_STRATEGY=volume-mounts (Helm: --set deviceListStrategy=volume-mounts; "
     "GPU Operator: toolkit env ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED=false and device plugin env "
     "DEVICE_LIST_STRATEGY=volume-mounts), so that only GPUs the scheduler assigned reach a container"
@@ -201,7 +195,7 @@ def hardening_findings(
                     severity,
                     KIND_ENVVAR_ACCEPTED,
                     subject,
-                    f"{path}: {TOOLKIT_ENVVAR_KEY} is not false, so unprivileged pods can take any GPU through "
+                    f"{path}: {ENVVAR_KEY} is not false, so unprivileged pods can take any GPU through "
                     "NVIDIA_VISIBLE_DEVICES, outside the scheduler",
                     _HARDENING_REMEDY,
                     node,
@@ -213,7 +207,7 @@ def hardening_findings(
                     severity,
                     KIND_VOLUME_MOUNTS_OFF,
                     subject,
-                    f"{path}: {TOOLKIT_VOLUME_MOUNTS_KEY} is not true, so the device plugin cannot hand out GPUs "
+                    f"{path}: {VOLUME_MOUNTS_KEY} is not true, so the device plugin cannot hand out GPUs "
                     "as volume mounts",
                     _HARDENING_REMEDY,
                     node,

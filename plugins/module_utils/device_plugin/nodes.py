@@ -12,7 +12,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.d
     mismatch_fixes,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import (
-    ERROR,
     KIND_LABEL_COUNT_MISMATCH,
     KIND_NO_CAPACITY,
     KIND_NO_PLUGIN_POD,
@@ -22,14 +21,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
     KIND_SEVERAL_PLUGIN_PODS,
     KIND_UNHEALTHY_GPUS,
     RESTART_WARNING_THRESHOLD,
-    WARNING,
     finding,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import (
-    ds_ref,
-    gpu_count_of,
-    pod_ref,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import gpu_count_of
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     ACK_STATIC_MANIFEST,
     REGISTERED_LOG_LINE,
@@ -38,6 +33,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models impo
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import MIG_RESOURCE_PATTERN
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import placement_mismatches
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 
 
 def restart_hint(pod: Mapping[str, Any]) -> str:
@@ -64,13 +60,15 @@ def _why_no_plugin_pod(node: Mapping[str, Any], daemonsets: Sequence[Mapping[str
         mismatches = placement_mismatches(node, daemonset["placement"])
         if not mismatches:
             return (
-                f"the DaemonSet {ds_ref(daemonset)} selects this node but has no running pod on it: "
+                f"the DaemonSet {namespaced_name(daemonset)} selects this node but has no running pod on it: "
                 f"{_describe_command(daemonset)} (events) and "
                 f"kubectl -n {daemonset['namespace']} get pods -o wide --field-selector spec.nodeName={name} show why"
             )
         reasons = "; ".join(m.text for m in mismatches)
-        fixes = "; ".join(mismatch_fixes(mismatches, [name], ds_ref(daemonset)))
-        excluded.append(f"the DaemonSet {ds_ref(daemonset)} does not select this node: {reasons}. Fix: {fixes}")
+        fixes = "; ".join(mismatch_fixes(mismatches, [name], namespaced_name(daemonset)))
+        excluded.append(
+            f"the DaemonSet {namespaced_name(daemonset)} does not select this node: {reasons}. Fix: {fixes}"
+        )
     if excluded:
         return " / ".join(excluded)
     if static_pods_seen:
@@ -98,7 +96,7 @@ def _several_pods_remedy(pods: Sequence[Mapping[str, Any]]) -> str:
             f"on the node move {ACK_STATIC_MANIFEST} out of /etc/kubernetes/manifests so that only the DaemonSet's "
             "pod serves the GPUs"
         )
-    owners = sorted({p["daemonset"] or pod_ref(p) for p in pods})
+    owners = sorted({p["daemonset"] or namespaced_name(p) for p in pods})
     return (
         f"two deployments of the device plugin serve the same GPUs ({', '.join(owners)}): keep one, and delete the "
         "other or change its nodeSelector so that it no longer selects this node"
@@ -126,7 +124,7 @@ def plugin_pod_findings(
             )
         ]
     if len(pods) > 1:
-        listed = ", ".join(f"{pod_ref(p)} ({'static' if p['static'] else p['deployment']})" for p in pods)
+        listed = ", ".join(f"{namespaced_name(p)} ({'static' if p['static'] else p['deployment']})" for p in pods)
         return [
             finding(
                 ERROR,
@@ -150,7 +148,7 @@ def plugin_pod_findings(
                 ERROR,
                 KIND_PLUGIN_NOT_READY,
                 subject,
-                f"device-plugin pod {pod_ref(pod)} is not Ready ({_pod_state(pod)})",
+                f"device-plugin pod {namespaced_name(pod)} is not Ready ({_pod_state(pod)})",
                 remedy,
                 name,
             )
@@ -161,7 +159,7 @@ def plugin_pod_findings(
                 WARNING,
                 KIND_PLUGIN_RESTARTING,
                 subject,
-                f"device-plugin pod {pod_ref(pod)} has restarted {pod['restarts']} times",
+                f"device-plugin pod {namespaced_name(pod)} has restarted {pod['restarts']} times",
                 f"read the log of its previous run: kubectl -n {pod['namespace']} logs {pod['name']} --previous; "
                 "repeated NVML or driver errors there point at the driver on the node (check nvidia-smi)",
                 name,
@@ -259,7 +257,7 @@ def node_summary(node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], opt
         "label_gpu_count": label_gpu_count(node["labels"]),
         "plugin_pods": [
             {
-                "pod": pod_ref(p),
+                "pod": namespaced_name(p),
                 "ready": p["ready"],
                 "phase": p["phase"],
                 "reason": p["reason"],

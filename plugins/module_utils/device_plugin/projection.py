@@ -21,6 +21,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
     positive_int,
     string_map,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import FINISHED_POD_PHASES
 
 
 def selector_text(selector: object) -> str | None:
@@ -96,7 +97,7 @@ def project_plugin_pod(pod: object) -> dict[str, Any] | None:
     node, name = spec.get("nodeName"), metadata.get("name")
     if not isinstance(node, str) or not node or not isinstance(name, str) or not name:
         return None
-    if status.get("phase") in ("Succeeded", "Failed"):
+    if status.get("phase") in FINISHED_POD_PHASES:
         return None
     owners = [as_mapping(o) for o in as_list(metadata.get("ownerReferences"))]
     static = is_static_pod(string_map(metadata.get("annotations")), (as_text(o.get("kind")) for o in owners))
@@ -131,11 +132,3 @@ def compact_node(node: object, options: FleetOptions, extra_label_keys: Iterable
 
 def is_gpu_node(node: Mapping[str, Any], options: FleetOptions) -> bool:
     return looks_like_gpu_node(node["labels"], node["capacity"], options.counts, options.model_label_keys)
-
-
-def pod_ref(pod: Mapping[str, Any]) -> str:
-    return f"{pod['namespace']}/{pod['name']}"
-
-
-def ds_ref(daemonset: Mapping[str, Any]) -> str:
-    return f"{daemonset['namespace']}/{daemonset['name']}"

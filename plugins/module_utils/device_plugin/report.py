@@ -8,14 +8,10 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import ERROR, WARNING
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING, plural
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import CUSTOM, DEPLOYMENTS_BY_KEY
 
 MAX_REPORTED_PER_KIND = 10
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def _daemonset_line(summary: Mapping[str, Any]) -> str:
@@ -40,9 +36,9 @@ def render_report(result: Mapping[str, Any]) -> str:
     counts = result["counts"]
     verdict = "PASSED" if result["healthy"] else "FAILED"
     headline = (
-        f"GPU device plugin check {verdict}: {_plural(counts[ERROR], 'error')}, {_plural(counts[WARNING], 'warning')} "
-        f"({_plural(counts['gpu_nodes'], 'GPU node')}, {_plural(counts['daemonsets'], 'DaemonSet')}, "
-        f"{_plural(counts['plugin_pods'], 'plugin pod')})"
+        f"GPU device plugin check {verdict}: {plural(counts[ERROR], 'error')}, {plural(counts[WARNING], 'warning')} "
+        f"({plural(counts['gpu_nodes'], 'GPU node')}, {plural(counts['daemonsets'], 'DaemonSet')}, "
+        f"{plural(counts['plugin_pods'], 'plugin pod')})"
     )
     lines = [headline]
     deployments = result["deployments"]

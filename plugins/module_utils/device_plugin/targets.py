@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import (
-    ERROR,
     KIND_DAEMONSET_MISSING,
     finding,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import ds_ref
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions, options_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.selectors import parse_label_selector
 
 _DNS_NAME = re.compile(r"^[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?$")
@@ -136,7 +136,7 @@ def select_daemonsets(
         matched = [d for d in listed if target_matches(target, d)]
         if not matched:
             missing.append(missing_target_finding(target))
-        selected.update((ds_ref(d), d) for d in matched)
+        selected.update((namespaced_name(d), d) for d in matched)
     return list(selected.values()), missing
 
 

@@ -13,13 +13,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.d
     daemonset_summary,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import (
-    ERROR,
-    INFO,
     KIND_NO_DEVICE_PLUGIN,
     KIND_NO_GPU_NODES,
     KIND_SEVERAL_DEPLOYMENTS,
-    SEVERITIES,
-    WARNING,
     finding,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.hosts import HostContext, host_verdicts
@@ -28,26 +24,30 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.n
     node_findings,
     node_summary,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import (
-    ds_ref,
-    is_gpu_node,
-    pod_ref,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import is_gpu_node
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.report import render_report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import (
+    ERROR,
+    INFO,
+    SEVERITIES,
+    WARNING,
+    severity_rank,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     ACK_STATIC,
     DEPLOYMENTS_BY_KEY,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 
 
 def _severity_rank(item: Mapping[str, Any]) -> int:
-    return SEVERITIES.index(item["severity"]) if item["severity"] in SEVERITIES else len(SEVERITIES)
+    return severity_rank(item["severity"])
 
 
 def _plugin_pods_by_node(plugin_pods: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
     by_node: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for pod in sorted(plugin_pods, key=pod_ref):
+    for pod in sorted(plugin_pods, key=namespaced_name):
         by_node[pod["node"]].append(pod)
     return by_node
 
@@ -59,7 +59,7 @@ def deployments_found(
     found: dict[str, dict[str, Any]] = {}
     for daemonset in daemonsets:
         entry = found.setdefault(daemonset["deployment"], {"daemonsets": [], "static_pods": 0})
-        entry["daemonsets"].append(ds_ref(daemonset))
+        entry["daemonsets"].append(namespaced_name(daemonset))
     for pod in plugin_pods:
         if pod["static"]:
             found.setdefault(ACK_STATIC.key, {"daemonsets": [], "static_pods": 0})["static_pods"] += 1
@@ -132,7 +132,7 @@ def evaluate(
     findings += [dict(f) for f in missing_daemonsets]
     unserved = [n for n in gpu_nodes if not pods_by_node.get(n["name"])]
     daemonset_summaries = []
-    for daemonset in sorted(daemonsets, key=ds_ref):
+    for daemonset in sorted(daemonsets, key=namespaced_name):
         own = daemonset_findings(daemonset, gpu_nodes, unserved)
         daemonset_summaries.append(daemonset_summary(daemonset, own))
         findings += own

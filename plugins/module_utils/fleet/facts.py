@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import ROLE_DEVICE_PLUGIN, pod_ref
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import ROLE_DEVICE_PLUGIN
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
     ACK_EXCLUSIVE_MODE,
     ACK_SCHEDULE_LABEL,
@@ -27,28 +27,15 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models impo
     label_signals,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS, FleetOptions
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 
 PROBLEM_NO_CAPACITY = "no_gpu_capacity"
-
-
 PROBLEM_UNHEALTHY = "allocatable_below_capacity"
-
-
 PROBLEM_NO_PLUGIN = "no_device_plugin_pod"
-
-
 PROBLEM_PLUGIN_NOT_READY = "device_plugin_not_ready"
-
-
 PROBLEM_NOT_EXCLUSIVE = "not_default_scheduling_mode"
-
-
 PROBLEM_OVERALLOCATED = "allocated_above_allocatable"
-
-
 PROBLEM_OUTSIDE_SCHEDULER = "gpu_use_outside_scheduler"
-
-
 PROBLEM_TEXT = {
     PROBLEM_NO_CAPACITY: "GPU labels but no {resource} capacity",
     PROBLEM_UNHEALTHY: "allocatable below capacity",
@@ -137,8 +124,8 @@ def node_facts(
     capacity = sum(r["capacity"] for r in resources.values())
     allocatable = sum(r["allocatable"] for r in resources.values())
     allocated = sum(r["allocated"] for r in resources.values())
-    plugin_refs = sorted(pod_ref(p) for p in plugin_pods)
-    ready_plugins = sorted(pod_ref(p) for p in plugin_pods if p["ready"])
+    plugin_refs = sorted(namespaced_name(p) for p in plugin_pods)
+    ready_plugins = sorted(namespaced_name(p) for p in plugin_pods if p["ready"])
     facts: dict[str, Any] = {
         "name": node["name"],
         "model": model.model,
@@ -161,8 +148,10 @@ def node_facts(
         "device_plugin_pod": next(iter(ready_plugins or plugin_refs), None),
         "device_plugin_ready": bool(ready_plugins),
         "device_plugin_pods": plugin_refs,
-        "gpu_pods": sorted(pod_ref(p) for p in holders),
-        "pods_outside_scheduler": sorted(f"{pod_ref(p)} ({', '.join(p['bypass'])})" for p in pods if p["bypass"]),
+        "gpu_pods": sorted(namespaced_name(p) for p in holders),
+        "pods_outside_scheduler": sorted(
+            f"{namespaced_name(p)} ({', '.join(p['bypass'])})" for p in pods if p["bypass"]
+        ),
         "gpu_signals": {
             "labels": label_signals(labels, options.model_label_keys),
             "capacity": capacity_signals(node["capacity"], options.counts),

@@ -9,7 +9,10 @@ from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS, FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import containers_of, pod_gpus
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import requests_no_gpu
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import (
+    VISIBLE_DEVICES,
+    selects_gpus,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
     as_mapping,
@@ -17,19 +20,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
     condition_true,
     string_map,
 )
-
-ACTIVE_POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-
-
-VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
-
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import FINISHED_POD_PHASES
 
 ROLE_WORKLOAD = "workload"
-
-
 ROLE_DEVICE_PLUGIN = "device_plugin"
-
-
 ROLE_EXEMPT = "exempt"
 
 
@@ -37,14 +31,14 @@ def _visible_devices_setting(container: Mapping[str, Any]) -> str | None:
     """How a container sets NVIDIA_VISIBLE_DEVICES in `env` (the last entry wins), or None."""
     setting = None
     for entry in map(as_mapping, as_list(container.get("env"))):
-        if entry.get("name") != VISIBLE_DEVICES_ENV:
+        if entry.get("name") != VISIBLE_DEVICES:
             continue
         if "valueFrom" in entry:
-            setting = f"{VISIBLE_DEVICES_ENV} from a reference"
+            setting = f"{VISIBLE_DEVICES} from a reference"
         else:
             value = entry.get("value")
             value = value if isinstance(value, str) else ""
-            setting = None if requests_no_gpu(value) else f"{VISIBLE_DEVICES_ENV}={value}"
+            setting = f"{VISIBLE_DEVICES}={value}" if selects_gpus(value) else None
     return setting
 
 
@@ -78,7 +72,7 @@ def project_pod(pod: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[st
     spec = as_mapping(as_mapping(pod).get("spec"))
     status = as_mapping(as_mapping(pod).get("status"))
     node = spec.get("nodeName")
-    if not isinstance(node, str) or not node or status.get("phase") in ("Succeeded", "Failed"):
+    if not isinstance(node, str) or not node or status.get("phase") in FINISHED_POD_PHASES:
         return None
     namespace = as_text(metadata.get("namespace"))
     role = pod_role(namespace, string_map(metadata.get("labels")), options)
@@ -95,7 +89,3 @@ def project_pod(pod: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[st
         "bypass": bypass,
         "ready": condition_true(status, "Ready"),
     }
-
-
-def pod_ref(pod: Mapping[str, Any]) -> str:
-    return f"{pod['namespace']}/{pod['name']}"

@@ -11,14 +11,8 @@ from dataclasses import dataclass
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.selectors import parse_label_selector
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
-
-
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
-
-
 ACK_STATIC_MANIFEST = "/etc/kubernetes/manifests/nvidia-device-plugin.yml"
-
-
 REGISTERED_LOG_LINE = "Registered device plugin for 'nvidia.com/gpu' with Kubelet"
 
 
@@ -30,34 +24,16 @@ class Deployment:
 
 
 NVIDIA_STATIC = Deployment("nvidia-static", "NVIDIA device plugin, static DaemonSet", "name=nvidia-device-plugin-ds")
-
-
 NVIDIA_HELM = Deployment(
     "nvidia-helm", "NVIDIA device plugin, Helm chart", "app.kubernetes.io/name=nvidia-device-plugin"
 )
-
-
 GPU_OPERATOR = Deployment("gpu-operator", "NVIDIA GPU Operator", "app=nvidia-device-plugin-daemonset")
-
-
 ACK_MANAGED = Deployment("ack-managed", "ACK ack-nvidia-device-plugin (DaemonSet)", "component=nvidia-device-plugin")
-
-
 ACK_STATIC = Deployment("ack-static", f"ACK static pods ({ACK_STATIC_MANIFEST})", "component=nvidia-device-plugin")
-
-
 GKE = Deployment("gke", "Google's nvidia-gpu-device-plugin (GKE, Kubespray)", "k8s-app=nvidia-gpu-device-plugin")
-
-
 CUSTOM = Deployment("custom", "device plugin found by the given selectors", "")
-
-
 DAEMONSET_DEPLOYMENTS: tuple[Deployment, ...] = (NVIDIA_STATIC, NVIDIA_HELM, GPU_OPERATOR, ACK_MANAGED, GKE)
-
-
 DEPLOYMENTS_BY_KEY = {d.key: d for d in (*DAEMONSET_DEPLOYMENTS, ACK_STATIC, CUSTOM)}
-
-
 _DEPLOYMENT_SELECTORS = tuple((d, parse_label_selector(d.selector)) for d in DAEMONSET_DEPLOYMENTS)
 
 
@@ -78,16 +54,9 @@ def is_static_pod(annotations: Mapping[str, str], owner_kinds: Iterable[str]) ->
     )
 
 
-# NVIDIA's static DaemonSet, its Helm chart, the GPU Operator, ACK (DaemonSet and static
-# mirror pods alike), and Google's plugin on GKE and Kubespray.
-DEFAULT_DEVICE_PLUGIN_SELECTORS: tuple[str, ...] = (
-    "name=nvidia-device-plugin-ds",
-    "app.kubernetes.io/name=nvidia-device-plugin",
-    "app=nvidia-device-plugin-daemonset",
-    "component=nvidia-device-plugin",
-    "k8s-app=nvidia-gpu-device-plugin",
-)
-
+# A pod matching one of these is a device-plugin pod: NVIDIA's static DaemonSet, its Helm chart,
+# the GPU Operator, ACK (DaemonSet and static mirror pods alike), and Google's plugin.
+DEFAULT_DEVICE_PLUGIN_SELECTORS: tuple[str, ...] = tuple(d.selector for d in DAEMONSET_DEPLOYMENTS)
 
 # GPU Operator operands set NVIDIA_VISIBLE_DEVICES=all on purpose (monitoring, validation,
 # MIG management): they are not workloads hiding from the scheduler.
@@ -100,6 +69,4 @@ _GPU_OPERATOR_OPERANDS = (
     "nvidia-mig-manager",
     "nvidia-driver-daemonset",
 )
-
-
 DEFAULT_EXEMPT_POD_SELECTORS: tuple[str, ...] = (f"app in ({','.join(_GPU_OPERATOR_OPERANDS)})",)

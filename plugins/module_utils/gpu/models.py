@@ -9,8 +9,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 UNKNOWN_MODEL = "unknown"
-
-
 DEFAULT_MODEL_LABEL_KEYS: tuple[str, ...] = (
     "nvidia.com/gpu.product",
     "aliyun.accelerator/nvidia_name",
@@ -21,7 +19,6 @@ DEFAULT_MODEL_LABEL_KEYS: tuple[str, ...] = (
     "accelerator",
 )
 
-
 # Label keys whose value `true` says the node has an NVIDIA GPU without naming the model.
 PRESENCE_LABEL_KEYS: tuple[str, ...] = (
     "nvidia.com/gpu.present",
@@ -30,35 +27,22 @@ PRESENCE_LABEL_KEYS: tuple[str, ...] = (
     "feature.node.kubernetes.io/pci-0300_10de.present",
 )
 
-
 # Label keys holding a GPU count.
 COUNT_LABEL_KEYS: tuple[str, ...] = (
     "nvidia.com/gpu.count",
     "aliyun.accelerator/nvidia_count",
 )
 
-
 # Values that name a vendor or a flag rather than a model (aks-engine sets `accelerator=nvidia`).
 _NOT_A_MODEL = frozenset({"", "nvidia", "true", "false", "none"})
-
-
 LABEL_VALUE_MAX_LENGTH = 63
-
-
 _LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-
-
 _INVALID_RUN = re.compile(r"-*[^-A-Za-z0-9_.]+-*")
-
-
 _EDGE_JUNK = "-_."
-
 
 # GFD appends `-MIG-<profile>` under the single MIG strategy and `-SHARED` when the GPU is
 # time-sliced or shared through MPS (k8s-device-plugin internal/lm/resource.go).
 _MIG_SUFFIX = re.compile(r"^(?P<base>.+?)-MIG-(?P<profile>\d+g\.\d+gb(?:[-+._A-Za-z0-9]*)?)$")
-
-
 _SHARED_SUFFIX = "-SHARED"
 
 
@@ -172,30 +156,16 @@ def needed_label_keys(model_keys: Iterable[str] = DEFAULT_MODEL_LABEL_KEYS) -> f
 
 
 ACK_SCHEDULE_LABEL = "ack.node.gpu.schedule"
-
-
 ACK_EXCLUSIVE_MODE = "default"
-
-
 DRIVER_VERSION_LABEL = "nvidia.com/cuda.driver-version.full"
-
-
 DRIVER_VERSION_PART_LABELS = (
     "nvidia.com/cuda.driver.major",
     "nvidia.com/cuda.driver.minor",
     "nvidia.com/cuda.driver.rev",
 )
-
-
 CUDA_VERSION_LABEL = "nvidia.com/cuda.runtime-version.full"
-
-
 CUDA_VERSION_PART_LABELS = ("nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor")
-
-
 ACK_DRIVER_LABEL = "ack.aliyun.com/nvidia-driver-version"
-
-
 VERSION_LABELS = (
     DRIVER_VERSION_LABEL,
     *DRIVER_VERSION_PART_LABELS,

@@ -61,7 +61,6 @@ def pod_gpus(spec: Mapping[str, Any], is_gpu: Callable[[str], bool]) -> dict[str
 
 NVIDIA_GPU = "nvidia.com/gpu"
 
-
 # Whole GPUs, MIG slices, other vendors' whole GPUs, and the shared-GPU resources that
 # ACK, the GPU Operator and HAMi advertise: all of them are scheduler-visible GPU use.
 DEFAULT_GPU_RESOURCE_PATTERNS = (

@@ -30,27 +30,14 @@ except ImportError:  # Python < 3.11 on the managed host: the line reader below 
 
 
 GPU_QUERY_FIELDS: tuple[str, ...] = ("index", "name", "uuid", "memory.total", "driver_version", "pci.bus_id")
-
-
 COMPUTE_APPS_FIELDS: tuple[str, ...] = ("pid", "process_name", "gpu_uuid", "used_memory")
-
 
 # nvidia-smi prints the canonical field name in the header, whatever alias was queried.
 _GPU_ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id", "gpu_serial": "serial"}
-
-
 _APPS_ALIASES = {"name": "process_name", "used_gpu_memory": "used_memory", "uuid": "gpu_uuid"}
-
-
 _HEADER_CELL = re.compile(r"^(?P<name>[a-z_][A-Za-z0-9_.]*)(?:\s+\[[^\]]*\])?$")
-
-
 _NUMBER = re.compile(r"^\s*(\d+)")
-
-
 _ABSENT = re.compile(r"^\[?(N/A|Not Supported|Insufficient Permissions|Unknown Error|Not Available)\]?$", re.IGNORECASE)
-
-
 NVIDIA_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nvidia_peermem")
 
 
@@ -195,11 +182,7 @@ def loaded_nvidia_modules(modules: Mapping[str, Any]) -> list[str]:
 
 
 _POD_SYSTEMD = re.compile(r"kubepods(?:-[a-z]+)?-pod(?P<uid>[0-9a-fA-F_]{32,36})\.slice")
-
-
 _POD_CGROUPFS = re.compile(r"/kubepods(?:/[a-z]+)?/pod(?P<uid>[0-9a-fA-F-]{32,36})(?:/|$)")
-
-
 _CONTAINER_PATTERNS = (
     (re.compile(r"cri-containerd[-:](?P<id>[0-9a-f]{64})"), "containerd"),
     (re.compile(r"crio-(?:conmon-)?(?P<id>[0-9a-f]{64})"), "cri-o"),

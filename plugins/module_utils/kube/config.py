@@ -48,7 +48,6 @@ AUTH_ARG_SPEC: dict[str, dict[str, Any]] = {
     "impersonate_groups": {"type": "list", "elements": "str"},
 }
 
-
 # Option -> environment variables, first match wins. kubernetes.core reads K8S_AUTH_<OPTION>
 # and then K8S_AUTH_<name in the kubernetes client>; the latter are the documented ones.
 AUTH_ENV_VARS: dict[str, tuple[str, ...]] = {
@@ -67,17 +66,9 @@ AUTH_ENV_VARS: dict[str, tuple[str, ...]] = {
     "impersonate_user": ("K8S_AUTH_IMPERSONATE_USER",),
     "impersonate_groups": ("K8S_AUTH_IMPERSONATE_GROUPS",),
 }
-
-
 DEFAULT_KUBECONFIG = "~/.kube/config"
-
-
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
-
-
 _TRUE = frozenset({"1", "true", "yes", "on", "y", "t"})
-
-
 _FALSE = frozenset({"0", "false", "no", "off", "n", "f"})
 
 

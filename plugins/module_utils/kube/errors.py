@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 _HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"})
-
-
 _REASONS = {
     400: "Bad Request",
     401: "Unauthorized",
@@ -31,11 +29,7 @@ _REASONS = {
     503: "Service Unavailable",
     504: "Gateway Timeout",
 }
-
-
 _RBAC_DENIAL = re.compile(r"cannot [\w*]+ resource")
-
-
 _DENIED_USER = re.compile(r'User "([^"]*)"')
 
 

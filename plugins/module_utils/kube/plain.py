@@ -21,6 +21,11 @@ def as_text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def namespaced_name(item: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a projected object."""
+    return f"{item['namespace']}/{item['name']}"
+
+
 def string_map(value: Any) -> dict[str, str]:
     """The string-to-string entries of a mapping, such as labels or annotations."""
     return {k: v for k, v in as_mapping(value).items() if isinstance(k, str) and isinstance(v, str)}

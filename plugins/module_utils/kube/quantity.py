@@ -29,8 +29,6 @@ _SUFFIX_MULTIPLIERS = {
     "Pi": Decimal(2) ** 50,
     "Ei": Decimal(2) ** 60,
 }
-
-
 _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))"
     r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
@@ -77,8 +75,6 @@ def gpu_count(value: object, default: int = 0) -> int:
 
 
 _SI_SUFFIXES = ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"), (0, ""), (-3, "m"), (-6, "u"), (-9, "n"))
-
-
 QUANTITY_PATTERN_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 
 

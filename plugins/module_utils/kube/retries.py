@@ -16,18 +16,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors imp
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
-
 # Statuses for which the API server has provably not acted on a request: throttled by
 # priority-and-fairness or max-requests-inflight (429), or not served at all (503).
 NOT_PROCESSED_STATUSES = frozenset({429, 503})
-
-
 MAX_RETRY_AFTER = 30.0
-
-
 THROTTLE_RETRIES = 10
-
-
 MAX_BACKOFF = 30.0
 
 

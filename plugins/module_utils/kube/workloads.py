@@ -27,23 +27,14 @@ _TEMPLATE_KEYS: dict[tuple[str, str], tuple[str, ...] | None] = {
     ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template"),
 }
 
-
 # Groups that served the same kinds in older releases.
 _GROUP_ALIASES = {"extensions": "apps"}
-
-
 _KEYS_BY_KIND = {kind: keys for (_group, kind), keys in _TEMPLATE_KEYS.items()}
-
-
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
-
 
 # Bounds for searching an unknown object for an embedded pod spec: the document may be hostile.
 _SEARCH_MAX_NODES = 20_000
-
-
 _SEARCH_MAX_DEPTH = 40
-
 
 # Live mode: what to list, in an order where owners come before what they own.
 LIVE_WORKLOAD_PATHS = (
@@ -56,9 +47,9 @@ LIVE_WORKLOAD_PATHS = (
     ("v1", "ReplicationController", "replicationcontrollers"),
     ("v1", "PodTemplate", "podtemplates"),
 )
-
-
-FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
+FINISHED_POD_PHASES = ("Succeeded", "Failed")
+# Lists of the pods that can hold devices: the server drops finished ones.
+ACTIVE_POD_FIELD_SELECTOR = ",".join(f"status.phase!={phase}" for phase in FINISHED_POD_PHASES)
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,6 @@ class NodeResult:
 # Statuses that concern one node only: the others (no answer, 401, 403, 429 or 5xx after the
 # client's retries) mean the API server cannot take writes now, so sending more is pointless.
 _NODE_GONE = 404
-
-
 _NODE_ONLY_STATUSES = frozenset({400, 409, 422})
 
 

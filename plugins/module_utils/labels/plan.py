@@ -24,28 +24,13 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.quantity import gpu_count
 
 DEFAULT_LABEL_KEY = "accelerator"
-
-
 OWNERSHIP_ANNOTATION = "kubegpu.io/managed-labels"
-
-
 MIXED_MODELS_CHOICES = ("skip", "first")
-
-
 MAX_CONFLICT_ATTEMPTS = 3
-
-
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$")
-
-
 _MODEL_TOKEN_SPLIT = re.compile(r"[^a-z0-9]+")
-
-
 _MEMORY_TOKEN = re.compile(r"^\d+gb$")
-
 
 # Brand words providers add or leave out for the same chip (Tesla-T4, nvidia-tesla-t4, t4).
 _BRAND_TOKENS = frozenset({"nvidia", "tesla", "geforce", "quadro"})

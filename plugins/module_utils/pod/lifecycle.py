@@ -13,6 +13,8 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import detect_model
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import FINISHED_POD_PHASES
 
 DIGEST_ANNOTATION = "kubegpu.io/manifest-sha256"
 
@@ -84,7 +86,7 @@ def pod_summary(pod: Mapping[str, Any]) -> dict:
 
 
 def is_settled(summary: Mapping[str, Any]) -> bool:
-    return summary["phase"] in ("Running", "Succeeded", "Failed")
+    return summary["phase"] == "Running" or summary["phase"] in FINISHED_POD_PHASES
 
 
 def timeout_message(name: str, namespace: str, summary: Mapping[str, Any], timeout: float) -> str:
@@ -95,9 +97,8 @@ def timeout_message(name: str, namespace: str, summary: Mapping[str, Any], timeo
     return f"{where} is on node {summary['node']} but still {summary['phase']} after {timeout:g}s"
 
 
-def pod_path(namespace: str, name: str = "") -> str:
-    base = f"/api/v1/namespaces/{namespace}/pods"
-    return f"{base}/{name}" if name else base
+def pod_path(namespace: str, name: str | None = None, subresource: str | None = None) -> str:
+    return api_path("v1", "pods", name, namespace=namespace, subresource=subresource)
 
 
 def read_pod(client: KubeClient, namespace: str, name: str) -> dict | None:
@@ -111,11 +112,13 @@ def read_pod(client: KubeClient, namespace: str, name: str) -> dict | None:
 
 def ensure_namespace(client: KubeClient, namespace: str) -> None:
     try:
-        client.get(f"/api/v1/namespaces/{namespace}")
+        client.get(api_path("v1", "namespaces", namespace))
     except ClusterError as exc:
         if exc.status != 404:
             raise
-        client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        client.create(
+            api_path("v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
 
 
 def _service_account_pending(exc: ClusterError) -> bool:
@@ -166,6 +169,6 @@ def landed_on(client: KubeClient, node_name: str | None, model_label_keys: Any =
     """The node a pod runs on and the GPU model its labels name."""
     if not node_name:
         return {"node": None, "model": None}
-    labels = client.get(f"/api/v1/nodes/{node_name}").get("metadata", {}).get("labels") or {}
+    labels = client.get(api_path("v1", "nodes", node_name)).get("metadata", {}).get("labels") or {}
     detection = detect_model(labels, model_label_keys) if model_label_keys else detect_model(labels)
     return {"node": node_name, "model": detection.model, "model_source": detection.source}

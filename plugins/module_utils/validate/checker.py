@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import WARNING
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import (
@@ -46,26 +47,15 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.quanti
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import (
     DEFAULT_ALLOW_ANNOTATION,
     RULES,
-    WARNING,
     Allowed,
     Finding,
 )
 
 _GPU_HOST_DIRS = ("/dev/char", "/run/nvidia", "/var/run/nvidia", "/home/kubernetes/bin/nvidia", "/usr/local/nvidia")
-
-
 _DRIVER_FILE_PREFIXES = ("libnvidia", "libcuda", "nvidia-smi")
-
-
 _DEVICE_ANNOTATION_PREFIXES = ("cdi.k8s.io/", "devices.nri.io/")
-
-
 _DEVICE_ANNOTATION_KEYS = ("io.kubernetes.cri-o.Devices",)
-
-
 _GPU_WORDS = re.compile(r"cuda|nvidia|nvcc|dcgm|tensorrt|triton|gpu", re.IGNORECASE)
-
-
 _GPU_NODE_LABEL = re.compile(r"nvidia|gpu|accelerator|pci-(?:03\d\d_)?10de", re.IGNORECASE)
 
 

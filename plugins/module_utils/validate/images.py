@@ -21,8 +21,6 @@ class ImageFamily:
 
 
 _CUDA_ENV = {VISIBLE_DEVICES: "all"}
-
-
 KNOWN_IMAGE_FAMILIES = (
     ImageFamily(re.compile(r"^(?:.+/)?nvidia/cuda$"), "the official CUDA image"),
     ImageFamily(re.compile(r"^nvcr\.io/nvidia/"), "an NVIDIA NGC image, built on the CUDA base image"),

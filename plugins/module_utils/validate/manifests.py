@@ -30,27 +30,17 @@ except ImportError:  # pragma: no cover - PyYAML is a requirement of the collect
 
 
 DEFAULT_MAX_FILE_SIZE = 32 * 1024 * 1024
-
-
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-
 
 # A document whose aliases expand its text beyond this many characters (or ten times its own
 # length, if that is more) is refused.
 MAX_ALIAS_EXPANSION = 16 * 1024 * 1024
 
-
 # An alias token: `*name` after a space, a flow indicator or a line start. Anything that could be
 # an alias matches; a false match (a `*` in a string) only costs a short walk down to it.
 _ALIAS_TOKEN = re.compile(r"(?:^|(?<=[\s\[\]{},:?-]))\*[^\s,\[\]{}]", re.MULTILINE)
-
-
 _GLOB_CHARS = re.compile(r"[*?\[]")
-
-
 _PATH_TOKEN = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]")
-
-
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
     (codecs.BOM_UTF32_BE, "utf-32"),

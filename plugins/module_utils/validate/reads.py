@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path, collection_paths
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
     LIVE_WORKLOAD_PATHS,
     PodSpecSite,
@@ -51,7 +51,7 @@ class ClusterEnvSources:
     def _read(self, kind: str, resource: str, namespace: str, name: str) -> SourceData | None:
         where = f"{kind} {namespace}/{name} in the cluster"
         try:
-            obj = self._client.get(f"/api/v1/namespaces/{namespace}/{resource}/{name}")
+            obj = self._client.get(api_path("v1", resource, name, namespace=namespace))
         except Exception as exc:  # noqa: BLE001 - any failure of the client's own error types means "unknown"
             if getattr(exc, "status", None) == 404:
                 return SourceData({}, where, secret=kind == "Secret", absent=True)
@@ -67,14 +67,6 @@ class ClusterEnvSources:
 
     def secret(self, namespace: str, name: str) -> SourceData | None:
         return self._fetch("Secret", "secrets", namespace, name) if namespace and name else None
-
-
-def collection_paths(api_version: str, resource: str, namespaces: Iterable[str] | None) -> list[str]:
-    """API paths listing one resource in all namespaces, or in each of the given ones."""
-    root = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-    if not namespaces:
-        return [f"{root}/{resource}"]
-    return [f"{root}/namespaces/{quote(ns, safe='')}/{resource}" for ns in namespaces]
 
 
 def live_report(client: Any, config: RuleConfig, namespaces: Iterable[str] | None = None) -> Report:

@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING, plural
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import (
     Report,
@@ -22,11 +23,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manife
     gc_paused,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import (
-    ERROR,
     RULES,
     TOOL_NAME,
     TOOL_VERSION,
-    WARNING,
     Allowed,
     Finding,
 )
@@ -111,22 +110,18 @@ def failed(summary: Mapping[str, Any], fail_on: str) -> bool:
     return summary["by_severity"].get(ERROR, 0) > 0
 
 
-def _count(number: int, word: str) -> str:
-    return f"{number} {word}{'' if number == 1 else 's'}"
-
-
 def summary_line(summary: Mapping[str, Any]) -> str:
     severities = summary["by_severity"]
-    parts = [f"{_count(severities.get(ERROR, 0), 'error')}, {_count(severities.get(WARNING, 0), 'warning')}"]
+    parts = [f"{plural(severities.get(ERROR, 0), 'error')}, {plural(severities.get(WARNING, 0), 'warning')}"]
     if summary["allowed"]:
         parts.append(f"{summary['allowed']} allowed")
-    text = f"{', '.join(parts)} in {_count(summary['objects_checked'], 'pod spec')}"
+    text = f"{', '.join(parts)} in {plural(summary['objects_checked'], 'pod spec')}"
     if summary["files"]:
-        text += f" from {_count(summary['files'], 'file')}"
+        text += f" from {plural(summary['files'], 'file')}"
     if summary["not_checked"]:
-        text += f"; {_count(summary['not_checked'], 'object')} not checked"
+        text += f"; {plural(summary['not_checked'], 'object')} not checked"
     if summary["load_errors"]:
-        text += f"; {_count(summary['load_errors'], 'file or document')} could not be loaded"
+        text += f"; {plural(summary['load_errors'], 'file or document')} could not be loaded"
     return text
 
 

@@ -7,22 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ObjectRef
 
 TOOL_NAME = "kubegpu.scheduling.gpu_pod_validate"
 TOOL_VERSION = "1.0.0"
 TOOL_URI = "https://github.com/kubegpu/scheduling"
-
-
-ERROR = "error"
-
-
-WARNING = "warning"
-
-
-SEVERITIES = (ERROR, WARNING)
-
-
 DEFAULT_ALLOW_ANNOTATION = "kubegpu.io/allow-bypass"
 
 

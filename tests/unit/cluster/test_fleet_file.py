@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-CLUSTER_DIR = Path(__file__).resolve().parents[2] / "cluster"
-sys.path.insert(0, str(CLUSTER_DIR))
+from tests.cluster import cluster as local_cluster
+from tests.cluster import fleet
 
-import cluster as local_cluster  # noqa: E402
-import fleet  # noqa: E402
+REPO = Path(__file__).resolve().parents[3]
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -23,7 +22,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_shipped_fleet_covers_every_node_kind():
-    spec = fleet.load(CLUSTER_DIR / "fleet.yaml")
+    spec = fleet.load(local_cluster.HERE / "fleet.yaml")
     names = {n["name"] for n in spec["nodes"]}
     assert {"ack-a10-0", "ack-a10-1", "gfd-h100", "gfd-a100-noplugin", "gke-l4", "cpu"} <= names
     by_name = {n["name"]: n for n in spec["nodes"]}
@@ -84,7 +83,8 @@ def test_cluster_up_reports_malformed_fleet_without_traceback(tmp_path, monkeypa
     monkeypatch.setenv("KUBEGPU_CLUSTER_DIR", str(tmp_path / "state"))
     path = write(tmp_path, "nodes: 3\n")
     result = subprocess.run(
-        [sys.executable, str(CLUSTER_DIR / "cluster.py"), "up", "--fleet", str(path)],
+        [sys.executable, "-m", "tests.cluster", "up", "--fleet", str(path)],
+        cwd=REPO,
         capture_output=True,
         text=True,
         check=False,

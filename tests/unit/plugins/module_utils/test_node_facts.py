@@ -21,7 +21,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projectio
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS, options_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import pod_gpus
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import requests_no_gpu
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import selects_gpus
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.selectors import parse_label_selector
 
@@ -240,9 +240,9 @@ def test_project_pod_finds_visible_devices_without_gpu_limit(value):
     assert compact["gpus"] == {}
 
 
-@pytest.mark.parametrize("value", ["void", "none", "", "all,void", "NONE"])
+@pytest.mark.parametrize("value", ["void", "none", "", "all,void", " none "])
 def test_values_that_request_no_gpu(value):
-    assert requests_no_gpu(value)
+    assert not selects_gpus(value)
     assert project_pod(make_pod("fine", "n1", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}])) is None
 
 

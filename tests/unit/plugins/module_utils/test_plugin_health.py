@@ -2,8 +2,6 @@ import pytest
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.daemonsets import mismatch_fixes
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import (
-    ERROR,
-    INFO,
     KIND_DAEMONSET_MISSCHEDULED,
     KIND_DAEMONSET_MISSING,
     KIND_DAEMONSET_NOT_AVAILABLE,
@@ -34,12 +32,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
     KIND_UNHEALTHY_GPUS,
     KIND_VOLUME_MOUNTS_OFF,
     RESTART_WARNING_THRESHOLD,
-    WARNING,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.hosts import node_for_host
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import (
     compact_node,
-    ds_ref,
     project_daemonset,
     project_plugin_pod,
     selector_text,
@@ -52,6 +48,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.t
     select_daemonsets,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.verdict import evaluate
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, INFO, WARNING
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     ACK_STATIC_MANIFEST,
     DAEMONSET_DEPLOYMENTS,
@@ -67,6 +64,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement 
     placement_label_keys,
     placement_mismatches,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 
 GPU = "nvidia.com/gpu"
 DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
@@ -727,7 +725,7 @@ def test_discovery_keeps_daemonsets_whose_pods_are_device_plugin_pods():
         make_daemonset("op", "gpu-operator", pod_labels={"app": "nvidia-device-plugin-daemonset"}),
     )
     selected, missing = select_daemonsets(listed, None, DEFAULT_OPTIONS)
-    assert [ds_ref(d) for d in selected] == ["kube-system/nvidia-device-plugin-daemonset", "gpu-operator/op"]
+    assert [namespaced_name(d) for d in selected] == ["kube-system/nvidia-device-plugin-daemonset", "gpu-operator/op"]
     assert missing == []
 
 
@@ -754,7 +752,7 @@ def test_targets_by_name_and_selector_and_missing():
         ]
     )
     selected, missing = select_daemonsets(listed, targets, DEFAULT_OPTIONS)
-    assert [ds_ref(d) for d in selected] == [
+    assert [namespaced_name(d) for d in selected] == [
         "kube-system/nvidia-device-plugin-daemonset",
         "nvidia-device-plugin/nvdp",
     ]

@@ -4,10 +4,11 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import collection_paths
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import Report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import load_manifests
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.reads import collection_paths, live_report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.reads import live_report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report import (
     ReportWriteError,
     failed,
