@@ -292,39 +292,22 @@ api_requests:
 """
 
 from typing import Any
-from urllib.parse import quote
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import (
-    compact_node,
-    project_daemonset,
-    project_plugin_pod,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.reads import read_cluster
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.targets import (
     check_options,
-    daemonset_list_namespaces,
     daemonset_targets,
-    plugin_pod_queries,
-    select_daemonsets,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.verdict import evaluate
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
+    errors_fail,
     module_client,
     with_connection_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import placement_label_keys
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ACTIVE_POD_FIELD_SELECTOR
-
-CORE_V1 = "/api/v1"
-APPS_V1 = "/apis/apps/v1"
-NODES = f"{CORE_V1}/nodes"
 
 
 def argument_spec() -> dict[str, Any]:
@@ -354,74 +337,32 @@ def argument_spec() -> dict[str, Any]:
     )
 
 
-def collection_path(prefix: str, resource: str, namespace: str | None) -> str:
-    where = f"/namespaces/{quote(namespace, safe='')}" if namespace is not None else ""
-    return f"{prefix}{where}/{resource}"
-
-
-def read_daemonsets(client: KubeClient, namespaces: list[str] | None) -> list[dict[str, Any]]:
-    paths = [collection_path(APPS_V1, "daemonsets", ns) for ns in namespaces or [None]]
-    return [ds for path in paths for ds in map(project_daemonset, client.list_items(path)) if ds is not None]
-
-
-def read_nodes(client: KubeClient, options: FleetOptions, label_keys: frozenset[str]) -> list[dict[str, Any]]:
-    return [n for n in (compact_node(item, options, label_keys) for item in client.list_items(NODES)) if n is not None]
-
-
-def read_plugin_pods(client: KubeClient, queries: list[tuple[str | None, str]]) -> list[dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
-    for namespace, selector in queries:
-        items = client.list_items(
-            collection_path(CORE_V1, "pods", namespace),
-            label_selector=selector,
-            field_selector=ACTIVE_POD_FIELD_SELECTOR,
-        )
-        for pod in map(project_plugin_pod, items):
-            if pod is not None:
-                found[namespaced_name(pod)] = pod
-    return list(found.values())
-
-
-def run(module: AnsibleModule) -> None:
+def run(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
-    try:
-        options = check_options(params["resource_name"], params["device_plugin"])
-        targets = daemonset_targets(params["daemonsets"])
-    except OptionError as exc:
-        module.fail_json(msg=str(exc))
-
+    options = check_options(params["resource_name"], params["device_plugin"])
+    targets = daemonset_targets(params["daemonsets"])
     client = module_client(module)
-    step = "list DaemonSets"
-    try:
-        listed = read_daemonsets(client, daemonset_list_namespaces(targets, options))
-        daemonsets, missing = select_daemonsets(listed, targets, options)
-        step = "list nodes"
-        nodes = read_nodes(client, options, placement_label_keys(d["placement"] for d in daemonsets))
-        step = "list device-plugin pods"
-        plugin_pods = read_plugin_pods(client, plugin_pod_queries(options, daemonsets))
-    except ClusterError as exc:
-        module.fail_json(msg=f"cannot {step}: {exc}")
-
-    try:
-        result = evaluate(
-            daemonsets,
-            nodes,
-            plugin_pods,
-            options,
-            host_facts=params["host_facts"],
-            require_hardening=params["require_hardening"],
-            missing_daemonsets=missing,
-        )
-    except OptionError as exc:
-        module.fail_json(msg=str(exc))
+    daemonsets, missing, nodes, plugin_pods = read_cluster(client, targets, options)
+    result = evaluate(
+        daemonsets,
+        nodes,
+        plugin_pods,
+        options,
+        host_facts=params["host_facts"],
+        require_hardening=params["require_hardening"],
+        missing_daemonsets=missing,
+    )
     result["api_requests"] = client.request_count
-    if not result["healthy"] and not params["report_only"]:
-        module.fail_json(msg=result["report"], changed=False, **result)
-    module.exit_json(changed=False, **result)
+    return result
 
 
 def main() -> None:
-    run(api_module(argument_spec()))
+    module = api_module(argument_spec())
+    with errors_fail(module):
+        result = run(module)
+    if not result["healthy"] and not module.params["report_only"]:
+        module.fail_json(msg=result["report"], changed=False, **result)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

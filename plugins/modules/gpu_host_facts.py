@@ -230,29 +230,13 @@ problems:
       so unprivileged containers get GPUs through NVIDIA_VISIBLE_DEVICES
 """
 
-import glob
 import os
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.host.probe import (
-    COMPUTE_APPS_FIELDS,
-    GPU_QUERY_FIELDS,
-    HostReadings,
-    host_report,
-    parse_compute_apps,
-)
-
-SMI = "nvidia-smi"
-# Where the GPU Operator's validator looks for a host driver's nvidia-smi, plus its toolkit directory.
-SMI_DIRS = ("/usr/bin", "/usr/sbin", "/bin", "/sbin", "/opt/bin", "/usr/local/nvidia/bin")
-DEFAULT_TOOLKIT_CONFIGS = (
-    "/etc/nvidia-container-runtime/config.toml",
-    "/usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml",
-)
-VERSION_FILE = "/proc/driver/nvidia/version"
-MODULES_FILE = "/proc/modules"
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.host.probe import host_report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.host.reads import DEFAULT_TOOLKIT_CONFIGS, read_host
 
 
 def argument_spec() -> dict[str, Any]:
@@ -264,85 +248,16 @@ def argument_spec() -> dict[str, Any]:
     }
 
 
-def under(root: str, path: str) -> str:
-    return os.path.join(root, path.lstrip("/"))
-
-
-def read_text(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except OSError:
-        return None
-
-
-def is_program(path: str) -> bool:
-    return os.path.isfile(path) and os.access(path, os.X_OK) and os.path.getsize(path) > 0
-
-
-def smi_candidates(root: str) -> list[str]:
-    on_path = [os.path.join(d, SMI) for d in os.environ.get("PATH", "").split(os.pathsep) if d]
-    return on_path + [under(root, os.path.join(d, SMI)) for d in SMI_DIRS]
-
-
-def find_smi(explicit: str | None, root: str) -> str | None:
-    candidates = [explicit] if explicit else smi_candidates(root)
-    return next((c for c in candidates if is_program(c)), None)
-
-
-def run_query(module: AnsibleModule, smi: str, query: str, fields: tuple[str, ...]) -> tuple[str | None, str | None]:
-    """The CSV nvidia-smi prints for a query, or the reason it printed none."""
-    try:
-        rc, out, err = module.run_command([smi, f"{query}={','.join(fields)}", "--format=csv,noheader,nounits"])
-    except OSError as exc:
-        return None, f"{smi} could not run: {exc}"
-    if rc != 0:
-        reason = (err or out or "").strip().splitlines()
-        return None, f"{smi} exited with {rc}: {reason[0] if reason else 'no output'}"
-    return out, None
-
-
-def read_cgroups(root: str, apps_output: str | None) -> dict[int, str | None]:
-    pids = {app["pid"] for app in parse_compute_apps(apps_output or "") if isinstance(app["pid"], int)}
-    return {pid: read_text(under(root, f"/proc/{pid}/cgroup")) for pid in sorted(pids)}
-
-
-def looked_for(explicit: str | None, root: str) -> list[str]:
-    smi = explicit or f"{SMI} on PATH and in {', '.join(under(root, d) for d in SMI_DIRS)}"
-    return [smi, under(root, VERSION_FILE), f"nvidia in {under(root, MODULES_FILE)}", under(root, "/dev/nvidia*")]
-
-
-def read_host(module: AnsibleModule) -> HostReadings:
-    params = module.params
-    root = params["root"]
-    smi = find_smi(params["nvidia_smi"], root)
-    gpu_output = apps_output = error = None
-    if smi is not None:
-        gpu_output, error = run_query(module, smi, "--query-gpu", GPU_QUERY_FIELDS)
-        if error is None:
-            apps_output, apps_error = run_query(module, smi, "--query-compute-apps", COMPUTE_APPS_FIELDS)
-            if apps_error:
-                module.warn(f"cannot list GPU processes: {apps_error}")
-    return HostReadings(
-        smi_path=smi,
-        smi_gpu_output=gpu_output,
-        smi_apps_output=apps_output,
-        smi_error=error,
-        version_text=read_text(under(root, VERSION_FILE)),
-        modules_text=read_text(under(root, MODULES_FILE)),
-        device_nodes=sorted(glob.glob(under(root, "/dev/nvidia*"))),
-        toolkit_texts={path: read_text(under(root, path)) for path in params["toolkit_config_paths"]},
-        cgroups=read_cgroups(root, apps_output),
-        looked_for=looked_for(params["nvidia_smi"], root),
-    )
-
-
 def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    if not os.path.isdir(module.params["root"]):
-        module.fail_json(msg=f"root {module.params['root']} is not a directory")
-    facts = host_report(read_host(module))
-    if module.params["require_driver"] and not facts["driver_working"]:
+    params = module.params
+    if not os.path.isdir(params["root"]):
+        module.fail_json(msg=f"root {params['root']} is not a directory")
+    readings = read_host(
+        params["root"], params["nvidia_smi"], params["toolkit_config_paths"], module.run_command, module.warn
+    )
+    facts = host_report(readings)
+    if params["require_driver"] and not facts["driver_working"]:
         module.fail_json(
             msg="require_driver: " + "; ".join(facts["problems"][:1] or ["nvidia-smi does not work"]), **facts
         )

@@ -273,33 +273,26 @@ api_requests:
   sample: 2
 """
 
-from collections.abc import Iterator
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import split_pods, summarise
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import project_pod
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import missing_names_warning, read_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
     DEFAULT_EXEMPT_POD_SELECTORS,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions, options_from_params
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import options_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
+    errors_fail,
     module_client,
     with_connection_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ACTIVE_POD_FIELD_SELECTOR
-
-NODES = "/api/v1/nodes"
-PODS = "/api/v1/pods"
-MAX_WARNED_NAMES = 10
 
 
 def argument_spec() -> dict[str, Any]:
@@ -332,81 +325,28 @@ def argument_spec() -> dict[str, Any]:
     )
 
 
-def node_field_selector(names: list[str] | None) -> str | None:
-    """One wanted node can be selected by the server; several are filtered here (one list either way)."""
-    return f"metadata.name={names[0]}" if names and len(names) == 1 else None
-
-
-def pod_field_selector(names: list[str] | None) -> str:
-    if names and len(names) == 1:
-        return f"{ACTIVE_POD_FIELD_SELECTOR},spec.nodeName={names[0]}"
-    return ACTIVE_POD_FIELD_SELECTOR
-
-
-def compact_nodes(
-    items: Iterator[dict[str, Any]], options: FleetOptions, names: list[str] | None
-) -> list[dict[str, Any]]:
-    wanted = set(names) if names is not None else None
-    nodes = []
-    for item in items:
-        node = project_node(item, options)
-        if node is not None and (wanted is None or node["name"] in wanted):
-            nodes.append(node)
-    return nodes
-
-
-def read_fleet(
-    client: KubeClient, options: FleetOptions, label_selector: str | None, names: list[str] | None, page_size: int
-) -> tuple[list[dict[str, Any]], list[Any], list[Any]]:
-    """The compact nodes, then the GPU pods and device-plugin pods: one node list and one pod list."""
-    node_items = client.list_items(
-        NODES, label_selector=label_selector, field_selector=node_field_selector(names), page_size=page_size
-    )
-    nodes = compact_nodes(node_items, options, names)
-    pod_items = client.list_items(PODS, field_selector=pod_field_selector(names), page_size=page_size)
-    pods, plugins = split_pods(project_pod(item, options) for item in pod_items)
-    return nodes, pods, plugins
-
-
-def missing_names_warning(names: list[str] | None, nodes: list[dict[str, Any]], selector: str | None) -> str | None:
-    missing = sorted(set(names or ()) - {n["name"] for n in nodes})
-    if not missing:
-        return None
-    shown = ", ".join(missing[:MAX_WARNED_NAMES])
-    more = f" and {len(missing) - MAX_WARNED_NAMES} more" if len(missing) > MAX_WARNED_NAMES else ""
-    return f"no such node{' matching label_selector' if selector else ''}: {shown}{more}"
-
-
-def run(module: AnsibleModule) -> None:
+def run(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
     if params["page_size"] < 1:
-        module.fail_json(msg=f"page_size must be at least 1, not {params['page_size']}")
-    try:
-        options = options_from_params(
-            params["resource_names"],
-            params["model_label_keys"],
-            params["device_plugin"],
-            params["exempt_pod_selectors"],
-        )
-    except OptionError as exc:
-        module.fail_json(msg=str(exc))
+        raise OptionError(f"page_size must be at least 1, not {params['page_size']}")
+    options = options_from_params(
+        params["resource_names"], params["model_label_keys"], params["device_plugin"], params["exempt_pod_selectors"]
+    )
     client = module_client(module)
-    try:
-        nodes, pods, plugins = read_fleet(
-            client, options, params["label_selector"], params["names"], params["page_size"]
-        )
-    except ClusterError as exc:
-        module.fail_json(msg=f"cannot read the GPU fleet: {exc}")
+    nodes, pods, plugins = read_fleet(client, options, params["label_selector"], params["names"], params["page_size"])
     warning = missing_names_warning(params["names"], nodes, params["label_selector"])
     if warning:
         module.warn(warning)
     facts = summarise(nodes, pods, plugins, options)
     facts["api_requests"] = client.request_count
-    module.exit_json(changed=False, ansible_facts={"gpu_fleet": facts}, **facts)
+    return facts
 
 
 def main() -> None:
-    run(api_module(argument_spec()))
+    module = api_module(argument_spec())
+    with errors_fail(module):
+        facts = run(module)
+    module.exit_json(changed=False, ansible_facts={"gpu_fleet": facts}, **facts)
 
 
 if __name__ == "__main__":

@@ -253,16 +253,15 @@ diff:
 """
 
 from typing import Any
-from urllib.parse import quote
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
+    errors_fail,
     module_client,
     with_connection_options,
 )
@@ -271,23 +270,19 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.apply im
     apply_plans,
     failure_message,
     summarize,
+    warnings_for,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
     DEFAULT_LABEL_KEY,
     MIXED_MODELS_CHOICES,
-    CompactNode,
-    LabelingOptions,
-    NodePlan,
-    Outcome,
     build_options,
-    compact_node,
+    missing_plans,
     plan_node,
     plan_nodes,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.reads import patch_node, read_nodes, reread_node
 
-NODES = "/api/v1/nodes"
 MAX_PARALLELISM = 256
-MAX_WARNED_NODES = 10
 
 
 def argument_spec() -> dict[str, Any]:
@@ -311,100 +306,33 @@ def argument_spec() -> dict[str, Any]:
     )
 
 
-def node_path(name: str) -> str:
-    return f"{NODES}/{quote(name, safe='')}"
-
-
-def read_nodes(
-    client: KubeClient, selector: str | None, names: list[str] | None
-) -> tuple[list[CompactNode], list[str]]:
-    """The considered nodes, compact, and the wanted names that match none."""
-    is_gpu = gpu_resource_matcher()
-    wanted = set(names) if names is not None else None
-    nodes = []
-    for item in client.list_items(NODES, label_selector=selector):
-        node = compact_node(item, is_gpu)
-        if node is not None and (wanted is None or node.name in wanted):
-            nodes.append(node)
-    missing = sorted(wanted - {n.name for n in nodes}) if wanted is not None else []
-    return nodes, missing
-
-
-def reread_node(client: KubeClient, name: str) -> CompactNode | None:
-    try:
-        item = client.get(node_path(name))
-    except ClusterError as exc:
-        if exc.status == 404:
-            return None
-        raise
-    return compact_node(item, gpu_resource_matcher())
-
-
-def missing_plans(names: list[str], selector: str | None) -> list[NodePlan]:
-    reason = "no such node" + (" matching label_selector" if selector else "")
-    return [NodePlan(name, Outcome.SKIP, None, None, reason=reason) for name in names]
-
-
-def _named(entries: list[str]) -> str:
-    shown = ", ".join(entries[:MAX_WARNED_NODES])
-    return shown + (f" and {len(entries) - MAX_WARNED_NODES} more" if len(entries) > MAX_WARNED_NODES else "")
-
-
-def warnings_for(summary: dict[str, Any], options: LabelingOptions) -> list[str]:
-    warnings = []
-    mixed = [s for s in summary["skipped_nodes"] if "models" in s]
-    for entry in mixed[:MAX_WARNED_NODES]:
-        warnings.append(f"node {entry['node']} skipped: {entry['reason']} (mixed_models=skip)")
-    if len(mixed) > MAX_WARNED_NODES:
-        warnings.append(f"{len(mixed) - MAX_WARNED_NODES} more nodes skipped for naming different GPU models")
-    conflicts = [c["node"] for c in summary["conflicts"]]
-    if conflicts:
-        warnings.append(
-            f"{len(conflicts)} node(s) carry a {options.label_key} value this collection did not set, left alone "
-            f"(see conflicts; force: true overwrites it on GPU nodes): {_named(conflicts)}"
-        )
-    missing = [s["node"] for s in summary["skipped_nodes"] if s["reason"].startswith("no such node")]
-    if missing:
-        warnings.append(f"no such node: {_named(missing)}")
-    return warnings
-
-
-def run(module: AnsibleModule) -> None:
+def run(module: AnsibleModule) -> tuple[dict[str, Any], list[NodeResult]]:
     params = module.params
-    try:
-        options = build_options(
-            params["label_key"],
-            params["model_label_keys"],
-            params["value_overrides"],
-            params["remove_from_non_gpu"],
-            params["mixed_models"],
-            params["force"],
-        )
-    except OptionError as exc:
-        module.fail_json(msg=str(exc))
+    options = build_options(
+        params["label_key"],
+        params["model_label_keys"],
+        params["value_overrides"],
+        params["remove_from_non_gpu"],
+        params["mixed_models"],
+        params["force"],
+    )
     if not 1 <= params["parallelism"] <= MAX_PARALLELISM:
-        module.fail_json(msg=f"parallelism must be between 1 and {MAX_PARALLELISM}, not {params['parallelism']}")
-
+        raise OptionError(f"parallelism must be between 1 and {MAX_PARALLELISM}, not {params['parallelism']}")
     is_gpu = gpu_resource_matcher()
     client = module_client(module)
-    try:
-        nodes, missing = read_nodes(client, params["label_selector"], params["names"])
-    except ClusterError as exc:
-        module.fail_json(msg=f"cannot list nodes: {exc}")
-
+    nodes, missing = read_nodes(client, params["label_selector"], params["names"])
     plans = plan_nodes(nodes, options, is_gpu) + missing_plans(missing, params["label_selector"])
     if module.check_mode:
         results = [NodeResult(plan) for plan in plans]
     else:
         results = apply_plans(
             plans,
-            send=lambda name, patch: client.patch_merge(node_path(name), patch),
+            send=lambda name, patch: patch_node(client, name, patch),
             reread=lambda name: reread_node(client, name),
             replan=lambda node: plan_node(node, options, is_gpu),
             parallelism=params["parallelism"],
             errors=(ClusterError,),
         )
-
     summary = summarize(results, options.label_key)
     diff = summary.pop("diff")
     result: dict[str, Any] = dict(summary, changed=bool(summary["labeled"] or summary["unlabeled"]))
@@ -413,14 +341,17 @@ def run(module: AnsibleModule) -> None:
         result["diff"] = diff
     for warning in warnings_for(summary, options):
         module.warn(warning)
+    return result, results
+
+
+def main() -> None:
+    module = api_module(argument_spec())
+    with errors_fail(module):
+        result, results = run(module)
     problem = failure_message(results)
     if problem:
         module.fail_json(msg=problem, **result)
     module.exit_json(**result)
-
-
-def main() -> None:
-    run(api_module(argument_spec()))
 
 
 if __name__ == "__main__":

@@ -169,6 +169,7 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError  # noqa: E402
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (  # noqa: E402
     api_module,
+    errors_fail,
     module_client,
     with_connection_options,
 )
@@ -213,10 +214,7 @@ def remove(module: AnsibleModule, client) -> dict:
 
 def apply(module: AnsibleModule, client) -> dict:
     params = module.params
-    try:
-        definition = lifecycle.checked_definition(params["definition"], params["namespace"])
-    except lifecycle.PodDefinitionError as exc:
-        module.fail_json(msg=str(exc))
+    definition = lifecycle.checked_definition(params["definition"], params["namespace"])
     name, namespace = definition["metadata"]["name"], definition["metadata"]["namespace"]
     digest = lifecycle.manifest_digest(definition)
     existing = lifecycle.read_pod(client, namespace, name)
@@ -278,11 +276,9 @@ def apply(module: AnsibleModule, client) -> dict:
 
 def main() -> None:
     module = api_module(argument_spec(), required_if=[("state", "present", ["definition"])])
-    client = module_client(module)
-    try:
+    with errors_fail(module):
+        client = module_client(module)
         result = apply(module, client) if module.params["state"] == "present" else remove(module, client)
-    except ClusterError as exc:
-        module.fail_json(msg=exc.message)
     module.exit_json(**result)
 
 

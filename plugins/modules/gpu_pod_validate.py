@@ -294,15 +294,16 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
+    errors_fail,
     module_client,
     with_connection_options,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig, unknown_rules
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.cli import UsageError, image_env_map
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import Report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import image_env_map
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import (
     DEFAULT_MAX_FILE_SIZE,
     HAS_YAML,
@@ -345,47 +346,43 @@ def argument_spec() -> dict[str, Any]:
     )
 
 
-def rule_config(module: AnsibleModule) -> RuleConfig:
-    params = module.params
+def rule_config(params: dict[str, Any]) -> RuleConfig:
     unknown = unknown_rules(params["skip_rules"])
     if unknown:
-        module.fail_json(msg=f"skip_rules: unknown rule id(s) {', '.join(unknown)}")
-    try:
-        image_env = image_env_map(params["image_env"], "image_env")
-    except UsageError as exc:
-        module.fail_json(msg=str(exc))
+        raise OptionError(f"skip_rules: unknown rule id(s) {', '.join(unknown)}")
     return RuleConfig(
         gpu_resources=tuple(params["gpu_resources"]),
-        image_env=image_env,
+        image_env=image_env_map(params["image_env"], "image_env"),
         allow_annotation=params["allow_annotation"],
         skip_rules=frozenset(params["skip_rules"]),
     )
 
 
-def audit_cluster(module: AnsibleModule, config: RuleConfig) -> Report:
-    client = module_client(module)
-    try:
-        return live_report(client, config, module.params["namespaces"])
-    except ClusterError as exc:
-        module.fail_json(msg=f"live audit: {exc.message}", changed=False)
-
-
-def run(module: AnsibleModule) -> None:
+def validate(module: AnsibleModule) -> Report:
     params = module.params
     if not params["src"] and params["definition"] is None and not params["live"]:
-        module.fail_json(msg="one of src, definition or live=true is required")
+        raise OptionError("one of src, definition or live=true is required")
     if params["max_file_size"] <= 0:
-        module.fail_json(msg="max_file_size must be positive")
-    config = rule_config(module)
-
+        raise OptionError("max_file_size must be positive")
+    config = rule_config(params)
     reports = []
     if params["src"] or params["definition"] is not None:
         manifests = load_manifests(params["src"] or [], params["definition"], params["max_file_size"])
         reports.append(offline_report(manifests, config))
     if params["live"]:
-        reports.append(audit_cluster(module, config))
-    report = merge_reports(reports)
+        client = module_client(module)
+        with error_context("live audit"):
+            reports.append(live_report(client, config, params["namespaces"]))
+    return merge_reports(reports)
 
+
+def main() -> None:
+    module = api_module(argument_spec())
+    if not HAS_YAML:
+        module.fail_json(msg=missing_required_lib("PyYAML"))
+    params = module.params
+    with errors_fail(module):
+        report = validate(module)
     try:
         if params["report_json"]:
             write_json(params["report_json"], json_report(report))
@@ -393,7 +390,6 @@ def run(module: AnsibleModule) -> None:
             write_json(params["report_sarif"], sarif_report(report))
     except ReportWriteError as exc:
         module.fail_json(msg=str(exc), changed=False, **result_fields(report))
-
     summary = summarize(report)
     result = dict(
         result_fields(report), notes=report.notes, changed=False, report_text=format_text(report, summary).splitlines()
@@ -401,13 +397,6 @@ def run(module: AnsibleModule) -> None:
     if failed(summary, params["fail_on"]):
         module.fail_json(msg=failure_message(report, summary), **result)
     module.exit_json(**result)
-
-
-def main() -> None:
-    module = api_module(argument_spec())
-    if not HAS_YAML:
-        module.fail_json(msg=missing_required_lib("PyYAML"))
-    run(module)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -51,6 +53,15 @@ class ClusterError(KubegpuError):
 
 class OptionError(KubegpuError, ValueError):
     """An option value that cannot be used; the message names the option."""
+
+
+@contextmanager
+def error_context(step: str) -> Iterator[None]:
+    """Say which step failed: a ClusterError raised inside reads ``<step>: <message>``."""
+    try:
+        yield
+    except ClusterError as exc:
+        raise ClusterError(f"{step}: {exc.message}", exc.status) from None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ an inline kubeconfig kept out of output, the library check and one client."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -17,7 +19,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config imp
     KUBERNETES_IMPORT_ERROR,
     kubeconfig_secret_values,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError
 
 
 def with_connection_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -37,10 +39,16 @@ def api_module(argument_spec: dict[str, Any], **kwargs: Any) -> AnsibleModule:
 
 
 def module_client(module: AnsibleModule) -> KubeClient:
-    """The API client for the module's connection options; fails the module with a clear message."""
+    """The API client for the module's connection options."""
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    return client_from_params(module.params)
+
+
+@contextmanager
+def errors_fail(module: AnsibleModule) -> Iterator[None]:
+    """The one place where an error of the collection becomes the module's failure."""
     try:
-        return client_from_params(module.params)
-    except ClusterError as exc:
+        yield
+    except KubegpuError as exc:
         module.fail_json(msg=exc.message, status=exc.status)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError
+
 _SUFFIX_MULTIPLIERS = {
     "": Decimal(1),
     "n": Decimal("1e-9"),
@@ -35,7 +37,7 @@ _QUANTITY = re.compile(
 )
 
 
-class QuantityError(ValueError):
+class QuantityError(KubegpuError, ValueError):
     """A value that is not a Kubernetes quantity."""
 
 

@@ -15,9 +15,12 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
     MAX_CONFLICT_ATTEMPTS,
     CompactNode,
+    LabelingOptions,
     NodePlan,
     Outcome,
 )
+
+MAX_WARNED_NODES = 10
 
 
 class ApplyStatus(str, Enum):
@@ -193,3 +196,27 @@ def failure_message(results: Sequence[NodeResult]) -> str | None:
         parts.append(f"not attempted {len(not_attempted)} node(s): {_some(not_attempted)}")
     parts.append("each node is patched in one request, so none is half-labeled; run again to converge")
     return "; ".join(parts)
+
+
+def _named(entries: list[str]) -> str:
+    shown = ", ".join(entries[:MAX_WARNED_NODES])
+    return shown + (f" and {len(entries) - MAX_WARNED_NODES} more" if len(entries) > MAX_WARNED_NODES else "")
+
+
+def warnings_for(summary: dict[str, Any], options: LabelingOptions) -> list[str]:
+    warnings = []
+    mixed = [s for s in summary["skipped_nodes"] if "models" in s]
+    for entry in mixed[:MAX_WARNED_NODES]:
+        warnings.append(f"node {entry['node']} skipped: {entry['reason']} (mixed_models=skip)")
+    if len(mixed) > MAX_WARNED_NODES:
+        warnings.append(f"{len(mixed) - MAX_WARNED_NODES} more nodes skipped for naming different GPU models")
+    conflicts = [c["node"] for c in summary["conflicts"]]
+    if conflicts:
+        warnings.append(
+            f"{len(conflicts)} node(s) carry a {options.label_key} value this collection did not set, left alone "
+            f"(see conflicts; force: true overwrites it on GPU nodes): {_named(conflicts)}"
+        )
+    missing = [s["node"] for s in summary["skipped_nodes"] if s["reason"].startswith("no such node")]
+    if missing:
+        warnings.append(f"no such node: {_named(missing)}")
+    return warnings

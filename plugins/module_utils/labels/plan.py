@@ -303,3 +303,8 @@ def plan_node(node: CompactNode, options: LabelingOptions, is_gpu: Callable[[str
 
 def plan_nodes(nodes: Iterable[CompactNode], options: LabelingOptions, is_gpu: Callable[[str], bool]) -> list[NodePlan]:
     return sorted((plan_node(node, options, is_gpu) for node in nodes), key=lambda plan: plan.name)
+
+
+def missing_plans(names: list[str], selector: str | None) -> list[NodePlan]:
+    reason = "no such node" + (" matching label_selector" if selector else "")
+    return [NodePlan(name, Outcome.SKIP, None, None, reason=reason) for name in names]

@@ -12,14 +12,14 @@ from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import detect_model
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import FINISHED_POD_PHASES
 
 DIGEST_ANNOTATION = "kubegpu.io/manifest-sha256"
 
 
-class PodDefinitionError(ValueError):
+class PodDefinitionError(OptionError):
     """A definition that is not a single, named Pod."""
 
 

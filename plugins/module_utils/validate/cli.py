@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig, unknown_rules
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import image_env_map
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import (
     DEFAULT_MAX_FILE_SIZE,
     HAS_YAML,
@@ -36,8 +38,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.sarif 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-class UsageError(Exception):
-    pass
+class UsageError(OptionError):
+    """A command line the tool cannot run with."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,18 +111,6 @@ def load_image_env(path: str, max_size: int) -> dict[str, dict[str, str]]:
     return image_env_map(data, f"--image-env {path}")
 
 
-def image_env_map(data: Any, where: str) -> dict[str, dict[str, str]]:
-    """Validate a map of image to env (name to value); values become strings."""
-    if not isinstance(data, dict):
-        raise UsageError(f"{where}: expected a map of image to env, got {type(data).__name__}")
-    result: dict[str, dict[str, str]] = {}
-    for image, env in data.items():
-        if not isinstance(env, dict):
-            raise UsageError(f"{where}: the env of image {image!r} must be a map of variable to value")
-        result[str(image)] = {str(k): "" if v is None else str(v) for k, v in env.items()}
-    return result
-
-
 def rule_config(args: argparse.Namespace) -> RuleConfig:
     skip = split_ids(args.skip_rule)
     unknown = unknown_rules(skip)
@@ -154,7 +144,7 @@ def run(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr:
         if not HAS_YAML:
             raise UsageError("PyYAML is required (pip install PyYAML)")
         config = rule_config(args)
-    except UsageError as exc:
+    except OptionError as exc:
         stderr.write(f"gpu-pod-validate: error: {exc}\n")
         return EXIT_USAGE
 

@@ -22,8 +22,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env im
     EnvSources,
     env_may_matter,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.findings import Allowed, Finding
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import LoadError
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import Allowed, Finding
 
 # Sources that are not files: no physical location in SARIF.
 NON_FILE_SOURCES = ("definition", "cluster")

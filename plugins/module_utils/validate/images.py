@@ -11,6 +11,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import VISIBLE_DEVICES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 
 
 @dataclass(frozen=True)
@@ -86,3 +87,15 @@ class ImageCatalogue:
                 return ImageEnv(env, f"the image_env map ({pattern})")
         family = known_family(image)
         return ImageEnv(_CUDA_ENV, family.description) if family else None
+
+
+def image_env_map(data: Any, where: str) -> dict[str, dict[str, str]]:
+    """Validate a map of image to env (name to value); values become strings."""
+    if not isinstance(data, dict):
+        raise OptionError(f"{where}: expected a map of image to env, got {type(data).__name__}")
+    result: dict[str, dict[str, str]] = {}
+    for image, env in data.items():
+        if not isinstance(env, dict):
+            raise OptionError(f"{where}: the env of image {image!r} must be a map of variable to value")
+        result[str(image)] = {str(k): "" if v is None else str(v) for k, v in env.items()}
+    return result

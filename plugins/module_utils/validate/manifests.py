@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError
+
 try:
     import yaml
 
@@ -70,12 +72,11 @@ class LoadError:
         return {"source": self.source, "document": self.document, "line": self.line, "message": self.message}
 
 
-class ManifestError(Exception):
+class ManifestError(KubegpuError):
     """One file or definition could not be loaded; the message says what and where."""
 
     def __init__(self, message: str, document: int | None = None, line: int | None = None) -> None:
         super().__init__(message)
-        self.message = message
         self.document = document
         self.line = line
 

@@ -11,24 +11,20 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING, plural
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import (
     Report,
     validate_documents,
     with_line,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.findings import Allowed, Finding
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import (
     LineLocator,
     Manifests,
     gc_paused,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import (
-    RULES,
-    TOOL_NAME,
-    TOOL_VERSION,
-    Allowed,
-    Finding,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES, TOOL_NAME, TOOL_VERSION
 
 FAIL_ON_CHOICES = ("error", "warning", "never")
 
@@ -156,8 +152,8 @@ def json_report(report: Report) -> dict[str, Any]:
     return {"tool": {"name": TOOL_NAME, "version": TOOL_VERSION}, **result_fields(report), "notes": report.notes}
 
 
-class ReportWriteError(Exception):
-    pass
+class ReportWriteError(KubegpuError):
+    """A report file that could not be written."""
 
 
 def write_json(path: str, content: Mapping[str, Any]) -> None:

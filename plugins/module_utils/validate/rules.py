@@ -1,19 +1,58 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The bypass rules: id, severity, title and remedy of each, and the findings they give."""
+"""The bypass rules, one table entry each: id, name, severity, title, remedy and the function that
+finds it.
+
+Every function takes the facts of one pod spec (analysis.PodFacts) and yields hits: the container
+(None for the pod), the JSON path and the message. A new rule is a function here and a row in RULES.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ObjectRef
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import (
+    ALL,
+    CUDA_VERSION,
+    DEVICE_VARIABLES,
+    DEVICES,
+    REQUIRE_CUDA,
+    VISIBLE_DEVICES,
+    VOID,
+    device_selection,
+    selects_gpus,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.quantity import format_quantity
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ContainerSite, key_path
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analysis import (
+    ContainerFacts,
+    PodFacts,
+    pod_gpu_intent,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import EnvValue
 
 TOOL_NAME = "kubegpu.scheduling.gpu_pod_validate"
 TOOL_VERSION = "1.0.0"
 TOOL_URI = "https://github.com/kubegpu/scheduling"
 DEFAULT_ALLOW_ANNOTATION = "kubegpu.io/allow-bypass"
+
+_GPU_WORDS = re.compile(r"cuda|nvidia|nvcc|dcgm|tensorrt|triton|gpu", re.IGNORECASE)
+_DEVICE_ANNOTATION_PREFIXES = ("cdi.k8s.io/", "devices.nri.io/")
+_DEVICE_ANNOTATION_KEYS = ("io.kubernetes.cri-o.Devices",)
+
+
+@dataclass(frozen=True)
+class Hit:
+    container: ContainerSite | None
+    path: str
+    message: str
+
+
+Check = Callable[[PodFacts], Iterable[Hit]]
 
 
 @dataclass(frozen=True)
@@ -23,7 +62,292 @@ class Rule:
     severity: str
     title: str
     remedy: str
+    check: Check
     allowable: bool = True
+
+
+# --- NVIDIA_VISIBLE_DEVICES and the MIG device variables ---------------------------------------
+
+
+def _device_values(c: ContainerFacts) -> Iterator[tuple[str, str, EnvValue]]:
+    """(variable, what it grants, value) of each device variable the container sets; an unknown
+    envFrom source that may stand for several variables comes once."""
+    seen_unknown: set[int] = set()
+    for variable, verb in DEVICE_VARIABLES.items():
+        value = c.env.values.get(variable) or c.env.opaque_source_for(variable)
+        if value is None or id(value) in seen_unknown:
+            continue
+        if value.value is None:
+            seen_unknown.add(id(value))
+        yield variable, verb, value
+
+
+def _gpu_selections(c: ContainerFacts) -> Iterator[tuple[str, str, EnvValue, str]]:
+    for variable, verb, value in _device_values(c):
+        if value.value is not None and device_selection(value.value) in (ALL, DEVICES):
+            what = "every GPU of the node" if device_selection(value.value) == ALL else "GPUs by index or id"
+            shown = f"{variable}={value.value}" if not value.secret else f"{variable} ({value.shown()})"
+            yield shown, verb, value, what
+
+
+def visible_devices_without_gpu(pod: PodFacts) -> Iterator[Hit]:
+    for c in pod.containers:
+        if not c.has_gpu:
+            for shown, verb, value, what in _gpu_selections(c):
+                yield Hit(
+                    c.site,
+                    value.path,
+                    f"{shown} in {c.who} (from {value.origin}) {verb} {what}, but the container requests no GPU: "
+                    "the scheduler does not count them and places other GPU pods on the same cards",
+                )
+
+
+def visible_devices_override_plugin(pod: PodFacts) -> Iterator[Hit]:
+    for c in pod.containers:
+        if c.has_gpu:
+            for shown, verb, value, what in _gpu_selections(c):
+                yield Hit(
+                    c.site,
+                    value.path,
+                    f"{shown} in {c.who} (from {value.origin}) overrides the GPUs the device plugin assigned for "
+                    f"its {', '.join(c.gpu_resources) or 'GPU'} limit: it {verb} {what}, including GPUs the "
+                    "scheduler gave to other pods",
+                )
+
+
+def visible_devices_unknown(pod: PodFacts) -> Iterator[Hit]:
+    for c in pod.containers:
+        for variable, _verb, value in _device_values(c):
+            if value.value is None:
+                yield Hit(
+                    c.site,
+                    value.path,
+                    f"{variable} in {c.who} comes from {value.origin}, whose value cannot be known here "
+                    f"({value.note}); if it names GPUs, the container gets them without the scheduler counting them",
+                )
+
+
+# --- devices reached through volumes ------------------------------------------------------------
+
+
+def gpu_host_path_mount(pod: PodFacts) -> Iterator[Hit]:
+    for c in pod.containers:
+        for mount in c.mounts:
+            if mount.host_path is not None:
+                yield Hit(
+                    c.site,
+                    mount.path,
+                    f"{c.who} mounts hostPath {mount.host_path} (volume {mount.volume!r}) at {mount.mount_path}: "
+                    "GPU device nodes or driver files reached this way bypass the scheduler's GPU count",
+                )
+
+
+def device_list_volume_mount(pod: PodFacts) -> Iterator[Hit]:
+    for c in pod.containers:
+        for mount in c.mounts:
+            if mount.host_path is None:
+                yield Hit(
+                    c.site,
+                    mount.path,
+                    f"{c.who} mounts volume {mount.volume!r} at {mount.mount_path}: with "
+                    "accept-nvidia-visible-devices-as-volume-mounts the NVIDIA runtime reads this as a request for "
+                    "the GPUs named under it, which the scheduler does not count",
+                )
+
+
+# --- privileged containers ------------------------------------------------------------------------
+
+
+def gpu_intent(c: ContainerFacts, pod: PodFacts) -> list[str]:
+    """Why a container looks like it runs GPU code, in words; empty when nothing suggests it."""
+    container = c.site.container
+    signs = [f"GPU resource {name}" for name in c.gpu_resources]
+    if as_list(as_mapping(container.get("resources")).get("claims")):
+        signs.append("resource claims")
+    signs += [
+        f"env {name}"
+        for name, v in c.env.values.items()
+        if (name.startswith("NVIDIA_") or name == "CUDA_VISIBLE_DEVICES")
+        and not (v.value is not None and device_selection(v.value) == VOID and name in DEVICE_VARIABLES)
+    ]
+    image = container.get("image")
+    if isinstance(image, str) and (c.image_env is not None or _GPU_WORDS.search(image)):
+        signs.append(f"image {image}")
+    command = " ".join(str(a) for a in (*as_list(container.get("command")), *as_list(container.get("args"))))
+    tool = _GPU_WORDS.search(command)
+    if tool:
+        signs.append(f"command mentions {tool[0]}")
+    signs += pod_gpu_intent(pod.site.spec)
+    return signs + [f"hostPath {m.host_path}" if m.host_path else f"mount at {m.mount_path}" for m in c.mounts]
+
+
+def _privileged(pod: PodFacts) -> Iterator[tuple[ContainerFacts, str, str, list[str]]]:
+    for c in pod.containers:
+        if c.escalations:
+            path = c.escalations[0][0]
+            how = ", ".join(what for _path, what in c.escalations)
+            yield c, path, how, gpu_intent(c, pod)
+
+
+def privileged_with_gpu_intent(pod: PodFacts) -> Iterator[Hit]:
+    for c, path, how, signs in _privileged(pod):
+        if signs:
+            yield Hit(
+                c.site,
+                path,
+                f"{c.who} runs with {how} and shows GPU intent ({'; '.join(signs)}): a privileged container sees "
+                "every /dev/nvidia* device of its node, so it can use GPUs the scheduler gave to other pods",
+            )
+
+
+def privileged_without_gpu_signs(pod: PodFacts) -> Iterator[Hit]:
+    for c, path, how, signs in _privileged(pod):
+        if not signs:
+            yield Hit(
+                c.site,
+                path,
+                f"{c.who} runs with {how}; it shows no sign of GPU use, but on a GPU node it can reach every GPU",
+            )
+
+
+# --- GPU quantities the API server rejects --------------------------------------------------------
+
+
+def request_without_limit(pod: PodFacts) -> Iterator[Hit]:
+    for c in pod.containers:
+        limits = {q.name for q in c.limits}
+        for request in c.requests:
+            if request.name not in limits:
+                yield Hit(
+                    c.site,
+                    request.path,
+                    f"{c.resources_api_path}.limits: Required value: Limit must be set for non overcommitable "
+                    f"resources ({request.name} is requested without a limit)",
+                )
+
+
+def request_not_equal_limit(pod: PodFacts) -> Iterator[Hit]:
+    for c in pod.containers:
+        limits = {q.name: q.value for q in c.limits}
+        for request in c.requests:
+            limit = limits.get(request.name)
+            if request.value is not None and limit is not None and request.value != limit:
+                yield Hit(
+                    c.site,
+                    request.path,
+                    f'{c.resources_api_path}.requests: Invalid value: "{format_quantity(request.value)}": must be '
+                    f"equal to {request.name} limit of {format_quantity(limit)}",
+                )
+
+
+def quantity_issue(rule_id: str) -> Check:
+    """The check of one of the rules a malformed, negative or fractional quantity breaks."""
+
+    def check(pod: PodFacts) -> Iterator[Hit]:
+        for c in pod.containers:
+            for quantity in (*c.limits, *c.requests):
+                for issue in quantity.issues:
+                    if issue.rule == rule_id:
+                        yield Hit(c.site, issue.path, issue.message)
+
+    return check
+
+
+def pod_level_gpu_resources(pod: PodFacts) -> Iterator[Hit]:
+    if not pod.site.pod_level:
+        return
+    resources = as_mapping(pod.site.spec.get("resources"))
+    for section in ("limits", "requests"):
+        for name in as_mapping(resources.get(section)):
+            if pod.is_gpu(name):
+                yield Hit(
+                    None,
+                    key_path(f"{pod.site.path}.resources.{section}", name),
+                    f'{pod.site.api_path}.resources.{section}[{name}]: Unsupported value: "{name}": supported '
+                    'values: "cpu", "memory"',
+                )
+
+
+def ephemeral_container_gpu_resources(pod: PodFacts) -> Iterator[Hit]:
+    for c in pod.containers:
+        if c.ephemeral and c.gpu_resources:
+            yield Hit(
+                c.site,
+                f"{c.site.path}.resources",
+                f"{c.resources_api_path}: Forbidden: cannot be set for an Ephemeral Container",
+            )
+
+
+# --- images, runtime classes and device annotations -------------------------------------------
+
+
+def _merged(c: ContainerFacts, name: str) -> str:
+    value = c.env.values.get(name)
+    if value is not None:
+        return value.value or ""
+    return c.image_env.env.get(name, "") if c.image_env is not None else ""
+
+
+def image_selects_gpus(pod: PodFacts) -> Iterator[Hit]:
+    for c in pod.containers:
+        image_env = c.image_env
+        if image_env is None or c.has_gpu or c.env.lookup(VISIBLE_DEVICES) is not None:
+            continue
+        image = c.site.container.get("image")
+        path = f"{c.site.path}.image"
+        baked = image_env.env.get(VISIBLE_DEVICES)
+        if baked is not None:
+            if selects_gpus(baked):
+                yield Hit(
+                    c.site,
+                    path,
+                    f"image {image} ({image_env.source}) sets {VISIBLE_DEVICES}={baked} and {c.who} requests no "
+                    "GPU and does not override it: it gets GPUs the scheduler does not count",
+                )
+            continue
+        cuda = _merged(c, CUDA_VERSION)
+        if cuda and not _merged(c, REQUIRE_CUDA):
+            yield Hit(
+                c.site,
+                path,
+                f"image {image} ({image_env.source}) is a legacy CUDA image ({CUDA_VERSION}={cuda} without "
+                f"{REQUIRE_CUDA} or {VISIBLE_DEVICES}), for which the NVIDIA runtime defaults to all GPUs; "
+                f"{c.who} requests no GPU",
+            )
+
+
+def nvidia_runtime_class_without_gpu(pod: PodFacts) -> Iterator[Hit]:
+    runtime = pod.site.spec.get("runtimeClassName")
+    if pod.site.pod_level and not pod.has_gpu and isinstance(runtime, str) and "nvidia" in runtime.lower():
+        yield Hit(
+            None,
+            f"{pod.site.path}.runtimeClassName",
+            f"runtimeClassName {runtime} runs the pod with the NVIDIA runtime, but no container requests a GPU; "
+            "with an image or env that selects GPUs it gets them without the scheduler counting them",
+        )
+
+
+def device_annotation_without_gpu(pod: PodFacts) -> Iterator[Hit]:
+    if not pod.site.pod_level or pod.has_gpu:
+        return
+    base = f"{pod.site.metadata_path}.annotations"
+    for key in as_mapping(pod.site.pod_metadata.get("annotations")):
+        if isinstance(key, str) and (key.startswith(_DEVICE_ANNOTATION_PREFIXES) or key in _DEVICE_ANNOTATION_KEYS):
+            yield Hit(
+                None,
+                key_path(base, key),
+                f"annotation {key} asks the container runtime to inject devices, which are not privilege-gated "
+                "and not counted by the scheduler; no container in the pod requests a GPU",
+            )
+
+
+def allow_annotation_without_reason(pod: PodFacts) -> Iterator[Hit]:
+    if pod.allow_path is not None and not pod.allow_reason:
+        yield Hit(
+            None,
+            pod.allow_path,
+            f"annotation {pod.allow_annotation} is set without a reason, so the findings of this object stand",
+        )
 
 
 RULES: dict[str, Rule] = {
@@ -34,8 +358,8 @@ RULES: dict[str, Rule] = {
             "visible-devices-without-gpu",
             ERROR,
             "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) gives GPUs to a container that requests none",
-            "Remove the variable and request GPUs in resources.limits (for example nvidia.com/gpu: 1); "
-            "to keep a container away from GPUs set NVIDIA_VISIBLE_DEVICES=void.",
+            "Remove the variable and request GPUs in resources.limits (for example nvidia.com/gpu: 1); to keep a container away from GPUs set NVIDIA_VISIBLE_DEVICES=void.",
+            visible_devices_without_gpu,
         ),
         Rule(
             "KGPU102",
@@ -43,6 +367,7 @@ RULES: dict[str, Rule] = {
             ERROR,
             "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) overrides the GPUs the device plugin assigned",
             "Remove the variable from the container: the device plugin sets it to the GPUs the scheduler counted.",
+            visible_devices_override_plugin,
         ),
         Rule(
             "KGPU103",
@@ -50,38 +375,39 @@ RULES: dict[str, Rule] = {
             WARNING,
             "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) may be set to a value that cannot be known here",
             "Set the variable from a literal value, or not at all; check the referenced source.",
+            visible_devices_unknown,
         ),
         Rule(
             "KGPU201",
             "gpu-device-host-path",
             ERROR,
             "A hostPath volume of GPU device nodes or driver files is mounted into a container",
-            "Remove the hostPath volume and request GPUs in resources.limits; the NVIDIA runtime injects "
-            "devices and driver files for the GPUs the scheduler assigned.",
+            "Remove the hostPath volume and request GPUs in resources.limits; the NVIDIA runtime injects devices and driver files for the GPUs the scheduler assigned.",
+            gpu_host_path_mount,
         ),
         Rule(
             "KGPU202",
             "device-list-volume-mount",
             ERROR,
-            "A volume is mounted under /var/run/nvidia-container-devices, where a hardened NVIDIA runtime reads "
-            "device requests",
+            "A volume is mounted under /var/run/nvidia-container-devices, where a hardened NVIDIA runtime reads device requests",
             "Remove the mount; only the device plugin may request devices this way.",
+            device_list_volume_mount,
         ),
         Rule(
             "KGPU301",
             "privileged-gpu-container",
             ERROR,
             "A privileged container (privileged, SYS_ADMIN or ALL capabilities) shows GPU intent",
-            "Drop privileged and the SYS_ADMIN/ALL capabilities and request GPUs in resources.limits. "
-            "If the container must be privileged (a device plugin or driver), add the allow annotation with a reason.",
+            "Drop privileged and the SYS_ADMIN/ALL capabilities and request GPUs in resources.limits. If the container must be privileged (a device plugin or driver), add the allow annotation with a reason.",
+            privileged_with_gpu_intent,
         ),
         Rule(
             "KGPU302",
             "privileged-container",
             WARNING,
             "A privileged container (privileged, SYS_ADMIN or ALL capabilities) can reach every GPU of its node",
-            "Drop privileged if it is not needed, or keep the pod off GPU nodes; add the allow annotation "
-            "with a reason for system components.",
+            "Drop privileged if it is not needed, or keep the pod off GPU nodes; add the allow annotation with a reason for system components.",
+            privileged_without_gpu_signs,
         ),
         Rule(
             "KGPU401",
@@ -89,7 +415,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU resource is requested without a limit; the API server rejects it",
             "Set the GPU in resources.limits (requests may be omitted: they default to the limits).",
-            False,
+            request_without_limit,
+            allowable=False,
         ),
         Rule(
             "KGPU402",
@@ -97,7 +424,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU request differs from its limit; the API server rejects it",
             "Set the GPU only in resources.limits, or make the request equal to the limit.",
-            False,
+            request_not_equal_limit,
+            allowable=False,
         ),
         Rule(
             "KGPU403",
@@ -105,7 +433,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU quantity is not a whole number",
             "Request whole GPUs (1, 2, ...); for a share of a GPU use a shared-GPU or MIG resource.",
-            False,
+            quantity_issue("KGPU403"),
+            allowable=False,
         ),
         Rule(
             "KGPU404",
@@ -113,7 +442,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU quantity is negative; the API server rejects it",
             "Use a quantity of 0 or more.",
-            False,
+            quantity_issue("KGPU404"),
+            allowable=False,
         ),
         Rule(
             "KGPU405",
@@ -121,7 +451,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU quantity is not a Kubernetes quantity; the API server rejects it",
             "Write the quantity as a whole number such as 1.",
-            False,
+            quantity_issue("KGPU405"),
+            allowable=False,
         ),
         Rule(
             "KGPU406",
@@ -129,7 +460,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU resource is set in pod-level spec.resources; the API server rejects it",
             "Move the GPU to the resources.limits of the container that uses it.",
-            False,
+            pod_level_gpu_resources,
+            allowable=False,
         ),
         Rule(
             "KGPU407",
@@ -137,7 +469,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "An ephemeral container sets GPU resources; the API server rejects it",
             "Remove resources from the ephemeral container.",
-            False,
+            ephemeral_container_gpu_resources,
+            allowable=False,
         ),
         Rule(
             "KGPU501",
@@ -145,6 +478,7 @@ RULES: dict[str, Rule] = {
             WARNING,
             "The image sets NVIDIA_VISIBLE_DEVICES=all (or is a legacy CUDA image) and the container requests no GPU",
             "Set NVIDIA_VISIBLE_DEVICES=void in the container env, or request the GPU in resources.limits.",
+            image_selects_gpus,
         ),
         Rule(
             "KGPU601",
@@ -152,6 +486,7 @@ RULES: dict[str, Rule] = {
             WARNING,
             "The pod uses an NVIDIA runtime class but requests no GPU",
             "Request GPUs in resources.limits, or remove runtimeClassName.",
+            nvidia_runtime_class_without_gpu,
         ),
         Rule(
             "KGPU602",
@@ -159,6 +494,7 @@ RULES: dict[str, Rule] = {
             WARNING,
             "The pod carries device-injection annotations (CDI, NRI, CRI-O) but requests no GPU",
             "Remove the annotation and request GPUs in resources.limits.",
+            device_annotation_without_gpu,
         ),
         Rule(
             "KGPU901",
@@ -166,44 +502,7 @@ RULES: dict[str, Rule] = {
             WARNING,
             "The allow annotation has no reason, so it is not honoured",
             'Give the reason as the annotation value, for example: "NVIDIA device plugin".',
+            allow_annotation_without_reason,
         ),
     )
 }
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str
-    severity: str
-    ref: ObjectRef
-    container: str | None
-    path: str
-    message: str
-    remedy: str
-    line: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "name": RULES[self.rule].name if self.rule in RULES else self.rule,
-            "severity": self.severity,
-            "kind": self.ref.kind,
-            "namespace": self.ref.namespace,
-            "object_name": self.ref.name,
-            "container": self.container,
-            "path": self.path,
-            "message": self.message,
-            "remedy": self.remedy,
-            "source": self.ref.source,
-            "document": self.ref.document,
-            "line": self.line if self.line is not None else self.ref.line,
-        }
-
-
-@dataclass(frozen=True)
-class Allowed:
-    finding: Finding
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.finding.to_dict(), "allowed_reason": self.reason}

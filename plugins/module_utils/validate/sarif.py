@@ -12,12 +12,12 @@ from typing import Any
 from urllib.parse import quote
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import NON_FILE_SOURCES, Report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.findings import Finding
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import (
     RULES,
     TOOL_NAME,
     TOOL_URI,
     TOOL_VERSION,
-    Finding,
 )
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

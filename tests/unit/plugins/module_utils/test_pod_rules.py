@@ -8,11 +8,8 @@ from hypothesis import strategies as st
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import device_selection
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.quantity import format_quantity
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import (
-    RuleConfig,
-    gpu_host_path,
-    unknown_rules,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analysis import gpu_host_path
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig, unknown_rules
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import validate_documents
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import (
     DocumentEnvSources,

@@ -1,0 +1,71 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the fleet facts read: one paginated list of nodes and one of active pods, projected page
+by page so that no page is kept."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import split_pods
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import project_pod
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_context
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ACTIVE_POD_FIELD_SELECTOR
+
+MAX_WARNED_NAMES = 10
+
+
+def node_field_selector(names: list[str] | None) -> str | None:
+    """One wanted node can be selected by the server; several are filtered here (one list either way)."""
+    return f"metadata.name={names[0]}" if names and len(names) == 1 else None
+
+
+def pod_field_selector(names: list[str] | None) -> str:
+    if names and len(names) == 1:
+        return f"{ACTIVE_POD_FIELD_SELECTOR},spec.nodeName={names[0]}"
+    return ACTIVE_POD_FIELD_SELECTOR
+
+
+def compact_nodes(
+    items: Iterable[dict[str, Any]], options: FleetOptions, names: list[str] | None
+) -> list[dict[str, Any]]:
+    wanted = set(names) if names is not None else None
+    nodes = []
+    for item in items:
+        node = project_node(item, options)
+        if node is not None and (wanted is None or node["name"] in wanted):
+            nodes.append(node)
+    return nodes
+
+
+def read_fleet(
+    client: KubeClient, options: FleetOptions, label_selector: str | None, names: list[str] | None, page_size: int
+) -> tuple[list[dict[str, Any]], list[Any], list[Any]]:
+    """The compact nodes, then the GPU pods and device-plugin pods: one node list and one pod list."""
+    with error_context("cannot read the GPU fleet"):
+        node_items = client.list_items(
+            api_path("v1", "nodes"),
+            label_selector=label_selector,
+            field_selector=node_field_selector(names),
+            page_size=page_size,
+        )
+        nodes = compact_nodes(node_items, options, names)
+        pod_items = client.list_items(
+            api_path("v1", "pods"), field_selector=pod_field_selector(names), page_size=page_size
+        )
+        pods, plugins = split_pods(project_pod(item, options) for item in pod_items)
+    return nodes, pods, plugins
+
+
+def missing_names_warning(names: list[str] | None, nodes: list[dict[str, Any]], selector: str | None) -> str | None:
+    missing = sorted(set(names or ()) - {n["name"] for n in nodes})
+    if not missing:
+        return None
+    shown = ", ".join(missing[:MAX_WARNED_NAMES])
+    more = f" and {len(missing) - MAX_WARNED_NAMES} more" if len(missing) > MAX_WARNED_NAMES else ""
+    return f"no such node{' matching label_selector' if selector else ''}: {shown}{more}"

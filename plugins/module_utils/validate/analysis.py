@@ -1,0 +1,268 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the rules read about one pod spec, worked out once: per container its GPU resources and
+quantities, its environment as the kubelet builds it, its image's environment, its device mounts
+and its privileges; for the pod whether it holds GPUs and how it is annotated."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping, as_text
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
+    ContainerSite,
+    PodSpecSite,
+    iter_containers,
+    join_path,
+    key_path,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import (
+    EnvSources,
+    ResolvedEnv,
+    env_may_matter,
+    resolve_env,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import ImageCatalogue, ImageEnv
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.quantities import (
+    QuantityIssue,
+    quantity_issues,
+)
+
+_GPU_HOST_DIRS = ("/dev/char", "/run/nvidia", "/var/run/nvidia", "/home/kubernetes/bin/nvidia", "/usr/local/nvidia")
+_DRIVER_FILE_PREFIXES = ("libnvidia", "libcuda", "nvidia-smi")
+_GPU_NODE_LABEL = re.compile(r"nvidia|gpu|accelerator|pci-(?:03\d\d_)?10de", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class GpuQuantity:
+    """One GPU quantity of a container: parsed (None when malformed), with what the API server says."""
+
+    name: str
+    value: Decimal | None
+    path: str
+    issues: list[QuantityIssue]
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A volume mount that reaches GPUs: a device-list mount path, or a GPU host path volume."""
+
+    path: str
+    mount_path: str
+    volume: str | None
+    host_path: str | None = None  # set for a hostPath volume of GPU devices or driver files
+
+
+@dataclass
+class ContainerFacts:
+    site: ContainerSite
+    env: ResolvedEnv
+    image_env: ImageEnv | None
+    gpu_resources: list[str] = field(default_factory=list)
+    has_gpu: bool = False
+    resources_api_path: str = ""
+    limits: list[GpuQuantity] = field(default_factory=list)
+    requests: list[GpuQuantity] = field(default_factory=list)
+    mounts: list[Mount] = field(default_factory=list)
+    escalations: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def ephemeral(self) -> bool:
+        return self.site.list_name == "ephemeralContainers"
+
+    @property
+    def who(self) -> str:
+        return f"container {self.site.name!r}"
+
+
+@dataclass
+class PodFacts:
+    site: PodSpecSite
+    containers: list[ContainerFacts]
+    has_gpu: bool
+    is_gpu: Callable[[str], bool]
+    allow_annotation: str
+    allow_reason: str = ""
+    allow_path: str | None = None  # where the allow annotation is, if the object carries it
+
+
+def analyse(
+    site: PodSpecSite,
+    is_gpu: Callable[[str], bool],
+    sources: EnvSources,
+    images: ImageCatalogue,
+    allow_annotation: str,
+) -> PodFacts:
+    volumes = gpu_host_path_volumes(site.spec)
+    containers = [_container_facts(c, site, is_gpu, sources, images, volumes) for c in iter_containers(site)]
+    has_gpu = any(c.has_gpu for c in containers) or bool(as_list(site.spec.get("resourceClaims")))
+    reason, path = allow_annotation_of(site, allow_annotation)
+    return PodFacts(site, containers, has_gpu, is_gpu, allow_annotation, reason, path)
+
+
+def _container_facts(
+    container: ContainerSite,
+    site: PodSpecSite,
+    is_gpu: Callable[[str], bool],
+    sources: EnvSources,
+    images: ImageCatalogue,
+    volumes: Mapping[str, tuple[int, str]],
+) -> ContainerFacts:
+    c = container.container
+    env = (
+        resolve_env(c, container.path, site.ref.namespace, sources, site.pod_metadata)
+        if env_may_matter(c)
+        else ResolvedEnv()
+    )
+    image = c.get("image")
+    image_env = images.lookup(image) if isinstance(image, str) and image else None
+    facts = ContainerFacts(container, env, image_env)
+    resources = as_mapping(c.get("resources"))
+    if resources:
+        _read_resources(facts, resources, site, is_gpu)
+    facts.mounts = device_mounts(container, volumes)
+    facts.escalations = privilege_escalations(container)
+    return facts
+
+
+def _read_resources(
+    facts: ContainerFacts, resources: Mapping[str, Any], site: PodSpecSite, is_gpu: Callable[[str], bool]
+) -> None:
+    container = facts.site
+    limits = as_mapping(resources.get("limits"))
+    requests = as_mapping(resources.get("requests"))
+    facts.gpu_resources = [n for n in (*limits, *requests) if is_gpu(n)]
+    has_claims = bool(as_list(resources.get("claims")))
+    facts.has_gpu = has_claims
+    if not facts.gpu_resources:
+        return
+    api_path = site.api_path + container.path[len(site.path) :] + ".resources"
+    facts.resources_api_path = api_path
+    if facts.ephemeral:
+        facts.has_gpu = True
+        return
+    path = f"{container.path}.resources"
+    for section, quantities, target in (("limits", limits, facts.limits), ("requests", requests, facts.requests)):
+        for name, raw in quantities.items():
+            if is_gpu(name):
+                where = key_path(f"{path}.{section}", name)
+                value, issues = quantity_issues(raw, f"{api_path}.{section}", where, name)
+                target.append(GpuQuantity(name, value, where, issues))
+    facts.has_gpu = has_claims or any(q.value is not None and q.value > 0 for q in facts.limits)
+
+
+def allow_annotation_of(site: PodSpecSite, key: str) -> tuple[str, str | None]:
+    """The reason given in the allow annotation (pod template first, then the object), and its path."""
+    for metadata, base in (
+        (site.pod_metadata, site.metadata_path),
+        (site.object_metadata, join_path(site.prefix, "metadata")),
+    ):
+        annotations = as_mapping(metadata.get("annotations"))
+        if key in annotations:
+            value = annotations[key]
+            return (value.strip() if isinstance(value, str) else ""), key_path(f"{base}.annotations", key)
+    return "", None
+
+
+def privilege_escalations(container: ContainerSite) -> list[tuple[str, str]]:
+    security = as_mapping(container.container.get("securityContext"))
+    if not security:
+        return []
+    base = f"{container.path}.securityContext"
+    found = []
+    if security.get("privileged") is True:
+        found.append((f"{base}.privileged", "privileged: true"))
+    added = as_list(as_mapping(security.get("capabilities")).get("add"))
+    for index, capability in enumerate(added):
+        if isinstance(capability, str) and capability.strip().upper().removeprefix("CAP_") in ("SYS_ADMIN", "ALL"):
+            found.append((f"{base}.capabilities.add[{index}]", f"capability {capability}"))
+    return found
+
+
+def pod_gpu_intent(spec: Mapping[str, Any]) -> list[str]:
+    signs = []
+    for key, value in as_mapping(spec.get("nodeSelector")).items():
+        if isinstance(key, str) and _GPU_NODE_LABEL.search(key):
+            signs.append(f"node selector {key}={value}")
+    for key in _affinity_keys(spec):
+        signs.append(f"node affinity on {key}")
+    for toleration in as_list(spec.get("tolerations")):
+        if isinstance(toleration, dict):
+            words = f"{as_text(toleration.get('key'))} {as_text(toleration.get('value'))}"
+            if _GPU_NODE_LABEL.search(words):
+                signs.append(f"toleration {words.strip()}")
+    runtime = spec.get("runtimeClassName")
+    if isinstance(runtime, str) and "nvidia" in runtime.lower():
+        signs.append(f"runtimeClassName {runtime}")
+    return signs
+
+
+def _affinity_keys(spec: Mapping[str, Any]) -> Iterator[str]:
+    node_affinity = as_mapping(as_mapping(spec.get("affinity")).get("nodeAffinity"))
+    required = as_list(
+        as_mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")).get("nodeSelectorTerms")
+    )
+    preferred = [
+        as_mapping(p).get("preference")
+        for p in as_list(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"))
+    ]
+    for term in (*required, *preferred):
+        for expression in as_list(as_mapping(term).get("matchExpressions")):
+            key = as_mapping(expression).get("key")
+            if isinstance(key, str) and _GPU_NODE_LABEL.search(key):
+                yield key
+
+
+def gpu_host_path_volumes(spec: Mapping[str, Any]) -> dict[str, tuple[int, str]]:
+    """Volumes of GPU device or driver host paths, by name: (index, host path)."""
+    volumes: dict[str, tuple[int, str]] = {}
+    for index, volume in enumerate(as_list(spec.get("volumes"))):
+        if isinstance(volume, dict) and "hostPath" in volume and isinstance(volume.get("name"), str):
+            host_path = as_text(as_mapping(volume.get("hostPath")).get("path"))
+            if host_path and gpu_host_path(host_path):
+                volumes[volume["name"]] = (index, host_path)
+    return volumes
+
+
+def gpu_host_path(path: str) -> bool:
+    """Device nodes (/dev, /dev/nvidia*, /dev/char), the driver root (/run/nvidia) or driver files."""
+    normal = posixpath.normpath(path) if path else ""
+    if normal in ("/dev", "/dev/char") or normal.startswith("/dev/nvidia"):
+        return True
+    if any(normal == d or normal.startswith(d + "/") for d in _GPU_HOST_DIRS):
+        return True
+    return posixpath.basename(normal).startswith(_DRIVER_FILE_PREFIXES)
+
+
+def device_list_mount(mount_path: str) -> bool:
+    if "nvidia-container-devices" not in mount_path:
+        return False
+    normal = posixpath.normpath(mount_path)
+    return any(normal == root or normal.startswith(root + "/") for root in DEVICE_LIST_MOUNT_ROOTS)
+
+
+def device_mounts(container: ContainerSite, volumes: Mapping[str, tuple[int, str]]) -> list[Mount]:
+    """The container's mounts under the toolkit's device-list root, and of GPU host path volumes."""
+    mounts = container.container.get("volumeMounts")
+    if not isinstance(mounts, list) or not mounts:
+        return []
+    spec_path = container.path.rsplit(".", 1)[0]
+    found = []
+    for index, mount in enumerate(mounts):
+        if not isinstance(mount, dict):
+            continue
+        mount_path = as_text(mount.get("mountPath"))
+        volume = mount.get("name")
+        if device_list_mount(mount_path):
+            found.append(Mount(f"{container.path}.volumeMounts[{index}].mountPath", mount_path, volume))
+        entry = volumes.get(as_text(volume)) if volumes else None
+        if entry is not None:
+            volume_index, host_path = entry
+            found.append(Mount(f"{spec_path}.volumes[{volume_index}].hostPath.path", mount_path, volume, host_path))
+    return found
