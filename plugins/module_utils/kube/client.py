@@ -140,16 +140,9 @@ class KubeClient:
 
     # -- transport -----------------------------------------------------------------------
 
-    def _json(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: dict[str, Any] | None = None,
-        body: Any = None,
-        content_type: str | None = None,
-    ) -> dict[str, Any]:
-        response = self._request(method, path, query=query, body=body, content_type=content_type)
+    def _json(self, method: str, path: str, **request: Any) -> dict[str, Any]:
+        """A JSON object response; ``request`` is passed on to _request (query, body, content_type)."""
+        response = self._request(method, path, **request)
         if not response.data:
             return {}
         try:

@@ -71,9 +71,9 @@ class ApiTarget:
     group: str
     version: str
     resource: str
-    namespace: str | None = None
-    name: str | None = None
-    subresource: str | None = None
+    namespace: str | None
+    name: str | None
+    subresource: str | None
 
     @property
     def rbac_resource(self) -> str:

@@ -13,23 +13,12 @@ from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError
 
+# Decimal suffixes by power of ten, binary suffixes by power of 1024.
+_DECIMAL_EXPONENTS = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_BINARY_SUFFIXES = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 _SUFFIX_MULTIPLIERS = {
-    "": Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
+    **{suffix: Decimal(10) ** exponent for suffix, exponent in _DECIMAL_EXPONENTS.items()},
+    **{suffix: Decimal(1024) ** power for power, suffix in enumerate(_BINARY_SUFFIXES, start=1)},
 }
 _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))"

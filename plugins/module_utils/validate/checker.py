@@ -66,7 +66,7 @@ class PodChecker:
                 ref,
                 hit.container.name if hit.container else None,
                 hit.path,
-                hit.message,
+                rule.describe(hit),
                 rule.remedy,
             )
             for rule, hit in hits

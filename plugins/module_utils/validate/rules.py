@@ -1,17 +1,20 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The bypass rules, one table entry each: id, name, severity, title, remedy and the function that
-finds it.
+"""The bypass rules, one table entry each: id, name, severity, title, remedy, the message of a
+finding, and the check that finds it.
 
-Every function takes the facts of one pod spec (analysis.PodFacts) and yields hits: the container
-(None for the pod), the JSON path and the message. A new rule is a function here and a row in RULES.
+A check takes the facts of one pod spec (analysis.PodFacts) and yields hits: the container (None
+for the pod), the JSON path, and the fields its rule's message is written with. A new rule is a
+check here and a row in RULES.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import (
@@ -49,7 +52,7 @@ _DEVICE_ANNOTATION_KEYS = ("io.kubernetes.cri-o.Devices",)
 class Hit:
     container: ContainerSite | None
     path: str
-    message: str
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 Check = Callable[[PodFacts], Iterable[Hit]]
@@ -62,8 +65,12 @@ class Rule:
     severity: str
     title: str
     remedy: str
+    message: str  # a finding's message: str.format over its hit's fields
     check: Check
     allowable: bool = True
+
+    def describe(self, hit: Hit) -> str:
+        return self.message.format(**hit.fields)
 
 
 # --- NVIDIA_VISIBLE_DEVICES and the MIG device variables ---------------------------------------
@@ -82,77 +89,37 @@ def _device_values(c: ContainerFacts) -> Iterator[tuple[str, str, EnvValue]]:
         yield variable, verb, value
 
 
-def _gpu_selections(c: ContainerFacts) -> Iterator[tuple[str, str, EnvValue, str]]:
-    for variable, verb, value in _device_values(c):
-        if value.value is not None and device_selection(value.value) in (ALL, DEVICES):
-            what = "every GPU of the node" if device_selection(value.value) == ALL else "GPUs by index or id"
-            shown = f"{variable}={value.value}" if not value.secret else f"{variable} ({value.shown()})"
-            yield shown, verb, value, what
-
-
-def visible_devices_without_gpu(pod: PodFacts) -> Iterator[Hit]:
+def gpu_selections(pod: PodFacts, with_gpu: bool) -> Iterator[Hit]:
+    """Device variables that select GPUs, in containers that hold GPUs (or not)."""
     for c in pod.containers:
-        if not c.has_gpu:
-            for shown, verb, value, what in _gpu_selections(c):
-                yield Hit(
-                    c.site,
-                    value.path,
-                    f"{shown} in {c.who} (from {value.origin}) {verb} {what}, but the container requests no GPU: "
-                    "the scheduler does not count them and places other GPU pods on the same cards",
-                )
-
-
-def visible_devices_override_plugin(pod: PodFacts) -> Iterator[Hit]:
-    for c in pod.containers:
-        if c.has_gpu:
-            for shown, verb, value, what in _gpu_selections(c):
-                yield Hit(
-                    c.site,
-                    value.path,
-                    f"{shown} in {c.who} (from {value.origin}) overrides the GPUs the device plugin assigned for "
-                    f"its {', '.join(c.gpu_resources) or 'GPU'} limit: it {verb} {what}, including GPUs the "
-                    "scheduler gave to other pods",
-                )
+        if c.has_gpu != with_gpu:
+            continue
+        for variable, verb, value in _device_values(c):
+            selection = device_selection(value.value) if value.value is not None else None
+            if selection in (ALL, DEVICES):
+                shown = f"{variable}={value.value}" if not value.secret else f"{variable} ({value.shown()})"
+                what = "every GPU of the node" if selection == ALL else "GPUs by index or id"
+                resources = ", ".join(c.gpu_resources) or "GPU"
+                fields = dict(shown=shown, who=c.who, origin=value.origin, verb=verb, what=what, resources=resources)
+                yield Hit(c.site, value.path, fields)
 
 
 def visible_devices_unknown(pod: PodFacts) -> Iterator[Hit]:
     for c in pod.containers:
         for variable, _verb, value in _device_values(c):
             if value.value is None:
-                yield Hit(
-                    c.site,
-                    value.path,
-                    f"{variable} in {c.who} comes from {value.origin}, whose value cannot be known here "
-                    f"({value.note}); if it names GPUs, the container gets them without the scheduler counting them",
-                )
+                yield Hit(c.site, value.path, dict(variable=variable, who=c.who, origin=value.origin, note=value.note))
 
 
 # --- devices reached through volumes ------------------------------------------------------------
 
 
-def gpu_host_path_mount(pod: PodFacts) -> Iterator[Hit]:
+def mounts(pod: PodFacts, host_path: bool) -> Iterator[Hit]:
     for c in pod.containers:
         for mount in c.mounts:
-            if mount.host_path is not None:
-                yield Hit(
-                    c.site,
-                    mount.path,
-                    f"{c.who} mounts hostPath {mount.host_path} (volume {mount.volume!r}) at {mount.mount_path}: "
-                    "GPU device nodes or driver files reached this way bypass the scheduler's GPU count",
-                )
-
-
-def device_list_volume_mount(pod: PodFacts) -> Iterator[Hit]:
-    for c in pod.containers:
-        for mount in c.mounts:
-            if mount.host_path is None:
-                yield Hit(
-                    c.site,
-                    mount.path,
-                    f"{c.who} mounts volume {mount.volume!r} at {mount.mount_path}: with "
-                    "accept-nvidia-visible-devices-as-volume-mounts the NVIDIA runtime reads this as a request for "
-                    "the GPUs named under it, which the scheduler does not count",
-                )
+            if (mount.host_path is not None) == host_path:
+                fields = dict(who=c.who, volume=mount.volume, mount_path=mount.mount_path, host_path=mount.host_path)
+                yield Hit(c.site, mount.path, fields)
 
 
 # --- privileged containers ------------------------------------------------------------------------
@@ -181,33 +148,14 @@ def gpu_intent(c: ContainerFacts, pod: PodFacts) -> list[str]:
     return signs + [f"hostPath {m.host_path}" if m.host_path else f"mount at {m.mount_path}" for m in c.mounts]
 
 
-def _privileged(pod: PodFacts) -> Iterator[tuple[ContainerFacts, str, str, list[str]]]:
+def privileged(pod: PodFacts, with_intent: bool) -> Iterator[Hit]:
     for c in pod.containers:
-        if c.escalations:
-            path = c.escalations[0][0]
+        if not c.escalations:
+            continue
+        signs = gpu_intent(c, pod)
+        if bool(signs) == with_intent:
             how = ", ".join(what for _path, what in c.escalations)
-            yield c, path, how, gpu_intent(c, pod)
-
-
-def privileged_with_gpu_intent(pod: PodFacts) -> Iterator[Hit]:
-    for c, path, how, signs in _privileged(pod):
-        if signs:
-            yield Hit(
-                c.site,
-                path,
-                f"{c.who} runs with {how} and shows GPU intent ({'; '.join(signs)}): a privileged container sees "
-                "every /dev/nvidia* device of its node, so it can use GPUs the scheduler gave to other pods",
-            )
-
-
-def privileged_without_gpu_signs(pod: PodFacts) -> Iterator[Hit]:
-    for c, path, how, signs in _privileged(pod):
-        if not signs:
-            yield Hit(
-                c.site,
-                path,
-                f"{c.who} runs with {how}; it shows no sign of GPU use, but on a GPU node it can reach every GPU",
-            )
+            yield Hit(c.site, c.escalations[0][0], dict(who=c.who, how=how, signs="; ".join(signs)))
 
 
 # --- GPU quantities the API server rejects --------------------------------------------------------
@@ -216,14 +164,11 @@ def privileged_without_gpu_signs(pod: PodFacts) -> Iterator[Hit]:
 def request_without_limit(pod: PodFacts) -> Iterator[Hit]:
     for c in pod.containers:
         limits = {q.name for q in c.limits}
-        for request in c.requests:
-            if request.name not in limits:
-                yield Hit(
-                    c.site,
-                    request.path,
-                    f"{c.resources_api_path}.limits: Required value: Limit must be set for non overcommitable "
-                    f"resources ({request.name} is requested without a limit)",
-                )
+        yield from (
+            Hit(c.site, q.path, dict(api_path=c.resources_api_path, name=q.name))
+            for q in c.requests
+            if q.name not in limits
+        )
 
 
 def request_not_equal_limit(pod: PodFacts) -> Iterator[Hit]:
@@ -232,50 +177,33 @@ def request_not_equal_limit(pod: PodFacts) -> Iterator[Hit]:
         for request in c.requests:
             limit = limits.get(request.name)
             if request.value is not None and limit is not None and request.value != limit:
-                yield Hit(
-                    c.site,
-                    request.path,
-                    f'{c.resources_api_path}.requests: Invalid value: "{format_quantity(request.value)}": must be '
-                    f"equal to {request.name} limit of {format_quantity(limit)}",
-                )
+                quantities = dict(value=format_quantity(request.value), limit=format_quantity(limit))
+                yield Hit(c.site, request.path, dict(api_path=c.resources_api_path, name=request.name, **quantities))
 
 
 def quantity_issue(rule_id: str) -> Check:
-    """The check of one of the rules a malformed, negative or fractional quantity breaks."""
+    """The check of one of the rules a malformed, negative or fractional quantity breaks; the API
+    server's own message comes from quantities.py."""
 
     def check(pod: PodFacts) -> Iterator[Hit]:
         for c in pod.containers:
-            for quantity in (*c.limits, *c.requests):
-                for issue in quantity.issues:
-                    if issue.rule == rule_id:
-                        yield Hit(c.site, issue.path, issue.message)
+            issues = [issue for q in (*c.limits, *c.requests) for issue in q.issues]
+            yield from (Hit(c.site, i.path, dict(message=i.message)) for i in issues if i.rule == rule_id)
 
     return check
 
 
 def pod_level_gpu_resources(pod: PodFacts) -> Iterator[Hit]:
-    if not pod.site.pod_level:
-        return
-    resources = as_mapping(pod.site.spec.get("resources"))
+    resources = as_mapping(pod.site.spec.get("resources")) if pod.site.pod_level else {}
     for section in ("limits", "requests"):
-        for name in as_mapping(resources.get(section)):
-            if pod.is_gpu(name):
-                yield Hit(
-                    None,
-                    key_path(f"{pod.site.path}.resources.{section}", name),
-                    f'{pod.site.api_path}.resources.{section}[{name}]: Unsupported value: "{name}": supported '
-                    'values: "cpu", "memory"',
-                )
+        names = [name for name in as_mapping(resources.get(section)) if pod.is_gpu(name)]
+        fields = [dict(api_path=pod.site.api_path, section=section, name=name) for name in names]
+        yield from (Hit(None, key_path(f"{pod.site.path}.resources.{section}", f["name"]), f) for f in fields)
 
 
 def ephemeral_container_gpu_resources(pod: PodFacts) -> Iterator[Hit]:
-    for c in pod.containers:
-        if c.ephemeral and c.gpu_resources:
-            yield Hit(
-                c.site,
-                f"{c.site.path}.resources",
-                f"{c.resources_api_path}: Forbidden: cannot be set for an Ephemeral Container",
-            )
+    ephemeral = [c for c in pod.containers if c.ephemeral and c.gpu_resources]
+    return (Hit(c.site, f"{c.site.path}.resources", dict(api_path=c.resources_api_path)) for c in ephemeral)
 
 
 # --- images, runtime classes and device annotations -------------------------------------------
@@ -288,43 +216,39 @@ def _merged(c: ContainerFacts, name: str) -> str:
     return c.image_env.env.get(name, "") if c.image_env is not None else ""
 
 
+def _image_problem(c: ContainerFacts) -> str | None:
+    """How the image gives GPUs to a container that requests none and leaves the variable alone."""
+    if c.image_env is None or c.has_gpu or c.env.lookup(VISIBLE_DEVICES) is not None:
+        return None
+    baked = c.image_env.env.get(VISIBLE_DEVICES)
+    if baked is not None:
+        if not selects_gpus(baked):
+            return None
+        return (
+            f"sets {VISIBLE_DEVICES}={baked} and {c.who} requests no GPU and does not override it: it gets GPUs "
+            "the scheduler does not count"
+        )
+    cuda = _merged(c, CUDA_VERSION)
+    if not cuda or _merged(c, REQUIRE_CUDA):
+        return None
+    return (
+        f"is a legacy CUDA image ({CUDA_VERSION}={cuda} without {REQUIRE_CUDA} or {VISIBLE_DEVICES}), for which "
+        f"the NVIDIA runtime defaults to all GPUs; {c.who} requests no GPU"
+    )
+
+
 def image_selects_gpus(pod: PodFacts) -> Iterator[Hit]:
     for c in pod.containers:
-        image_env = c.image_env
-        if image_env is None or c.has_gpu or c.env.lookup(VISIBLE_DEVICES) is not None:
-            continue
-        image = c.site.container.get("image")
-        path = f"{c.site.path}.image"
-        baked = image_env.env.get(VISIBLE_DEVICES)
-        if baked is not None:
-            if selects_gpus(baked):
-                yield Hit(
-                    c.site,
-                    path,
-                    f"image {image} ({image_env.source}) sets {VISIBLE_DEVICES}={baked} and {c.who} requests no "
-                    "GPU and does not override it: it gets GPUs the scheduler does not count",
-                )
-            continue
-        cuda = _merged(c, CUDA_VERSION)
-        if cuda and not _merged(c, REQUIRE_CUDA):
-            yield Hit(
-                c.site,
-                path,
-                f"image {image} ({image_env.source}) is a legacy CUDA image ({CUDA_VERSION}={cuda} without "
-                f"{REQUIRE_CUDA} or {VISIBLE_DEVICES}), for which the NVIDIA runtime defaults to all GPUs; "
-                f"{c.who} requests no GPU",
-            )
+        problem = _image_problem(c)
+        if problem is not None and c.image_env is not None:
+            fields = dict(image=c.site.container.get("image"), source=c.image_env.source, problem=problem)
+            yield Hit(c.site, f"{c.site.path}.image", fields)
 
 
 def nvidia_runtime_class_without_gpu(pod: PodFacts) -> Iterator[Hit]:
     runtime = pod.site.spec.get("runtimeClassName")
     if pod.site.pod_level and not pod.has_gpu and isinstance(runtime, str) and "nvidia" in runtime.lower():
-        yield Hit(
-            None,
-            f"{pod.site.path}.runtimeClassName",
-            f"runtimeClassName {runtime} runs the pod with the NVIDIA runtime, but no container requests a GPU; "
-            "with an image or env that selects GPUs it gets them without the scheduler counting them",
-        )
+        yield Hit(None, f"{pod.site.path}.runtimeClassName", dict(runtime=runtime))
 
 
 def device_annotation_without_gpu(pod: PodFacts) -> Iterator[Hit]:
@@ -333,21 +257,12 @@ def device_annotation_without_gpu(pod: PodFacts) -> Iterator[Hit]:
     base = f"{pod.site.metadata_path}.annotations"
     for key in as_mapping(pod.site.pod_metadata.get("annotations")):
         if isinstance(key, str) and (key.startswith(_DEVICE_ANNOTATION_PREFIXES) or key in _DEVICE_ANNOTATION_KEYS):
-            yield Hit(
-                None,
-                key_path(base, key),
-                f"annotation {key} asks the container runtime to inject devices, which are not privilege-gated "
-                "and not counted by the scheduler; no container in the pod requests a GPU",
-            )
+            yield Hit(None, key_path(base, key), dict(key=key))
 
 
 def allow_annotation_without_reason(pod: PodFacts) -> Iterator[Hit]:
     if pod.allow_path is not None and not pod.allow_reason:
-        yield Hit(
-            None,
-            pod.allow_path,
-            f"annotation {pod.allow_annotation} is set without a reason, so the findings of this object stand",
-        )
+        yield Hit(None, pod.allow_path, dict(annotation=pod.allow_annotation))
 
 
 RULES: dict[str, Rule] = {
@@ -359,7 +274,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) gives GPUs to a container that requests none",
             "Remove the variable and request GPUs in resources.limits (for example nvidia.com/gpu: 1); to keep a container away from GPUs set NVIDIA_VISIBLE_DEVICES=void.",
-            visible_devices_without_gpu,
+            "{shown} in {who} (from {origin}) {verb} {what}, but the container requests no GPU: the scheduler does not count them and places other GPU pods on the same cards",
+            partial(gpu_selections, with_gpu=False),
         ),
         Rule(
             "KGPU102",
@@ -367,7 +283,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) overrides the GPUs the device plugin assigned",
             "Remove the variable from the container: the device plugin sets it to the GPUs the scheduler counted.",
-            visible_devices_override_plugin,
+            "{shown} in {who} (from {origin}) overrides the GPUs the device plugin assigned for its {resources} limit: it {verb} {what}, including GPUs the scheduler gave to other pods",
+            partial(gpu_selections, with_gpu=True),
         ),
         Rule(
             "KGPU103",
@@ -375,6 +292,7 @@ RULES: dict[str, Rule] = {
             WARNING,
             "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) may be set to a value that cannot be known here",
             "Set the variable from a literal value, or not at all; check the referenced source.",
+            "{variable} in {who} comes from {origin}, whose value cannot be known here ({note}); if it names GPUs, the container gets them without the scheduler counting them",
             visible_devices_unknown,
         ),
         Rule(
@@ -383,7 +301,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A hostPath volume of GPU device nodes or driver files is mounted into a container",
             "Remove the hostPath volume and request GPUs in resources.limits; the NVIDIA runtime injects devices and driver files for the GPUs the scheduler assigned.",
-            gpu_host_path_mount,
+            "{who} mounts hostPath {host_path} (volume {volume!r}) at {mount_path}: GPU device nodes or driver files reached this way bypass the scheduler's GPU count",
+            partial(mounts, host_path=True),
         ),
         Rule(
             "KGPU202",
@@ -391,7 +310,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A volume is mounted under /var/run/nvidia-container-devices, where a hardened NVIDIA runtime reads device requests",
             "Remove the mount; only the device plugin may request devices this way.",
-            device_list_volume_mount,
+            "{who} mounts volume {volume!r} at {mount_path}: with accept-nvidia-visible-devices-as-volume-mounts the NVIDIA runtime reads this as a request for the GPUs named under it, which the scheduler does not count",
+            partial(mounts, host_path=False),
         ),
         Rule(
             "KGPU301",
@@ -399,7 +319,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A privileged container (privileged, SYS_ADMIN or ALL capabilities) shows GPU intent",
             "Drop privileged and the SYS_ADMIN/ALL capabilities and request GPUs in resources.limits. If the container must be privileged (a device plugin or driver), add the allow annotation with a reason.",
-            privileged_with_gpu_intent,
+            "{who} runs with {how} and shows GPU intent ({signs}): a privileged container sees every /dev/nvidia* device of its node, so it can use GPUs the scheduler gave to other pods",
+            partial(privileged, with_intent=True),
         ),
         Rule(
             "KGPU302",
@@ -407,7 +328,8 @@ RULES: dict[str, Rule] = {
             WARNING,
             "A privileged container (privileged, SYS_ADMIN or ALL capabilities) can reach every GPU of its node",
             "Drop privileged if it is not needed, or keep the pod off GPU nodes; add the allow annotation with a reason for system components.",
-            privileged_without_gpu_signs,
+            "{who} runs with {how}; it shows no sign of GPU use, but on a GPU node it can reach every GPU",
+            partial(privileged, with_intent=False),
         ),
         Rule(
             "KGPU401",
@@ -415,6 +337,7 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU resource is requested without a limit; the API server rejects it",
             "Set the GPU in resources.limits (requests may be omitted: they default to the limits).",
+            "{api_path}.limits: Required value: Limit must be set for non overcommitable resources ({name} is requested without a limit)",
             request_without_limit,
             allowable=False,
         ),
@@ -424,6 +347,7 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU request differs from its limit; the API server rejects it",
             "Set the GPU only in resources.limits, or make the request equal to the limit.",
+            '{api_path}.requests: Invalid value: "{value}": must be equal to {name} limit of {limit}',
             request_not_equal_limit,
             allowable=False,
         ),
@@ -433,6 +357,7 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU quantity is not a whole number",
             "Request whole GPUs (1, 2, ...); for a share of a GPU use a shared-GPU or MIG resource.",
+            "{message}",
             quantity_issue("KGPU403"),
             allowable=False,
         ),
@@ -442,6 +367,7 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU quantity is negative; the API server rejects it",
             "Use a quantity of 0 or more.",
+            "{message}",
             quantity_issue("KGPU404"),
             allowable=False,
         ),
@@ -451,6 +377,7 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU quantity is not a Kubernetes quantity; the API server rejects it",
             "Write the quantity as a whole number such as 1.",
+            "{message}",
             quantity_issue("KGPU405"),
             allowable=False,
         ),
@@ -460,6 +387,7 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU resource is set in pod-level spec.resources; the API server rejects it",
             "Move the GPU to the resources.limits of the container that uses it.",
+            '{api_path}.resources.{section}[{name}]: Unsupported value: "{name}": supported values: "cpu", "memory"',
             pod_level_gpu_resources,
             allowable=False,
         ),
@@ -469,6 +397,7 @@ RULES: dict[str, Rule] = {
             ERROR,
             "An ephemeral container sets GPU resources; the API server rejects it",
             "Remove resources from the ephemeral container.",
+            "{api_path}: Forbidden: cannot be set for an Ephemeral Container",
             ephemeral_container_gpu_resources,
             allowable=False,
         ),
@@ -478,6 +407,7 @@ RULES: dict[str, Rule] = {
             WARNING,
             "The image sets NVIDIA_VISIBLE_DEVICES=all (or is a legacy CUDA image) and the container requests no GPU",
             "Set NVIDIA_VISIBLE_DEVICES=void in the container env, or request the GPU in resources.limits.",
+            "image {image} ({source}) {problem}",
             image_selects_gpus,
         ),
         Rule(
@@ -486,6 +416,7 @@ RULES: dict[str, Rule] = {
             WARNING,
             "The pod uses an NVIDIA runtime class but requests no GPU",
             "Request GPUs in resources.limits, or remove runtimeClassName.",
+            "runtimeClassName {runtime} runs the pod with the NVIDIA runtime, but no container requests a GPU; with an image or env that selects GPUs it gets them without the scheduler counting them",
             nvidia_runtime_class_without_gpu,
         ),
         Rule(
@@ -494,6 +425,7 @@ RULES: dict[str, Rule] = {
             WARNING,
             "The pod carries device-injection annotations (CDI, NRI, CRI-O) but requests no GPU",
             "Remove the annotation and request GPUs in resources.limits.",
+            "annotation {key} asks the container runtime to inject devices, which are not privilege-gated and not counted by the scheduler; no container in the pod requests a GPU",
             device_annotation_without_gpu,
         ),
         Rule(
@@ -502,6 +434,7 @@ RULES: dict[str, Rule] = {
             WARNING,
             "The allow annotation has no reason, so it is not honoured",
             'Give the reason as the annotation value, for example: "NVIDIA device plugin".',
+            "annotation {annotation} is set without a reason, so the findings of this object stand",
             allow_annotation_without_reason,
         ),
     )
