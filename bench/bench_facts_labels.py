@@ -16,7 +16,7 @@ Labels (with --labels; per round the two pairs alternate which goes first):
   Writes are counted twice: by the module (`writes`) and on the API server (the delta of
   apiserver_request_total for PATCH on nodes, no subresource), which counts kubectl's too.
 
-    python bench/bench_facts_labels.py --kubeconfig PATH [--repeat 5] [--labels] [--json OUT]
+    python -m bench.bench_facts_labels --kubeconfig PATH [--repeat 5] [--labels] [--json OUT]
 """
 
 from __future__ import annotations
@@ -33,25 +33,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO / "tests" / "cluster"))
-
-import collection  # noqa: E402
-import versions  # noqa: E402
-
-COLLECTIONS = collection.activate()
-
-import fleet_scale  # noqa: E402
-from timing import Contender, alternate, run_once  # noqa: E402
-
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
     DEFAULT_LABEL_KEY,
     OWNERSHIP_ANNOTATION,
     label_value_for,
 )
+from bench import fleet_scale
+from bench.timing import Contender, alternate, run_once
+from tests.cluster import versions
+from tests.collection import collections_root
+
+HERE = Path(__file__).resolve().parent
 
 NODES = "/api/v1/nodes"
 _PATCH_NODES = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.e+]+)$")
@@ -83,7 +75,7 @@ def playbook_command(t: dict[str, str], kubeconfig: str, playbook: str) -> list[
 
 def ansible_env() -> dict[str, str]:
     return {
-        "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
+        "ANSIBLE_COLLECTIONS_PATH": str(collections_root()),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
@@ -117,7 +109,7 @@ def facts_contenders(kubeconfig: str, with_empty: bool = True) -> list[Contender
         ),
         Contender(
             "gpu_node_facts via module_utils",
-            [[t["python"], str(HERE / "facts_direct.py"), "--kubeconfig", kubeconfig]],
+            [[t["python"], "-m", "bench.facts_direct", "--kubeconfig", kubeconfig]],
             capture=True,
             after=direct_after,
         ),
@@ -150,13 +142,13 @@ def list_sizes(kubeconfig: str) -> dict[str, int]:
     return sizes
 
 
-def profile(script: str, kubeconfig: str, out: Path, top: int = 25) -> str:
+def profile(module: str, kubeconfig: str, out: Path, top: int = 25) -> str:
     """cProfile of a module_utils run; the top functions by internal and by cumulative time."""
     import pstats
     from io import StringIO
 
     subprocess.run(
-        [sys.executable, str(HERE / script), "--kubeconfig", kubeconfig, "--profile", str(out)],
+        [sys.executable, "-m", module, "--kubeconfig", kubeconfig, "--profile", str(out)],
         check=True,
         capture_output=True,
     )
@@ -288,7 +280,7 @@ def bench_labels(kubeconfig: str, repeat: int, log: Callable[[str], None]) -> di
     )
     direct_warm = Contender(
         "gpu_node_label via module_utils, warm",
-        [[t["python"], str(HERE / "label_direct.py"), "--kubeconfig", kubeconfig]],
+        [[t["python"], "-m", "bench.label_direct", "--kubeconfig", kubeconfig]],
         capture=True,
         before=warm_before,
         after=after(False, "direct"),
@@ -340,10 +332,10 @@ def main() -> int:
     if args.labels:
         results["labels"] = bench_labels(args.kubeconfig, args.label_repeat, log)
     if args.profile:
-        results["facts_profile"] = profile("facts_direct.py", args.kubeconfig, args.profile)
+        results["facts_profile"] = profile("bench.facts_direct", args.kubeconfig, args.profile)
         if args.labels:  # the fleet is labeled now: a warm run
             labels_out = args.profile.with_name(args.profile.stem + "-labels-warm.pstats")
-            results["labels_warm_profile"] = profile("label_direct.py", args.kubeconfig, labels_out)
+            results["labels_warm_profile"] = profile("bench.label_direct", args.kubeconfig, labels_out)
     text = json.dumps(results, indent=2)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ the order) so that a slow spell of the machine hits them alike. Reported per con
 time (median, min, max), CPU time (user + system, median) and peak RSS (max), as a Markdown
 table, and the ratio of gpu-pod-validate to the parse floor.
 
-    python bench/bench_validate.py [--corpus DIR] [--deployments 5000] [--files 50] [--repeat 3]
+    python -m bench.bench_validate [--corpus DIR] [--deployments 5000] [--files 50] [--repeat 3]
                                    [--checkov PATH | --no-checkov] [--checkov-repeat N] [--json OUT]
 
 Without --corpus a corpus is generated (bench/validate_corpus.py) in a temporary directory.
@@ -28,11 +28,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(HERE))
+from bench.timing import run_command
+from bench.validate_corpus import generate
 
-from timing import run_command  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 PARSE_FLOOR = """
 import glob, os, sys, yaml
@@ -135,9 +134,6 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="gpu-validate-bench-") as scratch:
         corpus = args.corpus
         if corpus is None:
-            sys.path.insert(0, str(HERE))
-            from validate_corpus import generate
-
             corpus = Path(scratch) / "corpus"
             generate(corpus, args.deployments, args.files)
         files = sorted(corpus.glob("*.yaml"))

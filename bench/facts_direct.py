@@ -7,7 +7,7 @@ own `read_fleet` (one paginated node list, one paginated pod list), `summarise`,
 the module would hand back. Prints a one-line JSON summary; with --profile, writes a cProfile
 of the whole run.
 
-    python bench/facts_direct.py --kubeconfig PATH [--page-size 500] [--profile OUT.pstats]
+    python -m bench.facts_direct --kubeconfig PATH [--page-size 500] [--profile OUT.pstats]
 """
 
 from __future__ import annotations
@@ -18,20 +18,13 @@ import json
 import resource
 import sys
 import time
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-import collection  # noqa: E402
-
-collection.activate()
 
 
 def facts(kubeconfig: str, page_size: int) -> dict:
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import options_from_params
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import client_from_params
-    from ansible_collections.kubegpu.scheduling.plugins.modules.gpu_node_facts import read_fleet
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_fleet
 
     client = client_from_params({"kubeconfig": kubeconfig})
     options = options_from_params()

@@ -16,7 +16,7 @@ kept (409), so scaling up from a smaller fleet adds only what is missing. Node i
 are the same at every scale. The command waits until KWOK reports every node Ready and every
 pod Running.
 
-    python bench/fleet_scale.py --kubeconfig PATH --nodes 1000 --pods 20000 [--workers 24]
+    python -m bench.fleet_scale --kubeconfig PATH --nodes 1000 --pods 20000 [--workers 24]
 """
 
 from __future__ import annotations
@@ -28,27 +28,15 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO / "tests" / "cluster"))
-import collection  # noqa: E402
-import fleet  # noqa: E402
-
-collection.activate()
-
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import (
-    ApiClient,  # noqa: E402
-    KubeClient,  # noqa: E402
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import ApiClient, KubeClient
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
     build_configuration,
     resolve_auth_params,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
+from tests.cluster import fleet
 
 GPU = fleet.GPU
 NAMESPACES = tuple(f"team-{i:02d}" for i in range(20))

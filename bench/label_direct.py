@@ -6,7 +6,7 @@ The client, the module's `read_nodes` (one paginated node list), `plan_nodes`, `
 (merge patches, 16 at a time) and `summarize`, and the JSON of the result. Prints a one-line
 JSON summary; with --profile, writes a cProfile of the whole run.
 
-    python bench/label_direct.py --kubeconfig PATH [--profile OUT.pstats]
+    python -m bench.label_direct --kubeconfig PATH [--profile OUT.pstats]
 """
 
 from __future__ import annotations
@@ -16,13 +16,6 @@ import cProfile
 import json
 import sys
 import time
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-import collection  # noqa: E402
-
-collection.activate()
 
 
 def label(kubeconfig: str) -> dict:
@@ -37,8 +30,8 @@ def label(kubeconfig: str) -> dict:
         plan_node,
         plan_nodes,
     )
-    from ansible_collections.kubegpu.scheduling.plugins.modules.gpu_node_label import (
-        node_path,
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.reads import (
+        patch_node,
         read_nodes,
         reread_node,
     )
@@ -50,7 +43,7 @@ def label(kubeconfig: str) -> dict:
     plans = plan_nodes(nodes, options, is_gpu)
     results = apply_plans(
         plans,
-        send=lambda name, patch: client.patch_merge(node_path(name), patch),
+        send=lambda name, patch: patch_node(client, name, patch),
         reread=lambda name: reread_node(client, name),
         replan=lambda node: plan_node(node, options, is_gpu),
         parallelism=16,

@@ -6,7 +6,7 @@ Reads machine.json, validate.json, fleet.json and facts-<nodes>.json as bench/ru
 them; bench/analysis.md, when present, is included as the analysis section. Needs matplotlib
 for the plot (run it with the benchmark's virtual environment).
 
-    python bench/report.py [--results bench/results] [--docs docs]
+    python -m bench.report [--results bench/results] [--docs docs]
 """
 
 from __future__ import annotations

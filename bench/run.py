@@ -13,8 +13,8 @@
 checkov and matplotlib live in their own virtual environment (--bench-venv), made here from
 bench/requirements.txt when it is missing. Raw results go to bench/results/ (not committed).
 
-    .venv/bin/python bench/run.py                        # the full run (about 40 minutes)
-    .venv/bin/python bench/run.py --sizes 30 --pods-per-node 20 --repeat 2 --label-repeat 1 \\
+    .venv/bin/python -m bench.run                        # the full run (about 40 minutes)
+    .venv/bin/python -m bench.run --sizes 30 --pods-per-node 20 --repeat 2 --label-repeat 1 \\
         --validate-deployments 200 --validate-files 4 --quick   # a smoke run
 """
 
@@ -31,12 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import fleet_scale
+from tests.cluster import versions
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO / "tests" / "cluster"))
-
-import versions  # noqa: E402
 
 CACHE = versions.cache_root()
 CLUSTER_ENV = {
@@ -113,7 +112,8 @@ def run_validation(args: argparse.Namespace, venv: Path) -> None:
     )
     command = [
         sys.executable,
-        str(HERE / "bench_validate.py"),
+        "-m",
+        "bench.bench_validate",
         "--deployments",
         str(args.validate_deployments),
         "--files",
@@ -136,7 +136,7 @@ def run_validation(args: argparse.Namespace, venv: Path) -> None:
 def cluster(command: str) -> str:
     env = {**os.environ, **CLUSTER_ENV}
     done = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "cluster" / "cluster.py"), command, "--timeout", "300"],
+        [sys.executable, "-m", "tests.cluster", command, "--timeout", "300"],
         env=env,
         capture_output=True,
         text=True,
@@ -148,8 +148,6 @@ def cluster(command: str) -> str:
 
 
 def run_cluster(args: argparse.Namespace) -> None:
-    import fleet_scale
-
     log(f"starting the benchmark cluster in {CLUSTER_ENV['KUBEGPU_CLUSTER_DIR']}")
     kubeconfig = cluster("up")
     try:
@@ -163,7 +161,8 @@ def run_cluster(args: argparse.Namespace) -> None:
             largest = size == max(args.sizes)
             command = [
                 sys.executable,
-                str(HERE / "bench_facts_labels.py"),
+                "-m",
+                "bench.bench_facts_labels",
                 "--kubeconfig",
                 kubeconfig,
                 "--repeat",
@@ -187,7 +186,7 @@ def run_cluster(args: argparse.Namespace) -> None:
             log(
                 f"cluster left running; stop it with: "
                 f"{' '.join(f'{k}={v}' for k, v in CLUSTER_ENV.items() if k == 'KUBEGPU_CLUSTER_DIR')} "
-                f"{sys.executable} tests/cluster/cluster.py down"
+                f"{sys.executable} -m tests.cluster down"
             )
         else:
             log(f"stopping the benchmark cluster: {cluster('down')}")
@@ -226,7 +225,7 @@ def main() -> int:
     venv = bench_venv(args.bench_venv)
     started = time.monotonic()
     info = machine(venv)
-    info["command"] = " ".join([".venv/bin/python bench/run.py", *sys.argv[1:]])
+    info["command"] = " ".join([".venv/bin/python -m bench.run", *sys.argv[1:]])
     info["quick"] = args.quick
     if not args.skip_validate:
         run_validation(args, venv)
@@ -236,7 +235,7 @@ def main() -> int:
     info["duration_s"] = round(time.monotonic() - started)
     (args.out / "machine.json").write_text(json.dumps(info, indent=2))
     subprocess.run(
-        [str(venv / "bin" / "python"), str(HERE / "report.py"), "--results", str(args.out), "--docs", str(args.docs)],
+        [str(venv / "bin" / "python"), "-m", "bench.report", "--results", str(args.out), "--docs", str(args.docs)],
         check=True,
     )
     log(f"done in {info['duration_s']} s; report in {args.docs / 'benchmarks.md'}")

@@ -7,7 +7,7 @@ Each file also holds one ConfigMap of its namespace. About 87% of the Deployment
 requests without limits, envFrom a ConfigMap with prefix NVIDIA_, init container env), in turn.
 The output is deterministic for a given seed.
 
-    python bench/validate_corpus.py OUT_DIR [--deployments 5000] [--files 50] [--seed 1]
+    python -m bench.validate_corpus OUT_DIR [--deployments 5000] [--files 50] [--seed 1]
 """
 
 from __future__ import annotations

@@ -9,11 +9,12 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import DEVICE_VARIABLES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping, as_text
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
     ContainerSite,
@@ -24,6 +25,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads 
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import (
     EnvSources,
+    EnvValue,
     ResolvedEnv,
     env_may_matter,
     resolve_env,
@@ -41,12 +43,11 @@ _GPU_NODE_LABEL = re.compile(r"nvidia|gpu|accelerator|pci-(?:03\d\d_)?10de", re.
 
 @dataclass(frozen=True)
 class GpuQuantity:
-    """One GPU quantity of a container: parsed (None when malformed), with what the API server says."""
+    """One GPU quantity of a container, parsed (None when malformed)."""
 
     name: str
     value: Decimal | None
     path: str
-    issues: list[QuantityIssue]
 
 
 @dataclass(frozen=True)
@@ -59,18 +60,20 @@ class Mount:
     host_path: str | None = None  # set for a hostPath volume of GPU devices or driver files
 
 
-@dataclass
+@dataclass(slots=True)
 class ContainerFacts:
     site: ContainerSite
     env: ResolvedEnv
     image_env: ImageEnv | None
-    gpu_resources: list[str] = field(default_factory=list)
-    has_gpu: bool = False
-    resources_api_path: str = ""
-    limits: list[GpuQuantity] = field(default_factory=list)
-    requests: list[GpuQuantity] = field(default_factory=list)
-    mounts: list[Mount] = field(default_factory=list)
-    escalations: list[tuple[str, str]] = field(default_factory=list)
+    gpu_resources: list[str]
+    has_gpu: bool
+    resources_api_path: str
+    limits: list[GpuQuantity]
+    requests: list[GpuQuantity]
+    mounts: list[Mount]
+    escalations: list[tuple[str, str]]
+    device_values: list[tuple[str, str, EnvValue]]  # (variable, what it grants, value)
+    quantity_issues: list[QuantityIssue]  # what the API server says of the GPU quantities
 
     @property
     def ephemeral(self) -> bool:
@@ -81,7 +84,7 @@ class ContainerFacts:
         return f"container {self.site.name!r}"
 
 
-@dataclass
+@dataclass(slots=True)
 class PodFacts:
     site: PodSpecSite
     containers: list[ContainerFacts]
@@ -122,12 +125,13 @@ def _container_facts(
     )
     image = c.get("image")
     image_env = images.lookup(image) if isinstance(image, str) and image else None
-    facts = ContainerFacts(container, env, image_env)
+    mounts, escalations = device_mounts(container, volumes), privilege_escalations(container)
+    facts = ContainerFacts(
+        container, env, image_env, [], False, "", [], [], mounts, escalations, device_values(env), []
+    )
     resources = as_mapping(c.get("resources"))
     if resources:
         _read_resources(facts, resources, site, is_gpu)
-    facts.mounts = device_mounts(container, volumes)
-    facts.escalations = privilege_escalations(container)
     return facts
 
 
@@ -153,8 +157,26 @@ def _read_resources(
             if is_gpu(name):
                 where = key_path(f"{path}.{section}", name)
                 value, issues = quantity_issues(raw, f"{api_path}.{section}", where, name)
-                target.append(GpuQuantity(name, value, where, issues))
+                target.append(GpuQuantity(name, value, where))
+                facts.quantity_issues += issues
     facts.has_gpu = has_claims or any(q.value is not None and q.value > 0 for q in facts.limits)
+
+
+def device_values(env: ResolvedEnv) -> list[tuple[str, str, EnvValue]]:
+    """(variable, what it grants, value) of each device variable the environment sets; an unknown
+    envFrom source that may stand for several variables comes once."""
+    if not env.values and not env.opaque:
+        return []
+    found = []
+    seen_unknown: set[int] = set()
+    for variable, verb in DEVICE_VARIABLES.items():
+        value = env.values.get(variable) or env.opaque_source_for(variable)
+        if value is None or id(value) in seen_unknown:
+            continue
+        if value.value is None:
+            seen_unknown.add(id(value))
+        found.append((variable, verb, value))
+    return found
 
 
 def allow_annotation_of(site: PodSpecSite, key: str) -> tuple[str, str | None]:

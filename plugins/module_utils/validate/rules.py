@@ -36,7 +36,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analys
     PodFacts,
     pod_gpu_intent,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import EnvValue
 
 TOOL_NAME = "kubegpu.scheduling.gpu_pod_validate"
 TOOL_VERSION = "1.0.0"
@@ -76,25 +75,12 @@ class Rule:
 # --- NVIDIA_VISIBLE_DEVICES and the MIG device variables ---------------------------------------
 
 
-def _device_values(c: ContainerFacts) -> Iterator[tuple[str, str, EnvValue]]:
-    """(variable, what it grants, value) of each device variable the container sets; an unknown
-    envFrom source that may stand for several variables comes once."""
-    seen_unknown: set[int] = set()
-    for variable, verb in DEVICE_VARIABLES.items():
-        value = c.env.values.get(variable) or c.env.opaque_source_for(variable)
-        if value is None or id(value) in seen_unknown:
-            continue
-        if value.value is None:
-            seen_unknown.add(id(value))
-        yield variable, verb, value
-
-
 def gpu_selections(pod: PodFacts, with_gpu: bool) -> Iterator[Hit]:
     """Device variables that select GPUs, in containers that hold GPUs (or not)."""
     for c in pod.containers:
         if c.has_gpu != with_gpu:
             continue
-        for variable, verb, value in _device_values(c):
+        for variable, verb, value in c.device_values:
             selection = device_selection(value.value) if value.value is not None else None
             if selection in (ALL, DEVICES):
                 shown = f"{variable}={value.value}" if not value.secret else f"{variable} ({value.shown()})"
@@ -106,7 +92,7 @@ def gpu_selections(pod: PodFacts, with_gpu: bool) -> Iterator[Hit]:
 
 def visible_devices_unknown(pod: PodFacts) -> Iterator[Hit]:
     for c in pod.containers:
-        for variable, _verb, value in _device_values(c):
+        for variable, _verb, value in c.device_values:
             if value.value is None:
                 yield Hit(c.site, value.path, dict(variable=variable, who=c.who, origin=value.origin, note=value.note))
 
@@ -163,12 +149,9 @@ def privileged(pod: PodFacts, with_intent: bool) -> Iterator[Hit]:
 
 def request_without_limit(pod: PodFacts) -> Iterator[Hit]:
     for c in pod.containers:
-        limits = {q.name for q in c.limits}
-        yield from (
-            Hit(c.site, q.path, dict(api_path=c.resources_api_path, name=q.name))
-            for q in c.requests
-            if q.name not in limits
-        )
+        for request in c.requests:
+            if all(limit.name != request.name for limit in c.limits):
+                yield Hit(c.site, request.path, dict(api_path=c.resources_api_path, name=request.name))
 
 
 def request_not_equal_limit(pod: PodFacts) -> Iterator[Hit]:
@@ -187,18 +170,21 @@ def quantity_issue(rule_id: str) -> Check:
 
     def check(pod: PodFacts) -> Iterator[Hit]:
         for c in pod.containers:
-            issues = [issue for q in (*c.limits, *c.requests) for issue in q.issues]
-            yield from (Hit(c.site, i.path, dict(message=i.message)) for i in issues if i.rule == rule_id)
+            for issue in c.quantity_issues:
+                if issue.rule == rule_id:
+                    yield Hit(c.site, issue.path, dict(message=issue.message))
 
     return check
 
 
 def pod_level_gpu_resources(pod: PodFacts) -> Iterator[Hit]:
-    resources = as_mapping(pod.site.spec.get("resources")) if pod.site.pod_level else {}
+    resources = pod.site.spec.get("resources") if pod.site.pod_level else None
+    if not isinstance(resources, dict):
+        return
     for section in ("limits", "requests"):
-        names = [name for name in as_mapping(resources.get(section)) if pod.is_gpu(name)]
-        fields = [dict(api_path=pod.site.api_path, section=section, name=name) for name in names]
-        yield from (Hit(None, key_path(f"{pod.site.path}.resources.{section}", f["name"]), f) for f in fields)
+        for name in filter(pod.is_gpu, as_mapping(resources.get(section))):
+            where = key_path(f"{pod.site.path}.resources.{section}", name)
+            yield Hit(None, where, dict(api_path=pod.site.api_path, section=section, name=name))
 
 
 def ephemeral_container_gpu_resources(pod: PodFacts) -> Iterator[Hit]:
@@ -254,10 +240,9 @@ def nvidia_runtime_class_without_gpu(pod: PodFacts) -> Iterator[Hit]:
 def device_annotation_without_gpu(pod: PodFacts) -> Iterator[Hit]:
     if not pod.site.pod_level or pod.has_gpu:
         return
-    base = f"{pod.site.metadata_path}.annotations"
     for key in as_mapping(pod.site.pod_metadata.get("annotations")):
         if isinstance(key, str) and (key.startswith(_DEVICE_ANNOTATION_PREFIXES) or key in _DEVICE_ANNOTATION_KEYS):
-            yield Hit(None, key_path(base, key), dict(key=key))
+            yield Hit(None, key_path(f"{pod.site.metadata_path}.annotations", key), dict(key=key))
 
 
 def allow_annotation_without_reason(pod: PodFacts) -> Iterator[Hit]:
