@@ -22,9 +22,9 @@ import time
 
 def facts(kubeconfig: str, page_size: int) -> dict:
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_fleet
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import options_from_params
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import client_from_params
-    from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_fleet
 
     client = client_from_params({"kubeconfig": kubeconfig})
     options = options_from_params()
