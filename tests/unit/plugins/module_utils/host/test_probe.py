@@ -20,7 +20,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.host.probe impo
     toolkit_findings,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "host"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "host"
 
 
 def fixture(name: str) -> str:

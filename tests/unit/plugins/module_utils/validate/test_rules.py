@@ -22,7 +22,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manife
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.reads import ClusterEnvSources
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "manifests"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "manifests"
 GPU = "nvidia.com/gpu"
 
 

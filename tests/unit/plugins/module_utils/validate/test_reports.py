@@ -25,7 +25,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.sarif import sarif_report
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "manifests"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "manifests"
 
 
 @pytest.fixture
