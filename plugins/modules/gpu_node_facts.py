@@ -23,7 +23,8 @@ description:
     V(no device-plugin pod), V(plugin pod not Ready), V(node not in default (exclusive) GPU scheduling mode)
     (C(ack.node.gpu.schedule) is set to something other than V(default)), V(allocated above allocatable) and
     V(pods on this node use GPUs outside the scheduler) (a container sets C(NVIDIA_VISIBLE_DEVICES) to a value
-    other than V(void), V(none) or empty in a pod without a GPU limit)."
+    the NVIDIA container toolkit reads as GPUs, V(all) or indexes or ids, in a pod without a GPU limit; the
+    toolkit reads the comma-separated entries case-sensitively, and V(void), V(none) or no entry select none)."
   - For the fleet, totals per model, the GPU nodes that expose no GPU capacity, and all problems in one list.
   - Costs one paginated list of nodes and one paginated list of pods (field selector on the phase), whatever
     the size of the cluster; device-plugin pods are picked out of the same pod list by their labels. Only the

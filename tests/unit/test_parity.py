@@ -1,0 +1,133 @@
+"""What the docs, role defaults and argument specs say against the constants the code uses.
+
+The constants are the one place each fact lives (label keys, selectors, resource names, rules,
+problem texts); everything written elsewhere for people to read is checked against them here.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.kubegpu.scheduling.plugins.doc_fragments.connection import (
+    ModuleDocFragment as ConnectionFragment,
+)
+from ansible_collections.kubegpu.scheduling.plugins.doc_fragments.model_labels import (
+    ModuleDocFragment as ModelLabelsFragment,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import PROBLEM_TEXT
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
+    DEFAULT_DEVICE_PLUGIN_SELECTORS,
+    DEFAULT_EXEMPT_POD_SELECTORS,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import AUTH_ARG_SPEC
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import DEFAULT_LABEL_KEY
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import (
+    DEFAULT_ALLOW_ANNOTATION,
+    RULES,
+)
+from ansible_collections.kubegpu.scheduling.plugins.modules import (
+    gpu_device_plugin_check,
+    gpu_node_facts,
+    gpu_node_label,
+    gpu_pod_validate,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
+
+
+def options_of(documentation: str) -> dict:
+    return yaml.safe_load(documentation)["options"]
+
+
+def role_defaults(role: str) -> dict:
+    return yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+
+
+def role_spec(role: str) -> dict:
+    spec = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    return spec["argument_specs"]["main"]["options"]
+
+
+def test_model_label_keys_fragment_is_the_constant():
+    assert options_of(ModelLabelsFragment.DOCUMENTATION)["model_label_keys"]["default"] == list(
+        DEFAULT_MODEL_LABEL_KEYS
+    )
+
+
+def test_connection_fragment_documents_every_connection_option_with_its_aliases():
+    documented = options_of(ConnectionFragment.DOCUMENTATION)
+    assert set(documented) == set(AUTH_ARG_SPEC)
+    for option, spec in AUTH_ARG_SPEC.items():
+        assert documented[option].get("aliases", []) == spec.get("aliases", []), option
+        assert documented[option]["type"] == spec["type"], option
+
+
+@pytest.mark.parametrize("module", [gpu_node_facts, gpu_device_plugin_check, gpu_node_label, gpu_pod_validate])
+def test_module_argument_spec_defaults_are_the_documented_ones(module):
+    documented = options_of(module.DOCUMENTATION)
+    for option, spec in module.argument_spec().items():
+        if option in documented and "default" in spec:
+            assert documented[option].get("default") == spec["default"], f"{module.__name__}: {option}"
+
+
+def test_gpu_node_facts_documents_the_default_selectors():
+    documented = options_of(gpu_node_facts.DOCUMENTATION)
+    plugin = documented["device_plugin"]["suboptions"]["label_selectors"]["default"]
+    assert plugin == list(DEFAULT_DEVICE_PLUGIN_SELECTORS)
+    assert documented["exempt_pod_selectors"]["default"] == list(DEFAULT_EXEMPT_POD_SELECTORS)
+    assert documented["resource_names"]["default"] == [NVIDIA_GPU]
+
+
+def test_gpu_pod_validate_documents_the_allow_annotation():
+    assert options_of(gpu_pod_validate.DOCUMENTATION)["allow_annotation"]["default"] == DEFAULT_ALLOW_ANNOTATION
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_role_defaults_are_the_argument_spec_defaults(role):
+    defaults, spec = role_defaults(role), role_spec(role)
+    assert set(defaults) <= set(spec), f"{role}: defaults without an argument spec"
+    for name, value in defaults.items():
+        if "default" in spec[name]:
+            assert spec[name]["default"] == value, f"{role}: {name}"
+
+
+def test_node_labels_role_reads_the_model_from_every_vendor_label_but_its_own():
+    defaults = role_defaults("node_labels")
+    assert defaults["node_labels_key"] == DEFAULT_LABEL_KEY
+    assert defaults["node_labels_model_label_keys"] == [k for k in DEFAULT_MODEL_LABEL_KEYS if k != DEFAULT_LABEL_KEY]
+
+
+def test_roles_name_the_gpu_resource_of_the_code():
+    assert role_defaults("device_plugin_check")["device_plugin_check_resource_name"] == NVIDIA_GPU
+    assert role_defaults("preflight")["preflight_resource_names"] == [NVIDIA_GPU]
+
+
+def readme_rule_rows() -> dict[str, str]:
+    """Rule id -> severity, from the README's rule table (rows such as KGPU401–407 or KGPU601/602)."""
+    rows = {}
+    for line in (REPO / "README.md").read_text().splitlines():
+        match = re.match(r"^\| (KGPU\d{3})(?:([–/-])(\d{3}))? \| (\w+) \|", line)
+        if not match:
+            continue
+        first, joint, last, severity = match.groups()
+        start = int(first[4:])
+        ids = [start] if not last else (range(start, int(last) + 1) if joint != "/" else [start, int(last)])
+        rows.update({f"KGPU{number}": severity for number in ids})
+    return rows
+
+
+def test_readme_rule_table_lists_every_rule_with_its_severity():
+    assert readme_rule_rows() == {rule.id: rule.severity for rule in RULES.values()}
+
+
+def test_gpu_node_facts_documents_every_problem_text_and_kind():
+    documentation = " ".join(gpu_node_facts.DOCUMENTATION.split())
+    returned = " ".join(gpu_node_facts.RETURN.split())
+    for kind, text in PROBLEM_TEXT.items():
+        assert f"V({text.format(resource=NVIDIA_GPU)})" in documentation, kind
+        assert f"V({kind})" in returned, kind
