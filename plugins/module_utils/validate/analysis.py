@@ -125,9 +125,19 @@ def _container_facts(
     )
     image = c.get("image")
     image_env = images.lookup(image) if isinstance(image, str) and image else None
-    mounts, escalations = device_mounts(container, volumes), privilege_escalations(container)
     facts = ContainerFacts(
-        container, env, image_env, [], False, "", [], [], mounts, escalations, device_values(env), []
+        site=container,
+        env=env,
+        image_env=image_env,
+        gpu_resources=[],
+        has_gpu=False,
+        resources_api_path="",
+        limits=[],
+        requests=[],
+        mounts=device_mounts(container, volumes),
+        escalations=privilege_escalations(container),
+        device_values=device_values(env),
+        quantity_issues=[],
     )
     resources = as_mapping(c.get("resources"))
     if resources:

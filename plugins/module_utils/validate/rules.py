@@ -100,7 +100,7 @@ def visible_devices_unknown(pod: PodFacts) -> Iterator[Hit]:
 # --- devices reached through volumes ------------------------------------------------------------
 
 
-def mounts(pod: PodFacts, host_path: bool) -> Iterator[Hit]:
+def gpu_mounts(pod: PodFacts, host_path: bool) -> Iterator[Hit]:
     for c in pod.containers:
         for mount in c.mounts:
             if (mount.host_path is not None) == host_path:
@@ -134,7 +134,7 @@ def gpu_intent(c: ContainerFacts, pod: PodFacts) -> list[str]:
     return signs + [f"hostPath {m.host_path}" if m.host_path else f"mount at {m.mount_path}" for m in c.mounts]
 
 
-def privileged(pod: PodFacts, with_intent: bool) -> Iterator[Hit]:
+def privileged_containers(pod: PodFacts, with_intent: bool) -> Iterator[Hit]:
     for c in pod.containers:
         if not c.escalations:
             continue
@@ -258,8 +258,10 @@ RULES: dict[str, Rule] = {
             "visible-devices-without-gpu",
             ERROR,
             "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) gives GPUs to a container that requests none",
-            "Remove the variable and request GPUs in resources.limits (for example nvidia.com/gpu: 1); to keep a container away from GPUs set NVIDIA_VISIBLE_DEVICES=void.",
-            "{shown} in {who} (from {origin}) {verb} {what}, but the container requests no GPU: the scheduler does not count them and places other GPU pods on the same cards",
+            "Remove the variable and request GPUs in resources.limits (for example nvidia.com/gpu: 1); to keep a "
+            "container away from GPUs set NVIDIA_VISIBLE_DEVICES=void.",
+            "{shown} in {who} (from {origin}) {verb} {what}, but the container requests no GPU: the scheduler does "
+            "not count them and places other GPU pods on the same cards",
             partial(gpu_selections, with_gpu=False),
         ),
         Rule(
@@ -268,7 +270,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) overrides the GPUs the device plugin assigned",
             "Remove the variable from the container: the device plugin sets it to the GPUs the scheduler counted.",
-            "{shown} in {who} (from {origin}) overrides the GPUs the device plugin assigned for its {resources} limit: it {verb} {what}, including GPUs the scheduler gave to other pods",
+            "{shown} in {who} (from {origin}) overrides the GPUs the device plugin assigned for its {resources} "
+            "limit: it {verb} {what}, including GPUs the scheduler gave to other pods",
             partial(gpu_selections, with_gpu=True),
         ),
         Rule(
@@ -277,7 +280,8 @@ RULES: dict[str, Rule] = {
             WARNING,
             "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) may be set to a value that cannot be known here",
             "Set the variable from a literal value, or not at all; check the referenced source.",
-            "{variable} in {who} comes from {origin}, whose value cannot be known here ({note}); if it names GPUs, the container gets them without the scheduler counting them",
+            "{variable} in {who} comes from {origin}, whose value cannot be known here ({note}); if it names GPUs, "
+            "the container gets them without the scheduler counting them",
             visible_devices_unknown,
         ),
         Rule(
@@ -285,36 +289,43 @@ RULES: dict[str, Rule] = {
             "gpu-device-host-path",
             ERROR,
             "A hostPath volume of GPU device nodes or driver files is mounted into a container",
-            "Remove the hostPath volume and request GPUs in resources.limits; the NVIDIA runtime injects devices and driver files for the GPUs the scheduler assigned.",
-            "{who} mounts hostPath {host_path} (volume {volume!r}) at {mount_path}: GPU device nodes or driver files reached this way bypass the scheduler's GPU count",
-            partial(mounts, host_path=True),
+            "Remove the hostPath volume and request GPUs in resources.limits; the NVIDIA runtime injects devices and "
+            "driver files for the GPUs the scheduler assigned.",
+            "{who} mounts hostPath {host_path} (volume {volume!r}) at {mount_path}: GPU device nodes or driver files "
+            "reached this way bypass the scheduler's GPU count",
+            partial(gpu_mounts, host_path=True),
         ),
         Rule(
             "KGPU202",
             "device-list-volume-mount",
             ERROR,
-            "A volume is mounted under /var/run/nvidia-container-devices, where a hardened NVIDIA runtime reads device requests",
+            "A volume is mounted under /var/run/nvidia-container-devices, where a hardened NVIDIA runtime reads "
+            "device requests",
             "Remove the mount; only the device plugin may request devices this way.",
-            "{who} mounts volume {volume!r} at {mount_path}: with accept-nvidia-visible-devices-as-volume-mounts the NVIDIA runtime reads this as a request for the GPUs named under it, which the scheduler does not count",
-            partial(mounts, host_path=False),
+            "{who} mounts volume {volume!r} at {mount_path}: with accept-nvidia-visible-devices-as-volume-mounts the "
+            "NVIDIA runtime reads this as a request for the GPUs named under it, which the scheduler does not count",
+            partial(gpu_mounts, host_path=False),
         ),
         Rule(
             "KGPU301",
             "privileged-gpu-container",
             ERROR,
             "A privileged container (privileged, SYS_ADMIN or ALL capabilities) shows GPU intent",
-            "Drop privileged and the SYS_ADMIN/ALL capabilities and request GPUs in resources.limits. If the container must be privileged (a device plugin or driver), add the allow annotation with a reason.",
-            "{who} runs with {how} and shows GPU intent ({signs}): a privileged container sees every /dev/nvidia* device of its node, so it can use GPUs the scheduler gave to other pods",
-            partial(privileged, with_intent=True),
+            "Drop privileged and the SYS_ADMIN/ALL capabilities and request GPUs in resources.limits. If the "
+            "container must be privileged (a device plugin or driver), add the allow annotation with a reason.",
+            "{who} runs with {how} and shows GPU intent ({signs}): a privileged container sees every /dev/nvidia* "
+            "device of its node, so it can use GPUs the scheduler gave to other pods",
+            partial(privileged_containers, with_intent=True),
         ),
         Rule(
             "KGPU302",
             "privileged-container",
             WARNING,
             "A privileged container (privileged, SYS_ADMIN or ALL capabilities) can reach every GPU of its node",
-            "Drop privileged if it is not needed, or keep the pod off GPU nodes; add the allow annotation with a reason for system components.",
+            "Drop privileged if it is not needed, or keep the pod off GPU nodes; add the allow annotation with a "
+            "reason for system components.",
             "{who} runs with {how}; it shows no sign of GPU use, but on a GPU node it can reach every GPU",
-            partial(privileged, with_intent=False),
+            partial(privileged_containers, with_intent=False),
         ),
         Rule(
             "KGPU401",
@@ -322,7 +333,8 @@ RULES: dict[str, Rule] = {
             ERROR,
             "A GPU resource is requested without a limit; the API server rejects it",
             "Set the GPU in resources.limits (requests may be omitted: they default to the limits).",
-            "{api_path}.limits: Required value: Limit must be set for non overcommitable resources ({name} is requested without a limit)",
+            "{api_path}.limits: Required value: Limit must be set for non overcommitable resources ({name} is "
+            "requested without a limit)",
             request_without_limit,
             allowable=False,
         ),
@@ -401,7 +413,8 @@ RULES: dict[str, Rule] = {
             WARNING,
             "The pod uses an NVIDIA runtime class but requests no GPU",
             "Request GPUs in resources.limits, or remove runtimeClassName.",
-            "runtimeClassName {runtime} runs the pod with the NVIDIA runtime, but no container requests a GPU; with an image or env that selects GPUs it gets them without the scheduler counting them",
+            "runtimeClassName {runtime} runs the pod with the NVIDIA runtime, but no container requests a GPU; with "
+            "an image or env that selects GPUs it gets them without the scheduler counting them",
             nvidia_runtime_class_without_gpu,
         ),
         Rule(
@@ -410,7 +423,8 @@ RULES: dict[str, Rule] = {
             WARNING,
             "The pod carries device-injection annotations (CDI, NRI, CRI-O) but requests no GPU",
             "Remove the annotation and request GPUs in resources.limits.",
-            "annotation {key} asks the container runtime to inject devices, which are not privilege-gated and not counted by the scheduler; no container in the pod requests a GPU",
+            "annotation {key} asks the container runtime to inject devices, which are not privilege-gated and not "
+            "counted by the scheduler; no container in the pod requests a GPU",
             device_annotation_without_gpu,
         ),
         Rule(
