@@ -21,7 +21,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
     positive_int,
     string_map,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import FINISHED_POD_PHASES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import FINISHED_POD_PHASES
 
 
 def selector_text(selector: object) -> str | None:

@@ -23,8 +23,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path, collection_paths
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import placement_label_keys
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ACTIVE_POD_FIELD_SELECTOR
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused, namespaced_name
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import ACTIVE_POD_FIELD_SELECTOR
 
 
 def read_daemonsets(client: KubeClient, namespaces: list[str] | None) -> list[dict[str, Any]]:
@@ -55,11 +55,12 @@ def read_cluster(
     client: KubeClient, targets: list[DaemonSetTarget] | None, options: FleetOptions
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """The DaemonSets to check, the findings for targets that matched none, the nodes and the plugin pods."""
-    with error_context("cannot list DaemonSets"):
-        listed = read_daemonsets(client, daemonset_list_namespaces(targets, options))
-    daemonsets, missing = select_daemonsets(listed, targets, options)
-    with error_context("cannot list nodes"):
-        nodes = read_nodes(client, options, placement_label_keys(d["placement"] for d in daemonsets))
-    with error_context("cannot list device-plugin pods"):
-        plugin_pods = read_plugin_pods(client, plugin_pod_queries(options, daemonsets))
+    with gc_paused():
+        with error_context("cannot list DaemonSets"):
+            listed = read_daemonsets(client, daemonset_list_namespaces(targets, options))
+        daemonsets, missing = select_daemonsets(listed, targets, options)
+        with error_context("cannot list nodes"):
+            nodes = read_nodes(client, options, placement_label_keys(d["placement"] for d in daemonsets))
+        with error_context("cannot list device-plugin pods"):
+            plugin_pods = read_plugin_pods(client, plugin_pod_queries(options, daemonsets))
     return daemonsets, missing, nodes, plugin_pods

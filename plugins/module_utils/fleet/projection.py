@@ -20,7 +20,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
     condition_true,
     string_map,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import FINISHED_POD_PHASES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import FINISHED_POD_PHASES
 
 ROLE_WORKLOAD = "workload"
 ROLE_DEVICE_PLUGIN = "device_plugin"

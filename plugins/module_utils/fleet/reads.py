@@ -15,7 +15,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ACTIVE_POD_FIELD_SELECTOR
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import ACTIVE_POD_FIELD_SELECTOR
 
 MAX_WARNED_NAMES = 10
 
@@ -47,7 +48,7 @@ def read_fleet(
     client: KubeClient, options: FleetOptions, label_selector: str | None, names: list[str] | None, page_size: int
 ) -> tuple[list[dict[str, Any]], list[Any], list[Any]]:
     """The compact nodes, then the GPU pods and device-plugin pods: one node list and one pod list."""
-    with error_context("cannot read the GPU fleet"):
+    with error_context("cannot read the GPU fleet"), gc_paused():
         node_items = client.list_items(
             api_path("v1", "nodes"),
             label_selector=label_selector,

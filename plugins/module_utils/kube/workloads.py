@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping, as_text
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import FINISHED_POD_PHASES
 
 # (API group, kind) -> keys from the object to its PodTemplateSpec (None: the object is a Pod).
 _TEMPLATE_KEYS: dict[tuple[str, str], tuple[str, ...] | None] = {
@@ -47,9 +48,6 @@ LIVE_WORKLOAD_PATHS = (
     ("v1", "ReplicationController", "replicationcontrollers"),
     ("v1", "PodTemplate", "podtemplates"),
 )
-FINISHED_POD_PHASES = ("Succeeded", "Failed")
-# Lists of the pods that can hold devices: the server drops finished ones.
-ACTIVE_POD_FIELD_SELECTOR = ",".join(f"status.phase!={phase}" for phase in FINISHED_POD_PHASES)
 
 
 @dataclass(frozen=True)

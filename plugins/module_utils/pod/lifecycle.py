@@ -14,7 +14,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models impo
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import FINISHED_POD_PHASES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import FINISHED_POD_PHASES
 
 DIGEST_ANNOTATION = "kubegpu.io/manifest-sha256"
 

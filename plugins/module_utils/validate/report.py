@@ -12,6 +12,7 @@ from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING, plural
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import (
     Report,
@@ -19,11 +20,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.docume
     with_line,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.findings import Allowed, Finding
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import (
-    LineLocator,
-    Manifests,
-    gc_paused,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import LineLocator, Manifests
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES, TOOL_NAME, TOOL_VERSION
 
 FAIL_ON_CHOICES = ("error", "warning", "never")
