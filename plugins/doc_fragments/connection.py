@@ -14,8 +14,13 @@ options:
       - A path may list several files separated by C(:), as C(KUBECONFIG) does; the first file
         that defines a name wins.
       - When neither this, O(context), nor O(host) with credentials is given, the client uses the
-        service account when running in a pod (E(KUBERNETES_SERVICE_HOST) is set), and otherwise
-        the file named by E(KUBECONFIG), or C(~/.kube/config).
+        service account when running in a pod (E(KUBERNETES_SERVICE_HOST) is set), and otherwise,
+        or when the pod has no service account token mounted, the file named by E(KUBECONFIG),
+        or C(~/.kube/config).
+      - A user that gets its credentials from an exec plugin (C(aws eks get-token),
+        C(gke-gcloud-auth-plugin), C(kubelogin)) or an OIDC auth-provider must get them, or the
+        task fails naming the plugin, its exit code and the end of its stderr (or the refresh that
+        failed); no request is sent without them.
       - The string values of a dictionary's C(users) should be kept out of logs with C(no_log) or a vault.
       - Can also be set with the E(K8S_AUTH_KUBECONFIG) environment variable.
     type: raw
@@ -84,6 +89,38 @@ options:
         for example V(localhost,.local,127.0.0.1,10.0.0.0/8).
       - Can also be set with the E(K8S_AUTH_NO_PROXY) environment variable.
     type: str
+  proxy_headers:
+    description:
+      - Headers sent to the proxy (O(proxy), or the kubeconfig's C(proxy-url)), built as
+        C(urllib3.util.make_headers) builds them. With an C(https) API server they go in the
+        C(CONNECT) request only, never to the API server.
+    type: dict
+    suboptions:
+      user_agent:
+        description:
+          - The C(User-Agent) the proxy sees, for example V(platform-ci/1.0).
+          - Can also be set with the E(K8S_AUTH_PROXY_HEADERS_USER_AGENT) environment variable.
+        type: str
+      basic_auth:
+        description:
+          - C(username:password) sent to the proxy as basic credentials in an C(Authorization) header.
+          - Can also be set with the E(K8S_AUTH_PROXY_HEADERS_BASIC_AUTH) environment variable.
+        type: str
+      proxy_basic_auth:
+        description:
+          - C(username:password) sent to the proxy as basic credentials in a C(Proxy-Authorization) header.
+          - Can also be set with the E(K8S_AUTH_PROXY_HEADERS_PROXY_BASIC_AUTH) environment variable.
+        type: str
+  persist_config:
+    description:
+      - Whether to write a refreshed token back to the kubeconfig file, as C(kubectl) does. When an OIDC
+        (or C(gcp)) auth-provider's token has expired, the client refreshes it; without this the new
+        id-token and refresh token are used for this task only, and the refresh token in the file may
+        stop working once the issuer rotates it.
+      - Defaults to V(false). It has no effect with a kubeconfig given as a dictionary, with exec plugins
+        (they keep their own cache) or in a pod.
+      - Can also be set with the E(K8S_AUTH_PERSIST_CONFIG) environment variable.
+    type: bool
   impersonate_user:
     description:
       - Username to act as (the C(Impersonate-User) header). The authenticated identity needs the

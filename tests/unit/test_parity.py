@@ -23,7 +23,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plug
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import AUTH_ARG_SPEC
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
+    AUTH_ARG_SPEC,
+    AUTH_ENV_VARS,
+    PROXY_HEADERS_ENV_VARS,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import DEFAULT_LABEL_KEY
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import (
     DEFAULT_ALLOW_ANNOTATION,
@@ -65,6 +69,37 @@ def test_connection_fragment_documents_every_connection_option_with_its_aliases(
     for option, spec in AUTH_ARG_SPEC.items():
         assert documented[option].get("aliases", []) == spec.get("aliases", []), option
         assert documented[option]["type"] == spec["type"], option
+
+
+# kubernetes.core's documented connection options (a pinned copy; the file names its source).
+KUBERNETES_CORE_AUTH_OPTIONS = REPO / "tests" / "unit" / "fixtures" / "kubernetes_core" / "k8s_auth_options.yml"
+# Its connection options this collection does not take, each with the reason users read.
+NOT_TAKEN_FROM_KUBERNETES_CORE: dict[str, str] = {}
+
+
+def kubernetes_core_options() -> dict:
+    return yaml.safe_load(KUBERNETES_CORE_AUTH_OPTIONS.read_text())["options"]
+
+
+def environment_variables(doc: dict) -> set[str]:
+    return set(re.findall(r"K8S_AUTH_[A-Z_]+[A-Z]", " ".join(doc["description"])))
+
+
+def test_every_connection_option_of_kubernetes_core_is_taken_or_its_absence_explained():
+    theirs = kubernetes_core_options()
+    missing = sorted(set(theirs) - set(AUTH_ARG_SPEC) - set(NOT_TAKEN_FROM_KUBERNETES_CORE))
+    assert not missing, f"kubernetes.core connection options not taken and not explained: {missing}"
+    assert set(NOT_TAKEN_FROM_KUBERNETES_CORE) <= set(theirs), "an explained option kubernetes.core does not have"
+    for option in set(theirs) & set(AUTH_ARG_SPEC):
+        doc, spec = theirs[option], AUTH_ARG_SPEC[option]
+        assert spec["type"] == doc.get("type", "str"), option
+        assert sorted(spec.get("aliases", [])) == sorted(doc.get("aliases", [])), option
+        assert spec.get("elements") == doc.get("elements"), option
+        assert set(spec.get("options", {})) == set(doc.get("suboptions", {})), option
+        for key, suboption in doc.get("suboptions", {}).items():
+            assert spec["options"][key]["type"] == suboption.get("type", "str"), f"{option}.{key}"
+            assert environment_variables(suboption) <= {PROXY_HEADERS_ENV_VARS[key]}, f"{option}.{key}"
+        assert environment_variables(doc) <= set(AUTH_ENV_VARS.get(option, ())), option
 
 
 @pytest.mark.parametrize("module", [gpu_node_facts, gpu_device_plugin_check, gpu_node_label, gpu_pod_validate])

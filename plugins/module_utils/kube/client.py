@@ -175,6 +175,9 @@ class KubeClient:
             headers.add(name, value)
         return headers
 
+    def _carries_credentials(self, headers: Mapping[str, str]) -> bool:
+        return "Authorization" in headers or bool(self.configuration.cert_file)
+
     def _url(self, path: str, query: dict[str, Any] | None) -> str:
         url = self.host.rstrip("/") + "/" + path.lstrip("/")
         if query:
@@ -224,8 +227,10 @@ class KubeClient:
         url = self._url(path, query)
         attempt = 0
         while True:
+            # Reading the token may run an exec plugin; its failure is a CredentialError, raised here.
+            headers = self._headers(accept, content_type)
             try:
-                response = self._send_once(method, url, self._headers(accept, content_type), body)
+                response = self._send_once(method, url, headers, body)
             except (urllib3.exceptions.HTTPError, ApiException, OSError) as exc:
                 if attempt < self.retries and may_retry_transport(method, exc):
                     self.sleep(backoff_delay(attempt, self.backoff))
@@ -239,7 +244,12 @@ class KubeClient:
                 attempt += 1
                 continue
             message = describe_api_error(
-                response.status, response.reason, response.data.decode("utf-8", "replace"), method, path
+                response.status,
+                response.reason,
+                response.data.decode("utf-8", "replace"),
+                method,
+                path,
+                credentials_sent=self._carries_credentials(headers),
             )
             if attempt and response.status in RETRY_STATUSES:
                 message += f"; gave up after {attempt + 1} attempts"

@@ -33,6 +33,15 @@ _REASONS = {
 }
 _RBAC_DENIAL = re.compile(r"cannot [\w*]+ resource")
 _DENIED_USER = re.compile(r'User "([^"]*)"')
+ANONYMOUS_USER = "system:anonymous"
+# What the kubernetes library logs when an exec credential plugin fails (it then carries on
+# without credentials): "exec: process returned <code>. <stderr>", or the OSError of the start.
+_EXEC_EXIT = re.compile(r"^exec: process returned (-?\d+)\.?\s*(.*)$", re.DOTALL)
+_MISSING_FILE = re.compile(r"^\[Errno 2\] No such file or directory: '(.*)'$")
+_NOT_PERMITTED = re.compile(r"^\[Errno 13\] Permission denied")
+_NOT_EXECUTABLE = re.compile(r"^\[Errno 8\] Exec format error")
+STDERR_TAIL_LINES = 5
+STDERR_TAIL_CHARS = 400
 
 
 class KubegpuError(Exception):
@@ -53,6 +62,11 @@ class ClusterError(KubegpuError):
 
 class OptionError(KubegpuError, ValueError):
     """An option value that cannot be used; the message names the option."""
+
+
+class CredentialError(ClusterError):
+    """The credentials of the connection could not be obtained (an exec plugin, an OIDC refresh):
+    no request was sent, so the API server's view of an anonymous request is never reported."""
 
 
 @contextmanager
@@ -134,10 +148,13 @@ def _object_ref(target: ApiTarget) -> str:
     return what
 
 
-def describe_api_error(status: int, reason: str | None, body_text: str | None, verb: str, path: str) -> str:
+def describe_api_error(
+    status: int, reason: str | None, body_text: str | None, verb: str, path: str, *, credentials_sent: bool = True
+) -> str:
     """One clear message for an HTTP error from the API server.
 
-    ``verb`` is the HTTP method (GET, PATCH, ...) or an RBAC verb (list, get, ...).
+    ``verb`` is the HTTP method (GET, PATCH, ...) or an RBAC verb (list, get, ...);
+    ``credentials_sent`` says whether the request carried a token, password or client certificate.
     """
     method = verb.upper() if verb.upper() in _HTTP_METHODS else None
     target = parse_api_path(path)
@@ -148,6 +165,11 @@ def describe_api_error(status: int, reason: str | None, body_text: str | None, v
     detail = f": {api_message}" if api_message else ""
     label = f"{status} {reason}".strip()
 
+    if status == 401 and not credentials_sent:
+        return (
+            f"unauthenticated ({label}) on {request}: the request carried no credentials, and the API server "
+            "requires them; give a kubeconfig user, api_key, or client_cert and client_key"
+        )
     if status == 401:
         return (
             f"credentials rejected ({label}) on {request}: the token, client certificate or kubeconfig "
@@ -161,6 +183,8 @@ def describe_api_error(status: int, reason: str | None, body_text: str | None, v
             return f"forbidden ({label}) on {request}{detail}"
         scope = f'in namespace "{target.namespace}"' if target.namespace else "at cluster scope"
         user = _DENIED_USER.search(api_message)
+        if user and user.group(1) == ANONYMOUS_USER:
+            return _anonymous_denial(label, request, credentials_sent)
         to_user = f' to user "{user.group(1)}"' if user else ""
         return (
             f'forbidden: cannot {rbac} resource "{target.rbac_resource}" {scope}; '
@@ -186,6 +210,84 @@ def describe_api_error(status: int, reason: str | None, body_text: str | None, v
     else:
         what = "request failed"
     return f"{what} ({label}) on {request}{detail}"
+
+
+def _anonymous_denial(label: str, request: str, credentials_sent: bool) -> str:
+    # Granting RBAC to system:anonymous would open the cluster to everyone: the fix is credentials.
+    if credentials_sent:
+        return (
+            f"forbidden ({label}) on {request}: the API server did not recognise the credentials sent and "
+            f'treated the request as "{ANONYMOUS_USER}" (does something in between, such as a proxy that '
+            "ends TLS, drop the client certificate?)"
+        )
+    return (
+        f"forbidden ({label}) on {request}: the request carried no credentials, so the API server treated it "
+        f'as "{ANONYMOUS_USER}"; give a kubeconfig user, api_key, or client_cert and client_key'
+    )
+
+
+def one_line(text: str) -> str:
+    """Whitespace, newlines included, collapsed to single spaces."""
+    return " ".join(str(text).split())
+
+
+def stderr_tail(text: str) -> str:
+    """The end of a program's stderr on one line: its last lines, at most STDERR_TAIL_CHARS characters."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()][-STDERR_TAIL_LINES:]
+    joined = " ".join(lines)
+    return joined if len(joined) <= STDERR_TAIL_CHARS else "..." + joined[-STDERR_TAIL_CHARS:]
+
+
+def describe_exec_failure(command: str, user: str, logged: str | None, install_hint: str | None = None) -> str:
+    """One message for an exec credential plugin that gave no credentials.
+
+    ``logged`` is what the kubernetes library logged about the run (None when it logged nothing
+    and still ended up without credentials). Only the plugin's stderr is ever shown: its stdout
+    carries the credential.
+    """
+    head = f'getting credentials: exec plugin "{command}" of kubeconfig user "{user}"'
+    if logged is None:
+        return f"{head} gave neither a token nor a client certificate"
+    exited = _EXEC_EXIT.match(logged.strip())
+    if exited:
+        code, stderr = int(exited.group(1)), stderr_tail(exited.group(2))
+        how = f"was killed by signal {-code}" if code < 0 else f"failed with exit code {code}"
+        return f"{head} {how}: {stderr}" if stderr else f"{head} {how} and printed nothing on stderr"
+    missing = _MISSING_FILE.match(logged.strip())
+    if missing and missing.group(1) == command:
+        hint = f"; {one_line(install_hint)}" if install_hint else ""
+        where = f"{command} does not exist" if "/" in command else f"no executable {command} on PATH"
+        return f"{head} was not found: {where}{hint}"
+    if _NOT_PERMITTED.match(logged.strip()):
+        return f"{head} cannot be run: permission denied (is {command} executable?)"
+    if _NOT_EXECUTABLE.match(logged.strip()):
+        return f"{head} cannot be run: {command} is not a program (a script needs a #! line)"
+    if logged.startswith("exec: "):
+        return f"{head} gave no usable ExecCredential: {one_line(logged[len('exec: ') :])}"
+    return f"{head} failed: {_scrub(one_line(logged))}"
+
+
+def describe_auth_provider_failure(provider: str, user: str, issuer: str | None, exc: BaseException) -> str:
+    """One message for an auth-provider (OIDC, gcp) whose token refresh raised."""
+    root = _exception_chain(exc)[-1]
+    at = f" at {_scrub(issuer)}" if issuer else ""
+    detail = _scrub(one_line(str(root))) or "no detail"
+    return (
+        f'getting credentials: refreshing the {provider} token of kubeconfig user "{user}"{at} failed: '
+        f"{type(root).__name__}: {detail}"
+    )
+
+
+def describe_expired_oidc_token(user: str, issuer: str | None) -> str:
+    at = f"the issuer {_scrub(issuer)}" if issuer else "the issuer"
+    return (
+        f'getting credentials: the OIDC id-token of kubeconfig user "{user}" has expired and {at} gave no new '
+        "one (check idp-issuer-url, client-id, client-secret and refresh-token of its auth-provider)"
+    )
+
+
+def describe_missing_provider_token(provider: str, user: str) -> str:
+    return f'getting credentials: the {provider} auth-provider of kubeconfig user "{user}" gave no token'
 
 
 def _safe_host(host: str) -> str:

@@ -17,6 +17,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config imp
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
+    environment_secret_values,
     kubeconfig_secret_values,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError
@@ -30,11 +31,13 @@ def with_connection_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def api_module(argument_spec: dict[str, Any], **kwargs: Any) -> AnsibleModule:
-    """An AnsibleModule with check mode that never prints the credentials of an inline kubeconfig."""
+    """An AnsibleModule with check mode that never prints the credentials of an inline kubeconfig,
+    nor those given through K8S_AUTH_* variables."""
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True, **kwargs)
     kubeconfig = module.params.get("kubeconfig")
     if isinstance(kubeconfig, dict):
         module.no_log_values.update(kubeconfig_secret_values(kubeconfig))
+    module.no_log_values.update(environment_secret_values())
     return module
 
 

@@ -27,6 +27,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
     AUTH_ARG_SPEC,
     AUTH_ENV_VARS,
+    PROXY_HEADERS_ENV_VARS,
     build_configuration,
     has_explicit_credentials,
     k8s_config,
@@ -61,7 +62,8 @@ PASSWORD = "hunter2-password"
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in [v for vars_ in AUTH_ENV_VARS.values() for v in vars_] + ["KUBERNETES_SERVICE_HOST"]:
+    auth_vars = [v for vars_ in AUTH_ENV_VARS.values() for v in vars_] + list(PROXY_HEADERS_ENV_VARS.values())
+    for var in auth_vars + ["KUBERNETES_SERVICE_HOST"]:
         monkeypatch.delenv(var, raising=False)
     for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(var, raising=False)
@@ -186,6 +188,12 @@ def test_doc_fragment_documents_every_option_as_the_argspec_declares_it() -> Non
         assert doc["type"] == spec["type"], name
         assert doc.get("aliases", []) == spec.get("aliases", []), name
         assert doc.get("elements") == spec.get("elements"), name
+        if "options" in spec:
+            assert set(doc["suboptions"]) == set(spec["options"]), name
+            for key, suboption in doc["suboptions"].items():
+                assert suboption["type"] == spec["options"][key]["type"], f"{name}.{key}"
+                assert PROXY_HEADERS_ENV_VARS[key] in " ".join(suboption["description"]), f"{name}.{key}"
+            continue
         text = " ".join(doc["description"])
         assert AUTH_ENV_VARS[name][-1] in text, name
         assert "default" not in spec, f"{name}: a default would hide its environment variable"
@@ -394,15 +402,16 @@ def test_nothing_configured_says_what_was_tried(tmp_path: Path) -> None:
     )
 
 
-def test_in_cluster_failure_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_in_cluster_failure_is_explained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
     monkeypatch.setattr(k8s_config.incluster_config, "SERVICE_TOKEN_FILENAME", "/nonexistent/token")
     with pytest.raises(ClusterError) as err:
         build_configuration(resolve_auth_params({}))
-    assert err.value.message == (
-        "in-cluster configuration failed (KUBERNETES_SERVICE_HOST is set): Service token file does not exist.; "
-        "give kubeconfig or host and credentials instead"
+    assert err.value.message.startswith(
+        f"no cluster configured: no kubeconfig at {tmp_path / 'no-such-kubeconfig'} (from KUBECONFIG), "
+        "the in-cluster configuration failed (KUBERNETES_SERVICE_HOST is set: Service token file does not exist), "
+        "and no host given; "
     )
 
 
