@@ -3,8 +3,9 @@
 """One Kubernetes API client: raw API paths in, plain dicts out, retries bounded, errors clear.
 
 The official ``kubernetes`` library is used for configuration (kubeconfig, in-cluster, exec
-plugins) and for its REST transport only: responses are decoded with ``json.loads`` into plain
-dicts, never into the generated models, which are far too slow for lists of many thousand pods.
+plugins) and for its REST transport only: responses are decoded into plain dicts (with orjson
+when it is installed, else ``json.loads``), never into the generated models, which are far too
+slow for lists of many thousand pods.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NoReturn
 from urllib.parse import urlencode, urlsplit
@@ -23,6 +25,23 @@ try:
     from kubernetes.client.exceptions import ApiException
 except ImportError:
     pass  # kube.config records the import error; client_from_params refuses to run without the library
+
+_fast_loads: Callable[[bytes], Any] | None
+try:
+    from orjson import loads as _fast_loads  # optional: decodes large lists faster
+except ImportError:
+    _fast_loads = None
+
+
+def decode_json(data: bytes) -> Any:
+    """JSON text as Python objects; orjson first where installed, the standard library otherwise
+    and for what orjson refuses. (The API's integers are int64, which both read alike.)"""
+    if _fast_loads is not None:
+        try:
+            return _fast_loads(data)
+        except ValueError:
+            pass
+    return json.loads(data)
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
     HAS_KUBERNETES,
@@ -99,23 +118,30 @@ class KubeClient:
             query["labelSelector"] = label_selector
         if field_selector:
             query["fieldSelector"] = field_selector
-        token: str | None = None
-        while True:
-            page_query = dict(query, **({"continue": token} if token else {}))
-            try:
-                page = self._json("GET", path, query=page_query)
-            except ClusterError as exc:
-                if exc.status == 410 and token:
-                    raise ClusterError(
-                        f"the list of {urlsplit(path).path} expired while it was being read (410 Gone: the "
-                        "continue token is too old, the cluster changed faster than the pages were read); run again",
-                        410,
-                    ) from None
-                raise
-            yield from page.get("items") or []
-            token = (page.get("metadata") or {}).get("continue") or None
-            if not token:
-                return
+        # The next page is fetched while the caller works through this one (one connection per list).
+        with ThreadPoolExecutor(max_workers=1) as fetcher:
+            page = self._list_page(path, query, None)
+            while True:
+                token = (page.get("metadata") or {}).get("continue") or None
+                upcoming = fetcher.submit(self._list_page, path, query, token) if token else None
+                items = page.get("items") or []
+                del page
+                yield from items
+                if upcoming is None:
+                    return
+                page = upcoming.result()
+
+    def _list_page(self, path: str, query: dict[str, Any], token: str | None) -> dict[str, Any]:
+        try:
+            return self._json("GET", path, query=dict(query, **({"continue": token} if token else {})))
+        except ClusterError as exc:
+            if exc.status == 410 and token:
+                raise ClusterError(
+                    f"the list of {urlsplit(path).path} expired while it was being read (410 Gone: the "
+                    "continue token is too old, the cluster changed faster than the pages were read); run again",
+                    410,
+                ) from None
+            raise
 
     def patch_merge(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """JSON merge patch (RFC 7386), as ``kubectl label`` sends; a null value removes a key."""
@@ -146,7 +172,7 @@ class KubeClient:
         if not response.data:
             return {}
         try:
-            decoded = json.loads(response.data)
+            decoded = decode_json(response.data)
         except ValueError:
             raise ClusterError(
                 f"{method} {urlsplit(path).path}: the API server at {_safe_host(self.host)} answered "

@@ -23,7 +23,12 @@ import urllib3
 import yaml
 
 from ansible_collections.kubegpu.scheduling.plugins.doc_fragments.connection import ModuleDocFragment
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient, client_from_params
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube import client as client_module
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import (
+    KubeClient,
+    client_from_params,
+    decode_json,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
     AUTH_ARG_SPEC,
     AUTH_ENV_VARS,
@@ -725,12 +730,55 @@ def test_pagination_yields_every_item_and_counts_requests(api: FakeApi) -> None:
     client, sleeps = make_client(api.url)
     items = client.list_items("/api/v1/pods", label_selector="app=x", field_selector="spec.nodeName=n", page_size=2)
     assert next(items) == {"n": 1}
-    assert client.request_count == 1
+    assert client.request_count in (1, 2)  # the next page may be on its way already, never more
     assert [item["n"] for item in items] == [2, 3, 4, 5]
     assert (client.request_count, client.write_count, sleeps) == (3, 0, [])
     assert [s.query.get("continue") for s in api.seen] == [None, ["t1"], ["t2"]]
     assert all(s.query["limit"] == ["2"] and s.query["labelSelector"] == ["app=x"] for s in api.seen)
     assert api.seen[0].query["fieldSelector"] == ["spec.nodeName=n"]
+
+
+def test_the_next_page_is_fetched_while_the_caller_reads_this_one(api: FakeApi) -> None:
+    api.add(
+        "GET",
+        "/api/v1/pods",
+        Reply(body={"items": [{"n": 1}], "metadata": {"continue": "t1"}}),
+        Reply(body={"items": [{"n": 2}], "metadata": {"continue": "t2"}}),
+        Reply(body={"items": [{"n": 3}]}),
+    )
+    client, _sleeps = make_client(api.url)
+    items = client.list_items("/api/v1/pods", page_size=1)
+    assert next(items) == {"n": 1}
+    deadline = time.monotonic() + 5
+    while client.request_count < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.request_count == 2  # page 2 arrived while the caller held item 1, page 3 waits
+    items.close()  # a caller that stops early leaves nothing running
+    assert client.request_count == 2
+
+
+def test_an_error_on_a_later_page_reaches_the_caller_there(api: FakeApi) -> None:
+    api.add(
+        "GET",
+        "/api/v1/pods",
+        Reply(body={"items": [{"n": 1}], "metadata": {"continue": "t1"}}),
+        Reply(403, status_body(403, "Forbidden", 'pods is forbidden: User "u" cannot list resource "pods"')),
+    )
+    client, _sleeps = make_client(api.url)
+    items = client.list_items("/api/v1/pods", page_size=1)
+    assert next(items) == {"n": 1}
+    with pytest.raises(ClusterError) as err:
+        next(items)
+    assert err.value.status == 403
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["orjson", "stdlib"])
+def test_decoding_gives_the_same_objects_either_way(monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    if not fast:
+        monkeypatch.setattr(client_module, "_fast_loads", None)
+    assert (client_module._fast_loads is not None) is fast  # test-requirements.txt installs orjson
+    text = rb'{"items": [{"n": 1, "q": "1.5", "big": 9223372036854775807, "u": "\u00e9"}]}'
+    assert decode_json(text) == {"items": [{"n": 1, "q": "1.5", "big": 9223372036854775807, "u": "\u00e9"}]}
 
 
 def test_requests_carry_credentials_and_impersonation(api: FakeApi) -> None:
