@@ -142,6 +142,6 @@ notes:
     on them (429, 503, or no connection made).
   - Tokens, passwords and kubeconfig contents never appear in results or messages.
 requirements:
-  - kubernetes >= 24.2.0 (the Python client)
+  - kubernetes >= 30.1.0 (the Python client)
   - PyYAML
 """

@@ -12,15 +12,18 @@ description:
     ACK guide lists them, and for GPU quantities the API server rejects.
   - Walks Pod, PodTemplate, Deployment, ReplicaSet, ReplicationController, StatefulSet, DaemonSet, Job,
     CronJob and List objects, their containers, init containers and ephemeral containers, and pod-level
-    resources. Other objects, custom resources that embed pod specs included, are listed in
+    resources, and the device requests of ResourceClaim and ResourceClaimTemplate objects (group
+    C(resource.k8s.io)). Other objects, custom resources that embed pod specs included, are listed in
     RV(not_checked) with the reason.
+  - A container that uses one of the pod's DRA resource claims (C(resources.claims) naming an entry of
+    C(spec.resourceClaims), made from a template or naming a claim) requests GPUs, as one with a GPU limit does.
   - The environment is resolved as the kubelet builds it (C(envFrom) with its C(prefix) first, then C(env),
     the last duplicate winning, C($(VAR\)) expanded) and read as the NVIDIA container toolkit reads it
     (split on commas and trimmed; V(void) or empty select nothing, V(none) selects no GPU).
   - Rules, each with its id, severity, the JSON path of the offending field, a message and a remedy.
     V(KGPU101) error, C(NVIDIA_VISIBLE_DEVICES) or a MIG device variable selects GPUs in a container
     that requests none. V(KGPU102) error, the same in a container that requests GPUs (it overrides the
-    device plugin). V(KGPU103) warning, such a variable comes from a value that cannot be known here.
+    device plugin, or the DRA driver for a claim). V(KGPU103) warning, such a variable comes from a value that cannot be known here.
     V(KGPU201) error, a hostPath of C(/dev), C(/dev/nvidia*), C(/dev/char), C(/run/nvidia) or driver
     files is mounted. V(KGPU202) error, a mount under C(/var/run/nvidia-container-devices).
     V(KGPU301) error, a privileged (or C(SYS_ADMIN)/C(ALL)) container shows GPU intent. V(KGPU302) warning,
@@ -29,8 +32,10 @@ description:
     pod-level resources or in ephemeral containers. V(KGPU501) warning, an image whose config selects all
     GPUs (official CUDA images do) in a container without a GPU limit. V(KGPU601) warning, an NVIDIA
     runtime class without a GPU limit. V(KGPU602) warning, device-injection annotations (C(cdi.k8s.io/*),
-    C(devices.nri.io/*), C(io.kubernetes.cri-o.Devices)) without a GPU limit. V(KGPU901) warning, the
-    allow annotation without a reason.
+    C(devices.nri.io/*), C(io.kubernetes.cri-o.Devices)) without a GPU limit. V(KGPU701) warning, a
+    ResourceClaim or ResourceClaimTemplate asks for C(adminAccess) outside the GPU system namespaces
+    (C(kube-system), C(gpu-operator), C(nvidia-gpu-operator), C(nvidia-dra-driver-gpu), C(dra-driver-nvidia-gpu),
+    C(nvidia-device-plugin)). V(KGPU901) warning, the allow annotation without a reason.
   - GPU limits, requests equal to limits, MIG and shared-GPU resources, DRA resource claims,
     C(CUDA_VISIBLE_DEVICES), and the variable named in a command, an annotation or an unused ConfigMap
     give no finding.
@@ -118,6 +123,20 @@ options:
     description:
       - Write a SARIF 2.1.0 report to this file, for code scanning in CI. Paths in it are relative to the
         working directory of the module when the files lie under it.
+      - Every result has a physical location. A finding in a file points at the file (and its line); a finding
+        on an object read from the cluster points at the object's API path (for example
+        C(api/v1/namespaces/ml/pods/trainer-0)) relative to the base id C(KUBERNETES_API), and one on an
+        inline O(definition) at the API path the object would have, relative to C(INLINE_DEFINITION).
+      - Written in check mode too, like O(report_json).
+    type: path
+  report_junit:
+    description:
+      - Write a JUnit XML report to this file, for the test report views of CI systems.
+      - One test suite per source (a file, V(cluster) or V(definition)) and one test case per finding, named
+        by rule and field, with the object as its class name. A finding that fails the task under O(fail_on)
+        is a failure, one that does not is a passed case whose output says what was found, an allowed finding
+        is skipped with its reason, and a file that could not be loaded is an error. A run without findings
+        has one passed case, C(no findings).
       - Written in check mode too, like O(report_json).
     type: path
   max_file_size:
@@ -149,6 +168,7 @@ EXAMPLES = r"""
       - manifests/
       - "charts/rendered/*.yaml"
     report_sarif: reports/gpu-pod-validate.sarif
+    report_junit: reports/gpu-pod-validate.xml
 
 - name: Check one object given inline
   kubegpu.scheduling.gpu_pod_validate:
@@ -304,6 +324,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig, unknown_rules
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import Report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import image_env_map
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.junit import junit_xml
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import (
     DEFAULT_MAX_FILE_SIZE,
     HAS_YAML,
@@ -322,6 +343,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report
     result_fields,
     summarize,
     write_json,
+    write_text,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import DEFAULT_ALLOW_ANNOTATION
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.sarif import sarif_report
@@ -341,6 +363,7 @@ def argument_spec() -> dict[str, Any]:
             allow_annotation={"type": "str", "default": DEFAULT_ALLOW_ANNOTATION},
             report_json={"type": "path"},
             report_sarif={"type": "path"},
+            report_junit={"type": "path"},
             max_file_size={"type": "int", "default": DEFAULT_MAX_FILE_SIZE},
         )
     )
@@ -388,6 +411,8 @@ def main() -> None:
             write_json(params["report_json"], json_report(report))
         if params["report_sarif"]:
             write_json(params["report_sarif"], sarif_report(report))
+        if params["report_junit"]:
+            write_text(params["report_junit"], junit_xml(report, params["fail_on"]))
     except ReportWriteError as exc:
         module.fail_json(msg=str(exc), changed=False, **result_fields(report))
     summary = summarize(report)

@@ -11,6 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 MODULES = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
+FILTERS = sorted(p.stem for p in (REPO / "plugins" / "filter").glob("*.yml"))
 
 
 def run(*argv: str, cwd: Path = REPO, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -61,3 +62,9 @@ def test_built_collection_installs_and_documents_every_module(tmp_path):
         doc = run(str(BIN / "ansible-doc"), "-t", "module", f"kubegpu.scheduling.{module}", env=env, cwd=tmp_path)
         assert doc.returncode == 0 and "EXAMPLES" in doc.stdout and "RETURN VALUES" in doc.stdout, doc.stderr
         assert str(collections) in doc.stdout
+    assert FILTERS == ["fleet_diagnosis", "fleet_summary"]
+    plain = dict(env, ANSIBLE_NOCOLOR="1")
+    for name in FILTERS:
+        doc = run(str(BIN / "ansible-doc"), "-t", "filter", f"kubegpu.scheduling.{name}", env=plain, cwd=tmp_path)
+        assert doc.returncode == 0 and "RETURN VALUES" in doc.stdout, doc.stderr
+        assert f"NAME: {name}" in doc.stdout and f"plugins/filter/{name}.yml" in doc.stdout, doc.stdout

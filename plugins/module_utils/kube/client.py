@@ -32,6 +32,27 @@ try:
 except ImportError:
     _fast_loads = None
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
+    HAS_KUBERNETES,
+    build_configuration,
+    impersonation_headers,
+    resolve_auth_params,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
+    ClusterError,
+    describe_api_error,
+    describe_connection_error,
+    safe_host,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.retries import (
+    RETRY_STATUSES,
+    backoff_delay,
+    may_retry_status,
+    may_retry_transport,
+    retry_budget,
+    retry_delay,
+)
+
 
 def decode_json(data: bytes) -> Any:
     """JSON text as Python objects; orjson first where installed, the standard library otherwise
@@ -43,26 +64,6 @@ def decode_json(data: bytes) -> Any:
             pass
     return json.loads(data)
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
-    HAS_KUBERNETES,
-    build_configuration,
-    impersonation_headers,
-    resolve_auth_params,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
-    ClusterError,
-    _safe_host,
-    describe_api_error,
-    describe_connection_error,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.retries import (
-    RETRY_STATUSES,
-    backoff_delay,
-    may_retry_status,
-    may_retry_transport,
-    retry_budget,
-    retry_delay,
-)
 
 USER_AGENT = "kubegpu.scheduling"
 
@@ -175,7 +176,7 @@ class KubeClient:
             decoded = decode_json(response.data)
         except ValueError:
             raise ClusterError(
-                f"{method} {urlsplit(path).path}: the API server at {_safe_host(self.host)} answered "
+                f"{method} {urlsplit(path).path}: the API server at {safe_host(self.host)} answered "
                 f"{response.status} with a body that is not JSON",
                 response.status,
             ) from None

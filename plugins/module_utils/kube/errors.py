@@ -269,7 +269,7 @@ def describe_exec_failure(command: str, user: str, logged: str | None, install_h
 
 def describe_auth_provider_failure(provider: str, user: str, issuer: str | None, exc: BaseException) -> str:
     """One message for an auth-provider (OIDC, gcp) whose token refresh raised."""
-    root = _exception_chain(exc)[-1]
+    root = exception_chain(exc)[-1]
     at = f" at {_scrub(issuer)}" if issuer else ""
     detail = _scrub(one_line(str(root))) or "no detail"
     return (
@@ -290,13 +290,13 @@ def describe_missing_provider_token(provider: str, user: str) -> str:
     return f'getting credentials: the {provider} auth-provider of kubeconfig user "{user}" gave no token'
 
 
-def _safe_host(host: str) -> str:
+def safe_host(host: str) -> str:
     parts = urlsplit(host)
     netloc = parts.netloc.rsplit("@", 1)[-1]
     return f"{parts.scheme}://{netloc}" if parts.scheme else netloc or host
 
 
-def _exception_chain(exc: BaseException) -> list[BaseException]:
+def exception_chain(exc: BaseException) -> list[BaseException]:
     """The exception and what it wraps: causes, contexts and urllib3's ``reason``s, outermost first."""
     chain: list[BaseException] = []
     node: BaseException | None = exc
@@ -315,7 +315,7 @@ def _scrub(text: str) -> str:
 
 
 def is_tls_verification_error(exc: BaseException) -> bool:
-    chain = _exception_chain(exc)
+    chain = exception_chain(exc)
     return any(type(e).__name__ == "SSLCertVerificationError" for e in chain) or any(
         "CERTIFICATE_VERIFY_FAILED" in str(e) for e in chain
     )
@@ -323,9 +323,9 @@ def is_tls_verification_error(exc: BaseException) -> bool:
 
 def describe_connection_error(exc: BaseException, host: str, timeout: float | None = None) -> str:
     """One clear message for a transport failure (DNS, refused, timeout, TLS, proxy)."""
-    where = _safe_host(host)
+    where = safe_host(host)
     server = urlsplit(where).hostname or where
-    chain = _exception_chain(exc)
+    chain = exception_chain(exc)
     names = {type(e).__name__ for e in chain}
     text = " ".join(str(e) for e in chain)
     root = chain[-1]

@@ -41,7 +41,7 @@ class Mismatch:
     taint_removal: str | None = None
 
 
-def _expression(raw: object) -> dict[str, Any] | None:
+def selector_expression(raw: object) -> dict[str, Any] | None:
     expression = as_mapping(raw)
     key, operator = expression.get("key"), expression.get("operator")
     if not isinstance(key, str) or not isinstance(operator, str):
@@ -58,7 +58,7 @@ def _affinity_terms(pod_spec: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
     required = as_mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
     terms = []
     for term in map(as_mapping, as_list(required.get("nodeSelectorTerms"))):
-        terms.append([e for e in map(_expression, as_list(term.get("matchExpressions"))) if e is not None])
+        terms.append([e for e in map(selector_expression, as_list(term.get("matchExpressions"))) if e is not None])
     return terms
 
 

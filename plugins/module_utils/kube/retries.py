@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
-    _exception_chain,
+    exception_chain,
     is_tls_verification_error,
 )
 
@@ -90,7 +90,7 @@ def may_retry_transport(method: str, exc: BaseException) -> bool:
         return False
     if method != "POST":
         return True
-    names = {type(e).__name__ for e in _exception_chain(exc)}
+    names = {type(e).__name__ for e in exception_chain(exc)}
     if "ReadTimeoutError" in names:
         return False
     return bool(names & {"NewConnectionError", "NameResolutionError", "ConnectTimeoutError", "ConnectionRefusedError"})

@@ -12,6 +12,7 @@ from typing import TextIO
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig, unknown_rules
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import image_env_map
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.junit import junit_xml
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import (
     DEFAULT_MAX_FILE_SIZE,
     HAS_YAML,
@@ -31,6 +32,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report
     summarize,
     summary_line,
     write_json,
+    write_text,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import DEFAULT_ALLOW_ANNOTATION
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.sarif import sarif_report
@@ -87,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--sarif", metavar="FILE", help="write a SARIF 2.1.0 report")
     parser.add_argument("--json", metavar="FILE", dest="json_file", help="write a JSON report")
+    parser.add_argument(
+        "--junit", metavar="FILE", help="write a JUnit XML report: a test case per finding, failed per --fail-on"
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("-q", "--quiet", action="store_true", help="print only the summary line")
     output.add_argument(
@@ -155,6 +160,8 @@ def run(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr:
             write_json(args.json_file, json_report(report))
         if args.sarif:
             write_json(args.sarif, sarif_report(report))
+        if args.junit:
+            write_text(args.junit, junit_xml(report, args.fail_on))
     except ReportWriteError as exc:
         stderr.write(f"gpu-pod-validate: error: {exc}\n")
         return EXIT_USAGE

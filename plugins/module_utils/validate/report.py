@@ -92,6 +92,13 @@ def summarize(report: Report) -> dict[str, Any]:
     }
 
 
+def severity_fails(severity: str, fail_on: str) -> bool:
+    """Whether a finding of this severity fails the run."""
+    if fail_on == "never":
+        return False
+    return fail_on == "warning" or severity == ERROR
+
+
 def failed(summary: Mapping[str, Any], fail_on: str) -> bool:
     """Whether the run fails. A file that could not be loaded fails it too, unless fail_on is never."""
     if fail_on == "never":
@@ -153,7 +160,7 @@ class ReportWriteError(KubegpuError):
     """A report file that could not be written."""
 
 
-def write_json(path: str, content: Mapping[str, Any]) -> None:
+def write_text(path: str, text: str) -> None:
     """Write atomically (a temporary file in the same directory, then a rename), creating parent directories."""
     target = os.path.abspath(os.path.expanduser(path))
     try:
@@ -161,14 +168,17 @@ def write_json(path: str, content: Mapping[str, Any]) -> None:
         handle, temporary = tempfile.mkstemp(prefix=".report-", dir=os.path.dirname(target))
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump(content, stream, indent=2, sort_keys=False, default=str)
-                stream.write("\n")
+                stream.write(text)
             os.replace(temporary, target)
         except BaseException:
             os.unlink(temporary)
             raise
     except OSError as exc:
         raise ReportWriteError(f"cannot write report {path}: {exc.strerror or exc}") from exc
+
+
+def write_json(path: str, content: Mapping[str, Any]) -> None:
+    write_text(path, json.dumps(content, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def format_finding(finding: Finding) -> str:

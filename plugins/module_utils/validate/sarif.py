@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import LIVE_WORKLOAD_PATHS, ObjectRef
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import NON_FILE_SOURCES, Report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.findings import Finding
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import (
@@ -22,6 +24,21 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules 
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
+# Objects that are not in a file are located by their API path, relative to one of these bases.
+CLUSTER_BASE_ID = "KUBERNETES_API"
+DEFINITION_BASE_ID = "INLINE_DEFINITION"
+URI_BASES = {
+    "cluster": (
+        CLUSTER_BASE_ID,
+        "The API server the live audit read; each URI is the API path of an object (kubectl get --raw /URI).",
+    ),
+    "definition": (
+        DEFINITION_BASE_ID,
+        "Objects given inline in the definition option; each URI is the API path the object would have.",
+    ),
+}
+RESOURCE_OF_KIND = {kind: resource for _api_version, kind, resource in LIVE_WORKLOAD_PATHS} | {"Pod": "pods"}
+
 
 def artifact_uri(source: str, base: str | None = None) -> str:
     """A path relative to `base` (the working directory) when inside it, else a file: URI."""
@@ -32,6 +49,25 @@ def artifact_uri(source: str, base: str | None = None) -> str:
     except (ValueError, OSError):
         return path.resolve().as_uri() if path.is_absolute() else quote(path.as_posix())
     return quote(relative.as_posix())
+
+
+def object_uri(ref: ObjectRef) -> str:
+    """The API path of the object, without the leading slash: stable across runs, unique per object."""
+    resource = RESOURCE_OF_KIND.get(ref.kind) or f"{ref.kind.lower() or 'object'}s"
+    path = api_path(ref.api_version or "v1", resource, ref.name or None, namespace=ref.namespace or None)
+    return quote(path.lstrip("/"), safe="/%")  # names are quoted already; an inline apiVersion may need it
+
+
+def _in_file(ref: ObjectRef) -> bool:
+    return bool(ref.source) and ref.source not in NON_FILE_SOURCES
+
+
+def artifact_location(ref: ObjectRef, base: str | None) -> dict[str, Any]:
+    """A file as a path (see artifact_uri); an object from the cluster or a definition as its API path."""
+    if _in_file(ref):
+        return {"uri": artifact_uri(str(ref.source), base)}
+    base_id, _description = URI_BASES["cluster" if ref.source == "cluster" else "definition"]
+    return {"uri": object_uri(ref), "uriBaseId": base_id}
 
 
 def sarif_rules() -> list[dict[str, Any]]:
@@ -50,13 +86,23 @@ def sarif_rules() -> list[dict[str, Any]]:
     ]
 
 
-def _location(source: str | None, line: int | None, base: str | None) -> dict[str, Any] | None:
+def _file_location(source: str | None, line: int | None, base: str | None) -> dict[str, Any] | None:
     if not source or source in NON_FILE_SOURCES:
         return None
     physical: dict[str, Any] = {"artifactLocation": {"uri": artifact_uri(source, base)}}
     if line:
         physical["region"] = {"startLine": line}
     return {"physicalLocation": physical}
+
+
+def physical_location(finding: Finding, base: str | None) -> dict[str, Any]:
+    """Where the finding is: its file and line, or the API path of its object (no lines there)."""
+    ref = finding.ref
+    physical: dict[str, Any] = {"artifactLocation": artifact_location(ref, base)}
+    line = finding.line or ref.line
+    if line and _in_file(ref):
+        physical["region"] = {"startLine": line}
+    return physical
 
 
 def _fingerprint(finding: Finding) -> str:
@@ -69,7 +115,6 @@ def sarif_result(
     finding: Finding, rule_index: Mapping[str, int], base: str | None, allowed_reason: str | None = None
 ) -> dict[str, Any]:
     ref = finding.ref
-    location = _location(ref.source, finding.line or ref.line, base)
     logical = {
         "name": finding.container or ref.name,
         "kind": "resource",
@@ -80,7 +125,7 @@ def sarif_result(
         "ruleIndex": rule_index[finding.rule],
         "level": finding.severity,
         "message": {"text": f"{finding.message}. Remedy: {finding.remedy}"},
-        "locations": [{**(location or {}), "logicalLocations": [logical]}],
+        "locations": [{"physicalLocation": physical_location(finding, base), "logicalLocations": [logical]}],
         "partialFingerprints": {"kubegpuFinding/v1": _fingerprint(finding)},
         "properties": {
             "kind": ref.kind,
@@ -108,7 +153,7 @@ def sarif_report(report: Report, base: str | None = None) -> dict[str, Any]:
             "message": {"text": error.message},
             "descriptor": {"id": "load-error"},
         }
-        location = _location(error.source, error.line, base)
+        location = _file_location(error.source, error.line, base)
         if location:
             notification["locations"] = [location]
         notifications.append(notification)
@@ -119,6 +164,9 @@ def sarif_report(report: Report, base: str | None = None) -> dict[str, Any]:
             {
                 "tool": {
                     "driver": {"name": TOOL_NAME, "version": TOOL_VERSION, "informationUri": TOOL_URI, "rules": rules}
+                },
+                "originalUriBaseIds": {
+                    base_id: {"description": {"text": description}} for base_id, description in URI_BASES.values()
                 },
                 "invocations": [
                     {"executionSuccessful": not report.errors, "toolExecutionNotifications": notifications}

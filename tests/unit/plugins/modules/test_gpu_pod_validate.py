@@ -8,7 +8,9 @@ import subprocess
 import sys
 from contextlib import redirect_stdout
 from pathlib import Path
+from xml.etree import ElementTree
 
+import jsonschema
 import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
@@ -24,6 +26,7 @@ from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_pod_valid
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "manifests"
 SCRIPT = REPO / "scripts" / "gpu-pod-validate"
+SARIF_SCHEMA = REPO / "tests" / "unit" / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"
 
 
 def run_module(args, *, check_mode=False):
@@ -191,6 +194,7 @@ def test_reports_are_written_in_check_mode_too(tmp_path, in_fixtures):
         "fail_on": "never",
         "report_json": str(tmp_path / "r" / "report.json"),
         "report_sarif": str(tmp_path / "r" / "report.sarif"),
+        "report_junit": str(tmp_path / "r" / "report.xml"),
     }
     code, result = run_module(args, check_mode=True)
     assert code == 0 and result["changed"] is False
@@ -198,6 +202,22 @@ def test_reports_are_written_in_check_mode_too(tmp_path, in_fixtures):
     assert report["findings"] == result["findings"]
     sarif = json.loads((tmp_path / "r" / "report.sarif").read_text())
     assert sarif["runs"][0]["results"][0]["ruleId"] == "KGPU101"
+    junit = ElementTree.parse(tmp_path / "r" / "report.xml").getroot()
+    [case] = junit.iter("testcase")
+    assert case.get("name").startswith("KGPU101 ") and case.find("failure") is None, "fail_on never fails nothing"
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["report.json", "report.sarif", "report.xml"]
+
+
+def test_the_junit_report_fails_what_fails_the_task(tmp_path, in_fixtures):
+    target = tmp_path / "junit.xml"
+    code, _result = run_module({"src": ["bad/env-all.yaml", "bad/privileged-plain.yaml"], "report_junit": str(target)})
+    assert code == 1
+    junit = ElementTree.parse(target).getroot()
+    assert (junit.get("tests"), junit.get("failures")) == ("2", "1")
+    code, _result = run_module(
+        {"src": ["bad/privileged-plain.yaml"], "fail_on": "warning", "report_junit": str(target)}
+    )
+    assert code == 1 and ElementTree.parse(target).getroot().get("failures") == "1"
 
 
 @pytest.mark.parametrize(
@@ -256,7 +276,7 @@ def pod(name, env=None, env_from=None, annotations=None):
     }
 
 
-def test_live_mode_finds_bypasses_in_running_pods_and_never_returns_secret_values(monkeypatch):
+def test_live_mode_finds_bypasses_in_running_pods_and_never_returns_secret_values(monkeypatch, tmp_path):
     pods = [
         pod("from-secret", env_from=[{"secretRef": {"name": "gpu-secret"}}]),
         pod("from-config", env_from=[{"prefix": "NVIDIA_", "configMapRef": {"name": "gpu-env"}}]),
@@ -282,7 +302,9 @@ def test_live_mode_finds_bypasses_in_running_pods_and_never_returns_secret_value
     monkeypatch.setattr(api_module, "client_from_params", fake_client_from_params)
     out = io.StringIO()
     with (
-        patch_module_args({"live": True, "api_key": "t0ken", "namespaces": ["ml"]}),
+        patch_module_args(
+            {"live": True, "api_key": "t0ken", "namespaces": ["ml"], "report_sarif": str(tmp_path / "live.sarif")}
+        ),
         redirect_stdout(out),
         pytest.raises(SystemExit),
     ):
@@ -298,6 +320,13 @@ def test_live_mode_finds_bypasses_in_running_pods_and_never_returns_secret_value
     assert SECRET_VALUE not in raw
     assert "t0ken" not in raw
     assert result["notes"][0].startswith("live: checked 0 workloads and 4 pods in full")
+    sarif = json.loads((tmp_path / "live.sarif").read_text())
+    jsonschema.validate(sarif, json.loads(SARIF_SCHEMA.read_text()), format_checker=jsonschema.FormatChecker())
+    assert [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in sarif["runs"][0]["results"]] == [
+        {"uri": f"api/v1/namespaces/ml/pods/{name}", "uriBaseId": "KUBERNETES_API"}
+        for name in ("from-secret", "from-config", "allowed")
+    ]
+    assert SECRET_VALUE not in (tmp_path / "live.sarif").read_text()
 
 
 def test_live_mode_cluster_errors_fail_cleanly(monkeypatch):
@@ -355,7 +384,7 @@ def test_cli_bad_option_exits_2_and_list_rules_exits_0(capsys):
 def test_cli_writes_reports_and_reads_an_image_env_file(tmp_path, in_fixtures):
     image_env = tmp_path / "images.yaml"
     image_env.write_text("registry.example.com/ml/train:1.0:\n  NVIDIA_VISIBLE_DEVICES: all\n")
-    sarif, report = tmp_path / "out.sarif", tmp_path / "out.json"
+    sarif, report, junit = tmp_path / "out.sarif", tmp_path / "out.json", tmp_path / "junit" / "out.xml"
     code, out, _err = cli(
         "-q",
         "--image-env",
@@ -366,12 +395,25 @@ def test_cli_writes_reports_and_reads_an_image_env_file(tmp_path, in_fixtures):
         str(sarif),
         "--json",
         str(report),
+        "--junit",
+        str(junit),
         "bad/runtime-class.yaml",
     )
     assert code == 0
     assert out.strip() == "0 errors, 2 warnings in 1 pod spec from 1 file"
     assert sorted(r["ruleId"] for r in json.loads(sarif.read_text())["runs"][0]["results"]) == ["KGPU501", "KGPU601"]
     assert json.loads(report.read_text())["summary"]["findings"] == 2
+    cases = list(ElementTree.parse(junit).getroot().iter("testcase"))
+    assert sorted(c.get("name").split()[0] for c in cases) == ["KGPU501", "KGPU601"]
+    assert all(c.find("failure") is None for c in cases)
+
+
+def test_cli_junit_fails_warnings_with_fail_on_warning(tmp_path, in_fixtures):
+    junit = tmp_path / "out.xml"
+    code, _out, _err = cli("--fail-on", "warning", "--junit", str(junit), "bad/privileged-plain.yaml")
+    assert code == 1
+    [case] = ElementTree.parse(junit).getroot().iter("testcase")
+    assert case.find("failure").get("type") == "KGPU302 warning"
 
 
 def run_in(folder: Path, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:

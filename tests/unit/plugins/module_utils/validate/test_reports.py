@@ -1,12 +1,16 @@
 import copy
 import json
 from pathlib import Path
+from xml.etree import ElementTree
 
+import jsonschema
 import pytest
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import collection_paths
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ObjectRef
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import Report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.junit import junit_xml, xml_text
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import load_manifests
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.reads import live_report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report import (
@@ -23,9 +27,21 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report
     write_json,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.sarif import sarif_report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.sarif import object_uri, sarif_report
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "manifests"
+SARIF_SCHEMA = Path(__file__).resolve().parents[3] / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"
+
+
+def assert_valid_sarif(sarif):
+    """Valid against the SARIF 2.1.0 schema (formats included), with a physical location on every result."""
+    schema = json.loads(SARIF_SCHEMA.read_text())
+    validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(sarif)]
+    assert errors == []
+    for result in sarif["runs"][0]["results"]:
+        [location] = result["locations"]
+        assert location["physicalLocation"]["artifactLocation"]["uri"], result
 
 
 @pytest.fixture
@@ -141,20 +157,36 @@ def test_sarif_report(in_fixtures):
     [invocation] = run["invocations"]
     assert invocation["executionSuccessful"] is False
     assert invocation["toolExecutionNotifications"][0]["message"]["text"] == "no such file or directory"
+    assert_valid_sarif(sarif)
 
 
-def test_sarif_for_inline_and_live_findings_has_no_file_location():
+def test_sarif_locates_inline_definitions_by_the_api_path_they_would_have():
+    privileged = {"containers": [{"name": "c", "securityContext": {"privileged": True}}]}
     report = report_of(
-        definition={
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "p"},
-            "spec": {"containers": [{"name": "c", "securityContext": {"privileged": True}}]},
-        }
+        definition=[
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": privileged},
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {"name": "odd name", "namespace": "ml"},
+                "spec": {"template": {"spec": privileged}},
+            },
+        ]
     )
-    [result] = sarif_report(report)["runs"][0]["results"]
-    assert "physicalLocation" not in result["locations"][0]
-    assert result["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] == "Pod/p/c"
+    sarif = json.loads(json.dumps(sarif_report(report)))
+    assert_valid_sarif(sarif)
+    locations = [r["locations"][0] for r in sarif["runs"][0]["results"]]
+    assert [loc["physicalLocation"] for loc in locations] == [
+        {"artifactLocation": {"uri": "api/v1/pods/p", "uriBaseId": "INLINE_DEFINITION"}},
+        {
+            "artifactLocation": {
+                "uri": "apis/apps/v1/namespaces/ml/daemonsets/odd%20name",
+                "uriBaseId": "INLINE_DEFINITION",
+            }
+        },
+    ]
+    assert locations[0]["logicalLocations"][0]["fullyQualifiedName"] == "Pod/p/c"
+    assert set(sarif["runs"][0]["originalUriBaseIds"]) == {"KUBERNETES_API", "INLINE_DEFINITION"}
 
 
 def test_write_json_creates_directories_atomically_and_reports_failures(tmp_path):
@@ -226,7 +258,8 @@ BYPASS_SPEC = {
 }
 
 
-def test_live_report_checks_templates_once_and_resolves_config_maps_from_the_cluster():
+def cluster_with_bypasses():
+    """A Deployment, its ReplicaSet and pods (one with an ephemeral container), and a bare pod."""
     deployment = live_object("apps/v1", "Deployment", "web", "ml", "d1", BYPASS_SPEC)
     replicaset = live_object("apps/v1", "ReplicaSet", "web-abc", "ml", "rs1", BYPASS_SPEC, owner="d1")
     owned_pod = live_object("v1", "Pod", "web-abc-1", "ml", "p1", BYPASS_SPEC, owner="rs1", template=False)
@@ -244,7 +277,7 @@ def test_live_report_checks_templates_once_and_resolves_config_maps_from_the_clu
         {"containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": True}}]},
         template=False,
     )
-    client = FakeClient(
+    return FakeClient(
         {
             "/apis/apps/v1/deployments": [deployment],
             "/apis/apps/v1/replicasets": [replicaset],
@@ -252,6 +285,10 @@ def test_live_report_checks_templates_once_and_resolves_config_maps_from_the_clu
         },
         {"/api/v1/namespaces/ml/configmaps/gpu-env": {"data": {"VISIBLE_DEVICES": "0"}}},
     )
+
+
+def test_live_report_checks_templates_once_and_resolves_config_maps_from_the_cluster():
+    client = cluster_with_bypasses()
     report = live_report(client, RuleConfig())
     assert [(f.rule, f.ref.kind, f.ref.name, f.path) for f in report.findings] == [
         ("KGPU101", "Deployment", "web", "spec.template.spec.containers[0].envFrom[0].configMapRef"),
@@ -281,3 +318,132 @@ def test_merge_reports_adds_everything_up():
     two = Report(files=4, documents=5, objects_checked=6, notes=["b"])
     merged = merge_reports([one, two])
     assert (merged.files, merged.documents, merged.objects_checked, merged.notes) == (5, 7, 9, ["a", "b"])
+
+
+def test_sarif_of_a_live_audit_is_valid_and_locates_every_object_by_its_api_path():
+    sarif = json.loads(json.dumps(sarif_report(live_report(cluster_with_bypasses(), RuleConfig()))))
+    assert_valid_sarif(sarif)
+    results = sarif["runs"][0]["results"]
+    assert [r["locations"][0]["physicalLocation"] for r in results] == [
+        {"artifactLocation": {"uri": "apis/apps/v1/namespaces/ml/deployments/web", "uriBaseId": "KUBERNETES_API"}},
+        {"artifactLocation": {"uri": "api/v1/namespaces/ml/pods/bare", "uriBaseId": "KUBERNETES_API"}},
+        {"artifactLocation": {"uri": "api/v1/namespaces/ml/pods/web-abc-2", "uriBaseId": "KUBERNETES_API"}},
+    ]
+    again = sarif_report(live_report(cluster_with_bypasses(), RuleConfig()))
+    assert [r["locations"] for r in again["runs"][0]["results"]] == [r["locations"] for r in results]
+
+
+@pytest.mark.parametrize(
+    "kind, api_version, namespace, name, uri",
+    [
+        ("Pod", "v1", "ml", "trainer-0", "api/v1/namespaces/ml/pods/trainer-0"),
+        ("CronJob", "batch/v1", "ml", "nightly", "apis/batch/v1/namespaces/ml/cronjobs/nightly"),
+        ("ReplicationController", "v1", "a b", "rc/1", "api/v1/namespaces/a%20b/replicationcontrollers/rc%2F1"),
+        ("Pod", "v1", "", "", "api/v1/pods"),
+        ("Widget", "example.com/v1 beta", "ml", "w", "apis/example.com/v1%20beta/namespaces/ml/widgets/w"),
+    ],
+)
+def test_object_uri_is_the_quoted_api_path(kind, api_version, namespace, name, uri):
+    assert object_uri(ObjectRef(kind, api_version, namespace, name, source="cluster")) == uri
+
+
+# ---------------------------------------------------------------------------------------------
+# JUnit XML
+
+
+def junit_of(report, fail_on="error"):
+    return ElementTree.fromstring(junit_xml(report, fail_on).encode())
+
+
+def cases_of(root):
+    return {
+        (suite.get("name"), case.get("classname"), case.get("name")): case
+        for suite in root.iter("testsuite")
+        for case in suite.iter("testcase")
+    }
+
+
+def outcome(case):
+    children = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+    return children[0] if children else "passed"
+
+
+def test_junit_has_a_case_per_finding_failing_per_fail_on(in_fixtures):
+    report = report_of("bad/env-all.yaml", "bad/privileged-plain.yaml", "good/device-plugin-allowed.yaml")
+    root = junit_of(report)
+    assert root.tag == "testsuites" and root.get("name") == "kubegpu.scheduling.gpu_pod_validate"
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("5", "1", "0", "3")
+    assert [s.get("name") for s in root.iter("testsuite")] == [
+        "bad/env-all.yaml",
+        "bad/privileged-plain.yaml",
+        "good/device-plugin-allowed.yaml",
+    ]
+    cases = cases_of(root)
+    env_all = cases[
+        (
+            "bad/env-all.yaml",
+            "Deployment ml/env-all",
+            "KGPU101 visible-devices-without-gpu: container main at spec.template.spec.containers[0].env[1].value",
+        )
+    ]
+    failure = env_all.find("failure")
+    assert failure.get("type") == "KGPU101 error"
+    assert failure.get("message").startswith("error: NVIDIA_VISIBLE_DEVICES=all")
+    assert "fix: Remove the variable" in failure.text
+    assert (env_all.get("file"), env_all.get("line")) == ("bad/env-all.yaml", "21")
+    warning = next(c for key, c in cases.items() if key[2].startswith("KGPU302"))
+    assert outcome(warning) == "passed" and "warning KGPU302" in warning.find("system-out").text
+    allowed = [c for c in cases.values() if outcome(c) == "skipped"]
+    assert [c.find("skipped").get("message") for c in allowed] == [
+        "allowed: NVIDIA device plugin: it hands out the GPUs"
+    ] * 3
+    for suite in root.iter("testsuite"):
+        members = list(suite.iter("testcase"))
+        assert suite.get("tests") == str(len(members))
+        assert suite.get("failures") == str(sum(outcome(c) == "failure" for c in members))
+
+    strict = junit_of(report, "warning")
+    assert (strict.get("failures"), strict.get("skipped")) == ("2", "3")
+    relaxed = junit_of(report, "never")
+    assert (relaxed.get("failures"), relaxed.get("errors")) == ("0", "0")
+
+
+def test_junit_reports_load_errors_and_a_clean_run(in_fixtures):
+    broken = junit_of(report_of("missing.yaml", "good/gpu-limits.yaml"))
+    [case] = broken.iter("testcase")
+    assert (case.get("classname"), case.get("name"), outcome(case)) == ("missing.yaml", "load file", "error")
+    assert case.find("error").get("message") == "no such file or directory"
+    assert broken.get("errors") == "1"
+    assert outcome(next(junit_of(report_of("missing.yaml"), "never").iter("testcase"))) == "passed"
+
+    clean = junit_of(report_of("good/gpu-limits.yaml"))
+    [case] = clean.iter("testcase")
+    assert (case.get("name"), outcome(case)) == ("no findings", "passed")
+    assert case.find("system-out").text == "0 errors, 0 warnings in 1 pod spec from 1 file"
+    assert (clean.get("tests"), clean.get("failures")) == ("1", "0")
+
+
+def test_junit_of_a_live_audit_groups_the_cluster_findings():
+    root = junit_of(live_report(cluster_with_bypasses(), RuleConfig()))
+    [suite] = root.iter("testsuite")
+    assert suite.get("name") == "cluster"
+    assert [(c.get("classname"), outcome(c), c.get("file")) for c in suite.iter("testcase")] == [
+        ("Deployment ml/web", "failure", None),
+        ("Pod ml/bare", "passed", None),
+        ("Pod ml/web-abc-2", "failure", None),
+    ]
+
+
+def test_junit_text_is_always_well_formed_xml():
+    assert xml_text("a\x00b\x1bc\td") == "a\\x00b\\x1bc\td"
+    definition = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p<&>\x07"},
+        "spec": {"containers": [{"name": "c\x01", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "0\x02"}]}]},
+    }
+    text = junit_xml(report_of(definition=definition), "error")
+    root = ElementTree.fromstring(text.encode())
+    [case] = root.iter("testcase")
+    assert case.get("classname") == "Pod p<&>\\x07"
+    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>')
