@@ -3,7 +3,7 @@
 """gpu_node_facts without Ansible: the calls the module makes, in this process.
 
 The client from the connection options, the options from the module's defaults, the module's
-own `read_fleet` (one paginated node list, one paginated pod list), `summarise`, and the JSON
+own `read_fleet` (one paginated list each of nodes, pods and the DRA objects), `summarise`, and the JSON
 the module would hand back. Prints a one-line JSON summary; with --profile, writes a cProfile
 of the whole run.
 
@@ -28,8 +28,8 @@ def facts(kubeconfig: str, page_size: int) -> dict:
 
     client = client_from_params({"kubeconfig": kubeconfig})
     options = options_from_params()
-    nodes, pods, plugins = read_fleet(client, options, None, None, page_size)
-    result = summarise(nodes, pods, plugins, options)
+    nodes, pods, plugins, dra = read_fleet(client, options, None, None, page_size)
+    result = summarise(nodes, pods, plugins, options, dra)
     result["api_requests"] = client.request_count
     # The module returns the facts twice (ansible_facts and the result); it serialises both.
     text = json.dumps({"changed": False, "ansible_facts": {"gpu_fleet": result}, **result})

@@ -23,12 +23,22 @@ description:
     GPUs, or its capacity has O(resource_name). Each has exactly one Ready device-plugin pod,
     O(resource_name) capacity above zero, allocatable equal to capacity, and the GPU count its labels
     state (a warning when they differ).
+  - B(GPUs through DRA.) NVIDIA's DRA driver for GPUs is the other way a node's GPUs reach the scheduler. Its
+    kubelet-plugin DaemonSet (pods C(nvidia-dra-driver-gpu-component=kubelet-plugin), or
+    C(dra-driver-nvidia-gpu-component=kubelet-plugin) from the kubernetes-sigs chart) publishes each node's GPUs
+    as ResourceSlices of driver C(gpu.nvidia.com). A node with such slices, or with a kubelet-plugin pod, is a DRA
+    GPU node, where its plugin pod runs and is Ready, and slices name it. When it has no device-plugin pod and no
+    O(resource_name) capacity, the device-plugin checks are not made on it, so a healthy DRA node has no finding.
+    The driver's DaemonSets are checked as the plugin's are, and listed in RV(dra_daemonsets).
   - B(GPU hosts.) With O(host_facts), the driver is found and C(nvidia-smi) works on each host, the
     host's GPU count matches its node's capacity, and the NVIDIA Container Toolkit hardening settings
     are reported (as warnings, or errors with O(require_hardening=true)).
   - Reads the cluster with a fixed number of list calls, whatever the number of nodes, each paginated
     with C(limit)/C(continue) - one for DaemonSets (all namespaces, or those in O(device_plugin.namespaces)
-    or named in O(daemonsets)), one for nodes, and one per device-plugin pod selector.
+    or named in O(daemonsets)), one for nodes, one for ResourceSlices, and one per device-plugin pod selector
+    and per DRA kubelet-plugin DaemonSet found (or per kubelet-plugin selector, when slices are published
+    and no such DaemonSet was found). A cluster that does not serve C(resource.k8s.io/v1), or a reader not
+    allowed to list ResourceSlices, gets an V(info) finding and the checks of the device plugin alone.
   - Fails with the report when anything is wrong (any finding of severity C(error)), unless
     O(report_only=true).
 author:
@@ -101,7 +111,8 @@ options:
     type: str
     default: nvidia.com/gpu
 notes:
-  - Needs C(list) on C(daemonsets), C(nodes) and C(pods).
+  - Needs C(list) on C(daemonsets), C(nodes) and C(pods), and on C(resourceslices) (group C(resource.k8s.io))
+    to check DRA nodes.
   - Right after a kubelet restart a node's GPU capacity is 0 until the plugin registers again; use
     C(retries) and C(until) on the task to allow for that.
 seealso:
@@ -154,7 +165,8 @@ deployments:
   contains:
     key:
       description: >-
-        V(nvidia-static), V(nvidia-helm), V(gpu-operator), V(ack-managed), V(ack-static), V(gke) or V(custom).
+        V(nvidia-static), V(nvidia-helm), V(gpu-operator), V(ack-managed), V(ack-static), V(gke), V(custom), or for
+        the kubelet plugin of NVIDIA's DRA driver V(nvidia-dra-driver) or V(dra-driver-nvidia-gpu).
       type: str
     title:
       description: A readable name.
@@ -191,6 +203,26 @@ daemonsets:
       node_selector: {nvidia.com/gpu.deploy.device-plugin: "true"}
       healthy: true
       problems: []
+dra_daemonsets:
+  description: Status of each kubelet-plugin DaemonSet of NVIDIA's DRA driver, in the shape of RV(daemonsets).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - namespace: nvidia-dra-driver-gpu
+      name: nvidia-dra-driver-gpu-kubelet-plugin
+      deployment: nvidia-dra-driver
+      generation: 1
+      observed_generation: 1
+      desired: 2
+      current: 2
+      updated: 2
+      ready: 2
+      available: 2
+      misscheduled: 0
+      node_selector: {nvidia.com/dra-kubelet-plugin: "true"}
+      healthy: true
+      problems: []
 nodes:
   description: The verdict for each GPU node.
   returned: always
@@ -223,6 +255,15 @@ nodes:
     host:
       description: What the host facts say about the driver, when given for this node.
       type: dict
+    gpu_sources:
+      description: How the node's GPUs reach the scheduler, V(device_plugin) and V(dra).
+      type: list
+      elements: str
+    dra:
+      description: >-
+        The DRA kubelet-plugin pods on the node (C(kubelet_plugin_pods)), whether one is Ready
+        (C(kubelet_plugin_ready)), and how many ResourceSlices name it and GPU devices they publish.
+      type: dict
     healthy:
       description: Whether no finding of severity C(error) is about this node.
       type: bool
@@ -241,6 +282,8 @@ nodes:
       host: null
       healthy: false
       problems: [no_device_plugin_pod, no_gpu_capacity]
+      gpu_sources: [device_plugin]
+      dra: {kubelet_plugin_pods: [], kubelet_plugin_ready: false, slices: 0, devices: 0}
 findings:
   description: Everything found wrong, errors first.
   returned: always
@@ -276,10 +319,13 @@ findings:
         requires nvidia.com/gpu.deploy.device-plugin=true. Fix: kubectl label node gfd-a100-noplugin
         nvidia.com/gpu.deploy.device-plugin=true --overwrite
 counts:
-  description: GPU nodes, DaemonSets and plugin pods seen, and findings per severity.
+  description: >-
+    GPU nodes, DaemonSets and plugin pods seen, DRA GPU nodes, DRA DaemonSets and kubelet-plugin pods, and
+    findings per severity.
   returned: always
   type: dict
-  sample: {gpu_nodes: 8, daemonsets: 1, plugin_pods: 7, error: 3, warning: 0, info: 0}
+  sample: {gpu_nodes: 10, daemonsets: 1, plugin_pods: 7, dra_nodes: 2, dra_daemonsets: 1, dra_plugin_pods: 2,
+           error: 3, warning: 0, info: 0}
 report:
   description: The readable report - which node, what is wrong, what to do.
   returned: always
@@ -342,15 +388,18 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     options = check_options(params["resource_name"], params["device_plugin"])
     targets = daemonset_targets(params["daemonsets"])
     client = module_client(module)
-    daemonsets, missing, nodes, plugin_pods = read_cluster(client, targets, options)
+    read = read_cluster(client, targets, options)
     result = evaluate(
-        daemonsets,
-        nodes,
-        plugin_pods,
+        read.daemonsets,
+        read.nodes,
+        read.plugin_pods,
         options,
         host_facts=params["host_facts"],
         require_hardening=params["require_hardening"],
-        missing_daemonsets=missing,
+        missing_daemonsets=read.missing,
+        dra_daemonsets=read.dra_daemonsets,
+        slices=read.slices,
+        dra_note=read.dra_note,
     )
     result["api_requests"] = client.request_count
     return result

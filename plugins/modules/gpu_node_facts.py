@@ -12,23 +12,47 @@ description:
     check the Alibaba ACK guide does by hand with C(kubectl get nodes) and C(kubectl describe node).
   - A node is a GPU node when its labels name a GPU model (O(model_label_keys)), say a GPU is present
     (C(nvidia.com/gpu.present), NFD's C(feature.node.kubernetes.io/pci-10de.present)) or count GPUs
-    (C(nvidia.com/gpu.count), C(aliyun.accelerator/nvidia_count)), or its capacity has one of O(resource_names)
-    or a MIG resource C(nvidia.com/mig-*). Other nodes are left out.
-  - Per GPU node, the model and the label it came from, the model as a valid label value, capacity,
-    allocatable, unhealthy (capacity minus allocatable), allocated (the GPU limits of the pods bound to the node
-    that have not finished), free, Ready, schedulable, taints, the driver and CUDA versions GPU Feature
-    Discovery labels give, ACK's scheduling mode, the device-plugin pod and whether it is Ready, and the
-    problems found, each with its reason.
+    (C(nvidia.com/gpu.count), C(aliyun.accelerator/nvidia_count)), its capacity has one of O(resource_names)
+    or a MIG resource C(nvidia.com/mig-*), or it has GPUs through Dynamic Resource Allocation (ResourceSlices of
+    NVIDIA's DRA driver C(gpu.nvidia.com), or a pod of its kubelet plugin, recognised by the labels its Helm chart
+    gives it, C(nvidia-dra-driver-gpu-component=kubelet-plugin) or C(dra-driver-nvidia-gpu-component=kubelet-plugin)).
+    Other nodes are left out.
+  - Per GPU node, the model and the label it came from (on a DRA node without a model label, the
+    C(productName) of its devices, spelled as GPU Feature Discovery spells it), the model as a valid label value,
+    capacity, allocatable, unhealthy (capacity minus allocatable), allocated, free, the same per source
+    (device plugin and DRA), Ready, schedulable, taints, the driver and CUDA versions GPU Feature Discovery labels
+    give, ACK's scheduling mode, the device-plugin pod and whether it is Ready, the DRA devices with their model,
+    UUID, memory, MIG profile and the claims that hold them, and the problems found, each with its reason.
+  - B(Device plugin.) Capacity and allocatable are the node's O(resource_names) and MIG resources; allocated is the
+    GPU limits of the pods bound to the node that have not finished.
+  - B(DRA.) Capacity is the devices the newest generation of each pool publishes, a physical GPU counted once
+    (devices that share a counter set, and the MIG devices of a GPU also published whole, are alternatives, not a
+    sum; a static MIG device counts as one, as C(nvidia.com/mig-*) does); allocatable leaves out devices tainted
+    V(NoSchedule) or V(NoExecute); allocated is the devices the claims' C(status.allocation.devices.results) name
+    (results with C(adminAccess) do not hold a device); free is neither. A pod whose O(resource_names) the scheduler
+    served from a DRA claim (C(status.extendedResourceClaimStatus)) counts once, through that claim, never against
+    the device plugin.
   - "The problems are: V(GPU labels but no nvidia.com/gpu capacity), V(allocatable below capacity),
     V(no device-plugin pod), V(plugin pod not Ready), V(node not in default (exclusive) GPU scheduling mode)
     (C(ack.node.gpu.schedule) is set to something other than V(default)), V(allocated above allocatable) and
     V(pods on this node use GPUs outside the scheduler) (a container sets C(NVIDIA_VISIBLE_DEVICES) to a value
-    the NVIDIA container toolkit reads as GPUs, V(all) or indexes or ids, in a pod without a GPU limit; the
-    toolkit reads the comma-separated entries case-sensitively, and V(void), V(none) or no entry select none)."
-  - For the fleet, totals per model, the GPU nodes that expose no GPU capacity, and all problems in one list.
-  - Costs one paginated list of nodes and one paginated list of pods (field selector on the phase), whatever
-    the size of the cluster; device-plugin pods are picked out of the same pod list by their labels. Only the
-    fields the facts need are kept from each page.
+    the NVIDIA container toolkit reads as GPUs, V(all) or indexes or ids, in a pod without a GPU limit or claim; the
+    toolkit reads the comma-separated entries case-sensitively, and V(void), V(none) or no entry select none).
+    On a DRA node the first and third are not raised; instead V(DRA kubelet-plugin pod missing or not Ready),
+    V(DRA kubelet plugin publishes no ResourceSlice), V(GPUs served by both the device plugin and a DRA driver)
+    (a DeviceClass maps an extended resource the node's device plugin advertises to its DRA devices),
+    V(DRA GPU devices tainted NoSchedule or NoExecute) and V(claim allocated to a device no ResourceSlice
+    publishes). For the cluster, V(GPU pod Pending: no node can allocate its claims) (the scheduler says
+    C(cannot allocate all claims) of a pod with GPU limits or a claim on a GPU DeviceClass). DRA problems carry a
+    C(remedy)."
+  - For the fleet, totals per model and in all (each also per source), the GPU nodes that expose no GPU
+    capacity, all problems in one list, and notes.
+  - Costs one paginated list each of nodes, pods (field selector on the phase), DeviceClasses, ResourceSlices and
+    ResourceClaims, whatever the size of the cluster; device-plugin and DRA kubelet-plugin pods are picked out of
+    the same pod list by their labels. Only the fields the facts need are kept from each page.
+  - A cluster that does not serve C(resource.k8s.io/v1), or a reader not allowed to list it, gets the facts from
+    the device plugin alone and a note in RV(notes) saying which; the run does not fail. A pool with fewer
+    ResourceSlices than it announces (C(resourceSliceCount)) is still being written, and is a note too.
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
@@ -91,11 +115,12 @@ options:
         nvidia-container-toolkit-daemonset,nvidia-mig-manager,nvidia-driver-daemonset)"
   page_size:
     description:
-      - Items per page of the node and pod lists.
+      - Items per page of each list.
     type: int
     default: 500
 notes:
-  - Read-only; always returns C(changed=false). Needs C(list) on nodes and on pods in all namespaces.
+  - Read-only; always returns C(changed=false). Needs C(list) on nodes and on pods in all namespaces, and on
+    C(deviceclasses), C(resourceslices) and C(resourceclaims) (group C(resource.k8s.io)) to count DRA GPUs.
   - The facts are also set as C(ansible_facts.gpu_fleet).
 """
 
@@ -143,7 +168,7 @@ nodes:
       type: str
       sample: NVIDIA-H100-80GB-HBM3
     model_source:
-      description: The label key the model came from.
+      description: The label key the model came from, or V(ResourceSlice productName) on a DRA node without one.
       type: str
       sample: nvidia.com/gpu.product
     model_label_value:
@@ -151,7 +176,9 @@ nodes:
       type: str
       sample: NVIDIA-H100-80GB-HBM3
     mig_profile:
-      description: The MIG profile GPU Feature Discovery appends under the single MIG strategy, else null.
+      description: >-
+        The MIG profile GPU Feature Discovery appends under the single MIG strategy, or that every DRA device of the
+        node has, else null.
       type: str
       sample: 1g.10gb
     label_gpu_count:
@@ -159,11 +186,11 @@ nodes:
       type: int
       sample: 8
     capacity:
-      description: GPUs the kubelet registered (sum over the counted resources).
+      description: GPUs the kubelet registered (sum over the counted resources), plus the GPUs DRA drivers publish.
       type: int
       sample: 8
     allocatable:
-      description: GPUs the device plugin reports healthy.
+      description: GPUs the device plugin reports healthy, plus DRA GPUs not tainted away.
       type: int
       sample: 7
     unhealthy:
@@ -171,17 +198,56 @@ nodes:
       type: int
       sample: 1
     allocated:
-      description: GPU limits of the pods bound to the node that are not Succeeded or Failed.
+      description: >-
+        GPU limits of the pods bound to the node that are not Succeeded or Failed, plus the DRA GPUs allocated claims
+        hold.
       type: int
       sample: 4
     free:
-      description: Allocatable minus allocated, never below 0.
+      description: Allocatable minus allocated, never below 0, per source, added up.
       type: int
       sample: 3
     resources:
-      description: Capacity, allocatable and allocated per counted resource.
+      description: Capacity, allocatable and allocated per counted resource of the device plugin.
       type: dict
       sample: {nvidia.com/gpu: {capacity: 8, allocatable: 7, allocated: 4}}
+    gpu_sources:
+      description: Where the node's GPUs come from, V(device_plugin) and V(dra).
+      type: list
+      elements: str
+      sample: [dra]
+    by_source:
+      description: Capacity, allocatable, allocated and free per source, V(device_plugin) and V(dra).
+      type: dict
+      sample:
+        device_plugin: {capacity: 0, allocatable: 0, allocated: 0, free: 0}
+        dra: {capacity: 4, allocatable: 4, allocated: 3, free: 1}
+    dra:
+      description:
+        - What DRA says of the node. C(readable) is false when the DRA objects could not be read.
+        - C(devices) lists each device of a GPU driver with C(name), C(driver), C(pool), C(type) (V(gpu), V(mig),
+          V(vfio)), C(model), C(product_name), C(uuid), C(parent_uuid), C(memory), C(mig_profile), C(allocated),
+          the C(claims) that hold it, and its C(taints).
+        - C(pods) are the pods the allocated devices are reserved for; C(kubelet_plugin_pods) and
+          C(kubelet_plugin_ready) the driver's kubelet plugin here; C(slices) the ResourceSlices that name the node;
+          C(served_by_both), C(tainted_devices) and C(missing_devices) what its problems are about.
+      type: dict
+      sample:
+        readable: true
+        is_dra_node: true
+        drivers: [gpu.nvidia.com]
+        slices: 1
+        devices:
+          - {name: gpu-0, driver: gpu.nvidia.com, pool: dra-h100, type: gpu, model: NVIDIA-H100-80GB-HBM3,
+             product_name: NVIDIA H100 80GB HBM3, uuid: GPU-4d5c8a0e-0000-0000-0000-000000000000,
+             parent_uuid: null, memory: 80Gi, mig_profile: null, allocated: true,
+             claims: [ml/trainer-0-extended-resources-x7k9m], taints: []}
+        pods: [ml/trainer-0]
+        kubelet_plugin_pods: [nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-kubelet-plugin-7xk2p]
+        kubelet_plugin_ready: true
+        served_by_both: []
+        tainted_devices: []
+        missing_devices: []
     ready:
       description: Whether the node's Ready condition is True.
       type: bool
@@ -217,7 +283,7 @@ nodes:
       type: list
       elements: str
     gpu_pods:
-      description: Pods holding GPUs on the node, as C(namespace/name).
+      description: Pods holding GPUs on the node (by GPU limits, or through DRA claims), as C(namespace/name).
       type: list
       elements: str
     pods_outside_scheduler:
@@ -226,27 +292,34 @@ nodes:
       elements: str
       sample: ["gpu-fleet/bypass-visible-devices (container main: NVIDIA_VISIBLE_DEVICES=all)"]
     gpu_signals:
-      description: The labels and capacity that make this a GPU node.
+      description: The labels, capacity and DRA devices that make this a GPU node.
       type: dict
-      sample: {labels: [nvidia.com/gpu.product=Tesla-T4], capacity: [capacity nvidia.com/gpu=4]}
+      sample: {labels: [nvidia.com/gpu.product=Tesla-T4], capacity: [capacity nvidia.com/gpu=4], dra_devices: 0}
     problems:
-      description: The node's problems, each with a stable C(kind), the C(problem) and the C(reason).
+      description: The node's problems, each with a stable C(kind), the C(problem), the C(reason), and for DRA
+        problems a C(remedy).
       type: list
       elements: dict
       sample: [{kind: allocatable_below_capacity, problem: allocatable below capacity,
                 reason: "capacity 4, allocatable 3: 1 GPU(s) marked unhealthy by the device plugin"}]
 models:
-  description: Totals per model (V(unknown) for GPU nodes whose labels name none).
+  description: >-
+    Totals per model (V(unknown) for GPU nodes whose labels and devices name none), both sources added, and per
+    source in C(by_source).
   returned: always
   type: dict
   sample:
-    NVIDIA-H100-80GB-HBM3: {label_value: NVIDIA-H100-80GB-HBM3, nodes: 1, capacity: 8, allocatable: 8,
-                            unhealthy: 0, allocated: 2, free: 6}
+    NVIDIA-H100-80GB-HBM3: {label_value: NVIDIA-H100-80GB-HBM3, nodes: 2, capacity: 12, allocatable: 12,
+                            unhealthy: 0, allocated: 5, free: 7,
+                            by_source: {device_plugin: {capacity: 8, allocatable: 8, allocated: 2, free: 6},
+                                        dra: {capacity: 4, allocatable: 4, allocated: 3, free: 1}}}
 totals:
-  description: Totals over all GPU nodes.
+  description: Totals over all GPU nodes, both sources added, and per source in C(by_source).
   returned: always
   type: dict
-  sample: {nodes: 9, capacity: 35, allocatable: 34, unhealthy: 1, allocated: 4, free: 30}
+  sample: {nodes: 9, capacity: 35, allocatable: 34, unhealthy: 1, allocated: 4, free: 30,
+           by_source: {device_plugin: {capacity: 35, allocatable: 34, allocated: 4, free: 30},
+                       dra: {capacity: 0, allocatable: 0, allocated: 0, free: 0}}}
 nodes_without_capacity:
   description: GPU nodes that expose no GPU capacity to the scheduler.
   returned: always
@@ -255,10 +328,13 @@ nodes_without_capacity:
   sample: [gfd-a100-noplugin]
 problems:
   description:
-    - Every node's problems in one list, each with the C(node), a stable C(kind), the C(problem) and the C(reason).
+    - Every node's problems in one list, each with the C(node), a stable C(kind), the C(problem) and the C(reason);
+      DRA problems also carry a C(remedy). Problems of no node (a GPU pod no node can allocate) have C(node) null.
     - "Kinds: V(no_gpu_capacity), V(allocatable_below_capacity), V(no_device_plugin_pod),
       V(device_plugin_not_ready), V(not_default_scheduling_mode), V(allocated_above_allocatable),
-      V(gpu_use_outside_scheduler)."
+      V(gpu_use_outside_scheduler), V(dra_plugin_not_ready), V(dra_no_resource_slices),
+      V(gpus_served_by_device_plugin_and_dra), V(claim_on_unpublished_device), V(dra_devices_tainted),
+      V(gpu_claims_unallocatable)."
   returned: always
   type: list
   elements: dict
@@ -267,11 +343,38 @@ problems:
       kind: not_default_scheduling_mode
       problem: node not in default (exclusive) GPU scheduling mode
       reason: ack.node.gpu.schedule=cgpu
+dra:
+  description: >-
+    The DRA objects read: whether they could be (C(readable)), the DeviceClasses, the extended resources they map,
+    and how many GPU ResourceSlices, ResourceClaims and allocated claims there are.
+  returned: always
+  type: dict
+  sample:
+    readable: true
+    device_classes: [gpu.nvidia.com, mig.nvidia.com, vfio.gpu.nvidia.com]
+    extended_resources: {gpu.nvidia.com: nvidia.com/gpu}
+    resource_slices: 2
+    resource_claims: 4
+    allocated_claims: 3
+notes:
+  description: >-
+    What limits the facts without being a problem of the fleet: DRA objects that could not be read (not served, or
+    not allowed), pools still being published.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - >-
+      not allowed to list "deviceclasses" (apiGroup "resource.k8s.io"): GPUs from DRA drivers are not counted; the
+      facts come from the device plugin alone; grant list on deviceclasses, resourceslices and resourceclaims (the
+      kubegpu-reader role in rbac/ does)
 api_requests:
-  description: API requests the run made (one per page of each of the two lists, plus retries).
+  description: >-
+    API requests the run made (one per page of each of the five lists, fewer when resource.k8s.io cannot be read,
+    plus retries).
   returned: always
   type: int
-  sample: 2
+  sample: 5
 """
 
 from typing import Any
@@ -334,11 +437,13 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         params["resource_names"], params["model_label_keys"], params["device_plugin"], params["exempt_pod_selectors"]
     )
     client = module_client(module)
-    nodes, pods, plugins = read_fleet(client, options, params["label_selector"], params["names"], params["page_size"])
+    nodes, pods, plugins, dra = read_fleet(
+        client, options, params["label_selector"], params["names"], params["page_size"]
+    )
     warning = missing_names_warning(params["names"], nodes, params["label_selector"])
     if warning:
         module.warn(warning)
-    facts = summarise(nodes, pods, plugins, options)
+    facts = summarise(nodes, pods, plugins, options, dra)
     facts["api_requests"] = client.request_count
     return facts
 

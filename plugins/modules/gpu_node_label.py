@@ -16,9 +16,17 @@ description:
     V(NVIDIA-H100-80GB-HBM3), V(Tesla-V100-SXM2-16GB) or V(nvidia-l4), unless O(value_overrides) maps it.
   - GPU Feature Discovery's C(-MIG-<profile>) and C(-SHARED) suffixes are kept, so that selecting on the
     model never sends a pod that wants whole GPUs to MIG slices or time-sliced GPUs.
-  - A node is a GPU node when its labels name a GPU model, say a GPU is present or count GPUs, or its
-    capacity has a GPU resource such as C(nvidia.com/gpu).
-  - Reads the nodes with one paginated list, then sends one JSON merge patch (the semantics of
+  - A node is a GPU node when its labels name a GPU model, say a GPU is present or count GPUs, its
+    capacity has a GPU resource such as C(nvidia.com/gpu), or ResourceSlices of NVIDIA's DRA driver publish
+    GPUs on it.
+  - A node whose GPUs come through Dynamic Resource Allocation carries no GPU Feature Discovery labels (the GPU
+    Operator's DRA mode deploys none). When none of O(model_label_keys) names a model, its model comes from its
+    devices' C(productName) in the newest generation of its ResourceSlices, spelled as GPU Feature Discovery
+    spells it (V(NVIDIA-H100-80GB-HBM3)), with C(-MIG-<profile>) when all its devices are MIG devices of one
+    profile. A cluster that does not serve C(resource.k8s.io/v1), or a reader not allowed to list
+    ResourceSlices, gets a warning and labels from the node labels alone.
+  - Reads the nodes with one paginated list and the ResourceSlices with another, then sends one JSON merge patch
+    (the semantics of
     C(kubectl label)) to each node whose label must change, and none to the others,
     O(parallelism) at a time.
   - The collection only rewrites or removes label values it wrote itself. It records them in the node
@@ -93,8 +101,8 @@ notes:
     a write that is forbidden), no further patch is sent and the task fails with a message naming the
     nodes done and not done. Each node's label and its ownership record change in one request, so no
     node is half-labeled, and running the task again converges.
-  - Needs C(list) and C(patch) on C(nodes), and C(get) on C(nodes) when another client changes a node
-    while it is being patched.
+  - Needs C(list) and C(patch) on C(nodes), C(get) on C(nodes) when another client changes a node
+    while it is being patched, and C(list) on C(resourceslices) (group C(resource.k8s.io)) for DRA nodes.
 seealso:
   - name: Alibaba ACK, use the default Kubernetes GPU scheduling
     description: The guide that labels GPU nodes C(accelerator=<model>) and selects on it.
@@ -280,7 +288,13 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan imp
     plan_node,
     plan_nodes,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.reads import patch_node, read_nodes, reread_node
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.reads import (
+    patch_node,
+    read_dra_models,
+    read_nodes,
+    reread_node,
+    with_dra_model,
+)
 
 MAX_PARALLELISM = 256
 
@@ -321,6 +335,10 @@ def run(module: AnsibleModule) -> tuple[dict[str, Any], list[NodeResult]]:
     is_gpu = gpu_resource_matcher()
     client = module_client(module)
     nodes, missing = read_nodes(client, params["label_selector"], params["names"])
+    models, dra_warning = read_dra_models(client)
+    if dra_warning:
+        module.warn(dra_warning)
+    nodes = [node for node in (with_dra_model(n, models) for n in nodes) if node is not None]
     plans = plan_nodes(nodes, options, is_gpu) + missing_plans(missing, params["label_selector"])
     if module.check_mode:
         results = [NodeResult(plan) for plan in plans]
@@ -328,7 +346,7 @@ def run(module: AnsibleModule) -> tuple[dict[str, Any], list[NodeResult]]:
         results = apply_plans(
             plans,
             send=lambda name, patch: patch_node(client, name, patch),
-            reread=lambda name: reread_node(client, name),
+            reread=lambda name: with_dra_model(reread_node(client, name), models),
             replan=lambda node: plan_node(node, options, is_gpu),
             parallelism=params["parallelism"],
             errors=(ClusterError,),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from . import build, fleet, versions
+from . import build, dra, fleet, versions
 
 HERE = Path(__file__).resolve().parent
 LOOPBACK = "127.0.0.1"
@@ -438,13 +438,25 @@ def _node_ready(node: dict) -> bool:
     )
 
 
+RESOURCE_API = f"/apis/{dra.RESOURCE_API}"
+
+
 def apply_fleet(api: Api, spec: dict) -> None:
-    plugin = spec["device_plugin"]
-    for namespace in sorted({plugin["namespace"], spec["pod_namespace"]}):
+    plugin, driver = spec["device_plugin"], spec["dra_driver"]
+    namespaces = {plugin["namespace"], spec["pod_namespace"]} | ({driver["namespace"]} if driver else set())
+    for namespace in sorted(namespaces):
         api.ensure("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    if driver:
+        for device_class in dra.device_classes():
+            api.ensure(f"{RESOURCE_API}/deviceclasses", device_class)
     for node in spec["nodes"]:
         api.ensure("/api/v1/nodes", fleet.node_object(node))
+        if node["dra"]:
+            uid = _get(api, f"/api/v1/nodes/{node['name']}").get("metadata", {}).get("uid")
+            api.ensure(f"{RESOURCE_API}/resourceslices", dra.resource_slice(node["name"], node["dra"], uid))
     api.ensure(f"/apis/apps/v1/namespaces/{plugin['namespace']}/daemonsets", fleet.device_plugin_daemonset(plugin))
+    if driver:
+        api.ensure(f"/apis/apps/v1/namespaces/{driver['namespace']}/daemonsets", dra.kubelet_plugin_daemonset(driver))
 
 
 def apply_fleet_pods(api: Api, spec: dict, layout: Layout, started: dict[str, subprocess.Popen]) -> None:
@@ -457,7 +469,25 @@ def apply_fleet_pods(api: Api, spec: dict, layout: Layout, started: dict[str, su
         started,
     )
     for pod in spec["pods"]:
+        template = fleet.fleet_claim_template(pod, namespace)
+        if template:
+            api.ensure(f"{RESOURCE_API}/namespaces/{namespace}/resourceclaimtemplates", template)
         api.ensure(f"/api/v1/namespaces/{namespace}/pods", fleet.fleet_pod(pod, namespace))
+
+
+def _daemonset_ready(api: Api, namespace: str, name: str) -> bool:
+    status = _get(api, f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}").get("status", {})
+    desired = status.get("desiredNumberScheduled")
+    return bool(desired) and status.get("numberReady") == desired
+
+
+def _pod_settled(pod: dict, pending: bool) -> bool:
+    """Running, or, for a pod meant to stay Pending, turned down by the scheduler."""
+    status = pod.get("status", {})
+    if not pending:
+        return status.get("phase") == "Running"
+    scheduled = next((c for c in status.get("conditions", []) if c.get("type") == "PodScheduled"), {})
+    return status.get("phase") == "Pending" and scheduled.get("status") == "False"
 
 
 def fleet_settled(api: Api, spec: dict) -> bool:
@@ -470,14 +500,15 @@ def fleet_settled(api: Api, spec: dict) -> bool:
         t.get("key", "").startswith("node.kubernetes.io/") for n in nodes for t in n.get("spec", {}).get("taints", [])
     ):
         return False
-    plugin = spec["device_plugin"]
-    ds = _get(api, f"/apis/apps/v1/namespaces/{plugin['namespace']}/daemonsets/{plugin['name']}")
-    status = ds.get("status", {})
-    desired = status.get("desiredNumberScheduled")
-    if not desired or status.get("numberReady") != desired:
+    daemonsets = [spec["device_plugin"], *([spec["dra_driver"]] if spec["dra_driver"] else [])]
+    if not all(_daemonset_ready(api, d["namespace"], d["name"]) for d in daemonsets):
         return False
-    pods = _get(api, f"/api/v1/namespaces/{spec['pod_namespace']}/pods").get("items", [])
-    return len(pods) == len(spec["pods"]) and all(p.get("status", {}).get("phase") == "Running" for p in pods)
+    pods = {
+        p["metadata"]["name"]: p for p in _get(api, f"/api/v1/namespaces/{spec['pod_namespace']}/pods").get("items", [])
+    }
+    return len(pods) == len(spec["pods"]) and all(
+        p["name"] in pods and _pod_settled(pods[p["name"]], p["pending"]) for p in spec["pods"]
+    )
 
 
 def running(layout: Layout) -> bool:
@@ -520,7 +551,7 @@ def up(fleet_file: Path, timeout: float) -> Path:
         apply_fleet(api, spec)
         apply_fleet_pods(api, spec, layout, started)
         wait_for(
-            "the fleet's nodes, device-plugin pods and fleet pods",
+            "the fleet's nodes, device-plugin and DRA kubelet-plugin pods and fleet pods",
             lambda: fleet_settled(api, spec),
             timeout,
             layout,

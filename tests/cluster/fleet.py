@@ -1,4 +1,9 @@
-"""The simulated GPU fleet: read fleet.yaml, check it, and turn it into API objects."""
+"""The simulated GPU fleet: read fleet.yaml, check it, and turn it into API objects.
+
+Nodes get their GPUs from the device plugin (`gpus`: nvidia.com/gpu in the node's status) or
+through NVIDIA's DRA driver (`dra`: devices in a ResourceSlice, see dra.py). Pods on DRA nodes,
+and pods with a `claim`, go through the real scheduler; the others are bound to their node.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,18 @@ from typing import Any
 
 import yaml
 
+from . import dra as dra_objects
+
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 NOT_READY_ANNOTATION = "kubegpu.test/not-ready"
 GPU = "nvidia.com/gpu"
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_NODE_KEYS = {"name", "count", "gpus", "allocatable_gpus", "labels", "taints", "cpu", "memory"}
-_POD_KEYS = {"name", "node", "gpus", "env"}
+_NODE_KEYS = {"name", "count", "gpus", "allocatable_gpus", "labels", "taints", "cpu", "memory", "dra"}
+_DRA_KEYS = {"product", "gpus", "memory", "mig"}
+_MIG_KEYS = {"profile", "per_gpu"}
+_POD_KEYS = {"name", "node", "gpus", "env", "claim", "pending"}
+_CLAIM_KEYS = {"device_class", "count"}
 
 
 class FleetError(ValueError):
@@ -59,6 +69,31 @@ def _check_name(value: Any, source: Path, where: str) -> str:
     return value
 
 
+def _dra_spec(raw: Any, source: Path, where: str) -> dict | None:
+    """The DRA GPUs of a node: `gpus` of `product`, whole or split into static MIG devices."""
+    if raw is None:
+        return None
+    spec = _check_keys(raw, _DRA_KEYS, source, where)
+    product = spec.get("product")
+    if not isinstance(product, str) or not product.strip():
+        raise _fail(source, f"{where}.product", "expected the GPU's product name, as nvidia-smi prints it")
+    mig = None
+    if "mig" in spec:
+        mig = _check_keys(spec["mig"], _MIG_KEYS, source, f"{where}.mig")
+        if mig.get("profile") not in dra_objects.MIG_PROFILES:
+            raise _fail(source, f"{where}.mig.profile", f"expected one of {sorted(dra_objects.MIG_PROFILES)}")
+        mig = {
+            "profile": mig["profile"],
+            "per_gpu": _check_count(mig.get("per_gpu"), source, f"{where}.mig.per_gpu", 1),
+        }
+    return {
+        "product": product,
+        "gpus": _check_count(spec.get("gpus"), source, f"{where}.gpus", 1),
+        "memory": str(spec.get("memory", "80Gi")),
+        "mig": mig,
+    }
+
+
 def _node_specs(raw: Any, source: Path) -> list[dict]:
     if not isinstance(raw, list) or not raw:
         raise _fail(source, "nodes", "expected a non-empty list of nodes")
@@ -77,6 +112,7 @@ def _node_specs(raw: Any, source: Path) -> list[dict]:
             isinstance(t, dict) and "key" in t and "effect" in t for t in taints
         ):
             raise _fail(source, f"{where}.taints", "expected a list of {key, value, effect}")
+        dra = _dra_spec(spec.get("dra"), source, f"{where}.dra")
         count = _check_count(spec.get("count", 1), source, f"{where}.count", minimum=1)
         names = [name] if "count" not in spec else [f"{name}-{i}" for i in range(count)]
         for node_name in names:
@@ -89,6 +125,7 @@ def _node_specs(raw: Any, source: Path) -> list[dict]:
                     "taints": taints,
                     "cpu": str(spec.get("cpu", "64")),
                     "memory": str(spec.get("memory", "512Gi")),
+                    "dra": dra,
                 }
             )
     seen: set[str] = set()
@@ -99,18 +136,30 @@ def _node_specs(raw: Any, source: Path) -> list[dict]:
     return expanded
 
 
-def _pod_specs(raw: Any, source: Path, node_names: set[str]) -> tuple[str, list[dict]]:
+def _claim_spec(raw: Any, source: Path, where: str) -> dict | None:
+    if raw is None:
+        return None
+    claim = _check_keys(raw, _CLAIM_KEYS, source, where)
+    device_class = claim.get("device_class")
+    if not isinstance(device_class, str) or not device_class:
+        raise _fail(source, f"{where}.device_class", "expected a DeviceClass name")
+    return {"device_class": device_class, "count": _check_count(claim.get("count", 1), source, f"{where}.count", 1)}
+
+
+def _pod_specs(raw: Any, source: Path, nodes: list[dict]) -> tuple[str, list[dict]]:
     section = _check_mapping(raw, source, "pods")
     namespace = _check_name(section.get("namespace", "gpu-fleet"), source, "pods.namespace")
     items = section.get("items", [])
     if not isinstance(items, list):
         raise _fail(source, "pods.items", "expected a list")
+    dra_nodes = {n["name"] for n in nodes if n["dra"]}
     pods = []
     for index, item in enumerate(items):
         where = f"pods.items[{index}]"
         spec = _check_keys(item, _POD_KEYS, source, where)
+        claim = _claim_spec(spec.get("claim"), source, f"{where}.claim")
         node = spec.get("node")
-        if node not in node_names:
+        if node not in {n["name"] for n in nodes} and not (node is None and claim):
             raise _fail(source, f"{where}.node", f"{node!r} is not a node of this fleet")
         pods.append(
             {
@@ -118,9 +167,30 @@ def _pod_specs(raw: Any, source: Path, node_names: set[str]) -> tuple[str, list[
                 "node": node,
                 "gpus": _check_count(spec.get("gpus", 0), source, f"{where}.gpus"),
                 "env": _check_string_map(spec.get("env", {}), source, f"{where}.env"),
+                "claim": claim,
+                # Pods on DRA nodes and pods with claims are placed by the scheduler, which allocates the claims.
+                "scheduled": bool(claim) or node in dra_nodes,
+                "pending": spec.get("pending") is True,
             }
         )
     return namespace, pods
+
+
+def _dra_driver(raw: Any, source: Path, nodes: list[dict]) -> dict | None:
+    if raw is None:
+        if any(n["dra"] for n in nodes):
+            raise _fail(source, "dra_driver", "nodes with `dra` need the driver's namespace, name and node_selector")
+        return None
+    driver = _check_mapping(raw, source, "dra_driver")
+    tolerations = driver.get("tolerations", [])
+    if not isinstance(tolerations, list) or not all(isinstance(t, dict) for t in tolerations):
+        raise _fail(source, "dra_driver.tolerations", "expected a list of tolerations")
+    return {
+        "namespace": _check_name(driver.get("namespace"), source, "dra_driver.namespace"),
+        "name": _check_name(driver.get("name"), source, "dra_driver.name"),
+        "node_selector": _check_string_map(driver.get("node_selector", {}), source, "dra_driver.node_selector"),
+        "tolerations": tolerations,
+    }
 
 
 def load(path: Path) -> dict:
@@ -134,8 +204,9 @@ def load(path: Path) -> dict:
     doc = _check_mapping(raw, path, "top level")
     plugin = _check_mapping(doc.get("device_plugin"), path, "device_plugin")
     nodes = _node_specs(doc.get("nodes"), path)
-    namespace, pods = _pod_specs(doc.get("pods", {}), path, {n["name"] for n in nodes})
+    namespace, pods = _pod_specs(doc.get("pods", {}), path, nodes)
     return {
+        "dra_driver": _dra_driver(doc.get("dra_driver"), path, nodes),
         "device_plugin": {
             "namespace": _check_name(plugin.get("namespace"), path, "device_plugin.namespace"),
             "name": _check_name(plugin.get("name"), path, "device_plugin.name"),
@@ -217,7 +288,12 @@ def device_plugin_daemonset(plugin: dict) -> dict:
     }
 
 
+def claim_template_name(spec: dict) -> str:
+    return f"{spec['name']}-gpu"
+
+
 def fleet_pod(spec: dict, namespace: str) -> dict:
+    """A fleet pod: bound to its node, or, on a DRA node or with a claim, placed by the scheduler."""
     container: dict[str, Any] = {
         "name": "main",
         "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
@@ -227,6 +303,15 @@ def fleet_pod(spec: dict, namespace: str) -> dict:
         container["resources"] = {"limits": {GPU: str(spec["gpus"])}}
     if spec["env"]:
         container["env"] = [{"name": k, "value": v} for k, v in spec["env"].items()]
+    pod_spec: dict[str, Any] = {"tolerations": [{"operator": "Exists", "effect": "NoSchedule"}]}
+    if spec.get("claim"):
+        container.setdefault("resources", {})["claims"] = [{"name": "gpu"}]
+        pod_spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": claim_template_name(spec)}]
+    if not spec.get("scheduled"):
+        pod_spec = {"nodeName": spec["node"], "tolerations": [{"key": GPU, "operator": "Exists"}]}
+    elif spec["node"]:
+        pod_spec["nodeSelector"] = {"kubernetes.io/hostname": spec["node"]}
+    pod_spec["containers"] = [container]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -235,9 +320,42 @@ def fleet_pod(spec: dict, namespace: str) -> dict:
             "namespace": namespace,
             "labels": {"app.kubernetes.io/part-of": "gpu-fleet"},
         },
-        "spec": {
-            "nodeName": spec["node"],
-            "tolerations": [{"key": GPU, "operator": "Exists"}],
-            "containers": [container],
-        },
+        "spec": pod_spec,
     }
+
+
+def fleet_claim_template(spec: dict, namespace: str) -> dict | None:
+    return (
+        dra_objects.claim_template(claim_template_name(spec), namespace, spec["claim"]) if spec.get("claim") else None
+    )
+
+
+# --- what the fleet file says about DRA nodes, for the tests' expectations --------------------------
+
+
+def dra_nodes(fleet: dict) -> list[dict]:
+    return [n for n in fleet["nodes"] if n["dra"]]
+
+
+def dra_gpus_held(pod: dict) -> int:
+    """GPUs a scheduled pod holds through DRA: its claim's count, or its nvidia.com/gpu limit."""
+    if pod["pending"]:
+        return 0
+    return pod["claim"]["count"] if pod["claim"] else pod["gpus"]
+
+
+def expected_dra_node(spec: dict, fleet: dict) -> dict:
+    """Model, capacity, allocatable, allocated and free of a DRA node, from the fleet file alone."""
+    capacity = dra_objects.device_count(spec["dra"])
+    allocated = sum(dra_gpus_held(p) for p in fleet["pods"] if p["node"] == spec["name"] and p["scheduled"])
+    return {
+        "model": dra_objects.device_model(spec["dra"]),
+        "capacity": capacity,
+        "allocatable": capacity,
+        "allocated": allocated,
+        "free": capacity - allocated,
+    }
+
+
+def pending_pods(fleet: dict) -> list[dict]:
+    return [p for p in fleet["pods"] if p["pending"]]

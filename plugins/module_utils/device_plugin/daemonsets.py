@@ -40,7 +40,7 @@ def mismatch_fixes(mismatches: Iterable[Mismatch], nodes: Sequence[str], daemons
     return list(dict.fromkeys(fixes))
 
 
-def _describe_command(daemonset: Mapping[str, Any]) -> str:
+def describe_command(daemonset: Mapping[str, Any]) -> str:
     return f"kubectl -n {daemonset['namespace']} describe daemonset {daemonset['name']}"
 
 
@@ -64,7 +64,7 @@ def _selects_no_node(
     if not nodes_by_mismatch:
         remedy = (
             "check its nodeSelector/affinity against the GPU nodes' labels: they match, so the DaemonSet controller "
-            f"has not placed its pods yet; {_describe_command(daemonset)} shows why"
+            f"has not placed its pods yet; {describe_command(daemonset)} shows why"
         )
         return finding(ERROR, KIND_DAEMONSET_SELECTS_NO_NODE, subject, problem, remedy)
     reasons = "; ".join(f"{m.text} ({len(nodes)} GPU node(s) lack it)" for m, nodes in nodes_by_mismatch.items())
@@ -86,7 +86,7 @@ def daemonset_findings(
     when there are any, and is only noted when every GPU node is served by another deployment.
     """
     subject = f"DaemonSet {namespaced_name(daemonset)}"
-    describe = _describe_command(daemonset)
+    describe = describe_command(daemonset)
     found = []
     generation, observed = daemonset["generation"], daemonset["observed_generation"]
     if generation is not None and (observed is None or observed < generation):

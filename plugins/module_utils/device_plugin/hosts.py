@@ -22,7 +22,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
     KIND_VOLUME_MOUNTS_OFF,
     finding,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.nodes import _why_no_plugin_pod
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.nodes import why_no_plugin_pod
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import gpu_count_of
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
@@ -273,7 +273,7 @@ def one_host_findings(
                 subject,
                 f"the host has {facts['gpu_count']} GPU(s), but node {node_name} has no GPU labels and no "
                 f"{context.options.primary_resource} capacity",
-                _why_no_plugin_pod(context.nodes[node_name], context.daemonsets, context.static_pods_seen),
+                why_no_plugin_pod(context.nodes[node_name], context.daemonsets, context.static_pods_seen),
                 node,
             )
         )

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.daemonsets import (
-    _describe_command,
+    describe_command,
     mismatch_fixes,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import (
@@ -53,7 +53,7 @@ _DEPLOY_PLUGIN_REMEDY = (
 )
 
 
-def _why_no_plugin_pod(node: Mapping[str, Any], daemonsets: Sequence[Mapping[str, Any]], static_pods_seen: bool) -> str:
+def why_no_plugin_pod(node: Mapping[str, Any], daemonsets: Sequence[Mapping[str, Any]], static_pods_seen: bool) -> str:
     name = node["name"]
     excluded: list[str] = []
     for daemonset in daemonsets:
@@ -61,7 +61,7 @@ def _why_no_plugin_pod(node: Mapping[str, Any], daemonsets: Sequence[Mapping[str
         if not mismatches:
             return (
                 f"the DaemonSet {namespaced_name(daemonset)} selects this node but has no running pod on it: "
-                f"{_describe_command(daemonset)} (events) and "
+                f"{describe_command(daemonset)} (events) and "
                 f"kubectl -n {daemonset['namespace']} get pods -o wide --field-selector spec.nodeName={name} show why"
             )
         reasons = "; ".join(m.text for m in mismatches)
@@ -119,7 +119,7 @@ def plugin_pod_findings(
                 KIND_NO_PLUGIN_POD,
                 subject,
                 "no device-plugin pod runs on this GPU node",
-                _why_no_plugin_pod(node, daemonsets, static_pods_seen),
+                why_no_plugin_pod(node, daemonsets, static_pods_seen),
                 name,
             )
         ]

@@ -11,7 +11,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plug
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import looks_like_gpu_node
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import _expression, placement_of
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import placement_of, selector_expression
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
     as_mapping,
@@ -28,7 +28,7 @@ def selector_text(selector: object) -> str | None:
     """A metav1.LabelSelector as a selector string, or None when it selects nothing usable."""
     raw = as_mapping(selector)
     terms = [f"{k}={v}" for k, v in sorted(string_map(raw.get("matchLabels")).items())]
-    for expression in filter(None, map(_expression, as_list(raw.get("matchExpressions")))):
+    for expression in filter(None, map(selector_expression, as_list(raw.get("matchExpressions")))):
         key, operator, values = expression["key"], expression["operator"], ",".join(expression["values"])
         terms.append(
             {

@@ -1,10 +1,11 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the device-plugin check reads: DaemonSets, nodes and plugin pods, each a paginated list,
-projected as it is read."""
+"""What the device-plugin check reads: DaemonSets, nodes, plugin pods and GPU ResourceSlices,
+each a paginated list, projected as it is read."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import (
@@ -15,12 +16,19 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.p
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.targets import (
     DaemonSetTarget,
     daemonset_list_namespaces,
+    is_dra_daemonset,
     plugin_pod_queries,
     select_daemonsets,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
+    RESOURCE_API_VERSION,
+    RESOURCE_SLICES,
+    project_slice,
+    unavailable_note,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_context
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path, collection_paths
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import placement_label_keys
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused, namespaced_name
@@ -51,16 +59,50 @@ def read_plugin_pods(client: KubeClient, queries: list[tuple[str | None, str]]) 
     return list(found.values())
 
 
-def read_cluster(
-    client: KubeClient, targets: list[DaemonSetTarget] | None, options: FleetOptions
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The DaemonSets to check, the findings for targets that matched none, the nodes and the plugin pods."""
+def read_slices(client: KubeClient) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The GPU ResourceSlices; None and a note when the cluster does not serve them or the reader may not list them."""
+    try:
+        items = client.list_items(api_path(RESOURCE_API_VERSION, RESOURCE_SLICES))
+        return [s for s in map(project_slice, items) if s is not None], None
+    except ClusterError as exc:
+        note = unavailable_note(
+            exc.status,
+            RESOURCE_SLICES,
+            "nodes whose GPUs come through DRA are checked for their kubelet-plugin pod only",
+            "grant list on resourceslices (the kubegpu-reader role in rbac/ does)",
+        )
+        if note is None:
+            raise
+        return None, note
+
+
+@dataclass
+class ClusterReads:
+    daemonsets: list[dict[str, Any]]
+    missing: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    plugin_pods: list[dict[str, Any]]
+    dra_daemonsets: list[dict[str, Any]] = field(default_factory=list)
+    slices: list[dict[str, Any]] | None = None
+    dra_note: str | None = None
+
+
+def read_cluster(client: KubeClient, targets: list[DaemonSetTarget] | None, options: FleetOptions) -> ClusterReads:
+    """The DaemonSets to check, the findings for targets that matched none, the nodes, the plugin pods
+    (device plugin and DRA kubelet plugin), the DRA driver's DaemonSets and the GPU ResourceSlices."""
     with gc_paused():
         with error_context("cannot list DaemonSets"):
             listed = read_daemonsets(client, daemonset_list_namespaces(targets, options))
         daemonsets, missing = select_daemonsets(listed, targets, options)
+        dra_daemonsets = [d for d in listed if is_dra_daemonset(d, options)]
         with error_context("cannot list nodes"):
             nodes = read_nodes(client, options, placement_label_keys(d["placement"] for d in daemonsets))
+        with error_context("cannot list ResourceSlices"):
+            slices, note = read_slices(client)
+        queries = plugin_pod_queries(options, [*daemonsets, *dra_daemonsets])
+        if slices and not dra_daemonsets:
+            # GPUs are published through DRA, but not by a DaemonSet found here: look for its pods anywhere.
+            queries += [(None, s.text) for s in options.dra_plugin_selectors]
         with error_context("cannot list device-plugin pods"):
-            plugin_pods = read_plugin_pods(client, plugin_pod_queries(options, daemonsets))
-    return daemonsets, missing, nodes, plugin_pods
+            plugin_pods = read_plugin_pods(client, queries)
+    return ClusterReads(daemonsets, missing, nodes, plugin_pods, dra_daemonsets, slices, note)

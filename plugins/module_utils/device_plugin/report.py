@@ -43,7 +43,12 @@ def render_report(result: Mapping[str, Any]) -> str:
     lines = [headline]
     deployments = result["deployments"]
     lines.append("Deployment: " + ("; ".join(d["title"] for d in deployments) if deployments else "none found"))
-    lines += [_daemonset_line(s) for s in result["daemonsets"]]
+    lines += [_daemonset_line(s) for s in (*result["daemonsets"], *result.get("dra_daemonsets", ()))]
+    dra_nodes = counts.get("dra_nodes", 0)
+    if dra_nodes:
+        lines.append(
+            f"GPUs through DRA: {plural(dra_nodes, 'node')}, {plural(counts['dra_plugin_pods'], 'kubelet-plugin pod')}"
+        )
     healthy_nodes = [n["name"] for n in result["nodes"] if not n["problems"]]
     if healthy_nodes:
         lines.append(f"Nodes without findings ({len(healthy_nodes)}): {', '.join(healthy_nodes)}")

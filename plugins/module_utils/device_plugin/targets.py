@@ -104,6 +104,11 @@ def is_plugin_daemonset(daemonset: Mapping[str, Any], options: FleetOptions) -> 
     return any(s.matches(daemonset["template_labels"]) for s in options.plugin_selectors)
 
 
+def is_dra_daemonset(daemonset: Mapping[str, Any], options: FleetOptions) -> bool:
+    """Whether a DaemonSet runs the kubelet plugin of a GPU DRA driver, by its pod template labels."""
+    return any(s.matches(daemonset["template_labels"]) for s in options.dra_plugin_selectors)
+
+
 def target_matches(target: DaemonSetTarget, daemonset: Mapping[str, Any]) -> bool:
     """A named DaemonSet, or one whose own labels or pod template labels match the selector."""
     if target.namespace and daemonset["namespace"] != target.namespace:

@@ -12,6 +12,14 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.d
     daemonset_findings,
     daemonset_summary,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.dra import (
+    DraLayout,
+    dra_cluster_findings,
+    dra_layout,
+    dra_node_findings,
+    dra_node_summary,
+    is_dra_plugin_pod,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import (
     KIND_NO_DEVICE_PLUGIN,
     KIND_NO_GPU_NODES,
@@ -24,7 +32,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.n
     node_findings,
     node_summary,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import is_gpu_node
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import (
+    gpu_count_of,
+    is_gpu_node,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.report import render_report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import (
     ERROR,
@@ -36,6 +47,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severi
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     ACK_STATIC,
     DEPLOYMENTS_BY_KEY,
+    is_dra_deployment,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
@@ -72,8 +84,12 @@ def cluster_findings(
     plugin_pods: Sequence[Mapping[str, Any]],
     deployments: Sequence[Mapping[str, Any]],
     options: FleetOptions,
+    dra: DraLayout | None = None,
 ) -> list[dict[str, Any]]:
+    """No GPU node, no device plugin (nor DRA driver) at all, several deployments of the plugin."""
     found = []
+    serves_through_dra = dra is not None and bool(dra.nodes)
+    deployments = [d for d in deployments if not is_dra_deployment(d["key"])]
     if not gpu_nodes:
         found.append(
             finding(
@@ -85,7 +101,7 @@ def cluster_findings(
                 "their provider's GPU labels",
             )
         )
-    elif not daemonsets and not plugin_pods:
+    elif not daemonsets and not plugin_pods and not serves_through_dra:
         found.append(
             finding(
                 ERROR,
@@ -112,6 +128,12 @@ def cluster_findings(
     return found
 
 
+def _dra_only(node: Mapping[str, Any], dp_pods: Mapping[str, Any], dra: DraLayout, options: FleetOptions) -> bool:
+    """A DRA GPU node with no device plugin: its GPUs are not the device plugin's to advertise."""
+    name = node["name"]
+    return name in dra.nodes and not dp_pods.get(name) and gpu_count_of(node, "capacity", options) == 0
+
+
 def evaluate(
     daemonsets: Sequence[Mapping[str, Any]],
     nodes: Iterable[Mapping[str, Any]],
@@ -120,27 +142,55 @@ def evaluate(
     host_facts: Mapping[str, Any] | None = None,
     require_hardening: bool = False,
     missing_daemonsets: Sequence[Mapping[str, Any]] = (),
+    dra_daemonsets: Sequence[Mapping[str, Any]] = (),
+    slices: Sequence[Mapping[str, Any]] | None = (),
+    dra_note: str | None = None,
 ) -> dict[str, Any]:
-    """Every verdict, from projected DaemonSets, compact nodes and projected plugin pods."""
+    """Every verdict, from projected DaemonSets, compact nodes and projected plugin pods (device
+    plugin and DRA kubelet plugin), the DRA driver's DaemonSets and the GPU ResourceSlices (None
+    when they could not be read, with `dra_note` saying why)."""
     all_nodes = {n["name"]: n for n in nodes}
-    gpu_nodes = sorted((n for n in all_nodes.values() if is_gpu_node(n, options)), key=lambda n: n["name"])
-    pods_by_node = _plugin_pods_by_node(plugin_pods)
-    static_seen = any(p["static"] for p in plugin_pods)
-    deployments = deployments_found(daemonsets, plugin_pods)
+    dra = dra_layout(plugin_pods, slices, dra_note)
+    device_plugin_pods = [p for p in plugin_pods if not is_dra_plugin_pod(p)]
+    gpu_nodes = sorted(
+        (n for n in all_nodes.values() if is_gpu_node(n, options) or n["name"] in dra.nodes), key=lambda n: n["name"]
+    )
+    pods_by_node = _plugin_pods_by_node(device_plugin_pods)
+    static_seen = any(p["static"] for p in device_plugin_pods)
+    deployments = deployments_found([*daemonsets, *dra_daemonsets], device_plugin_pods)
+    dra_only = {n["name"] for n in gpu_nodes if _dra_only(n, pods_by_node, dra, options)}
 
-    findings = cluster_findings(gpu_nodes, daemonsets, plugin_pods, deployments, options)
+    findings = cluster_findings(gpu_nodes, daemonsets, device_plugin_pods, deployments, options, dra)
+    findings += dra_cluster_findings(dra)
     findings += [dict(f) for f in missing_daemonsets]
-    unserved = [n for n in gpu_nodes if not pods_by_node.get(n["name"])]
+    device_plugin_nodes = [n for n in gpu_nodes if n["name"] not in dra_only]
+    unserved = [n for n in device_plugin_nodes if not pods_by_node.get(n["name"])]
     daemonset_summaries = []
     for daemonset in sorted(daemonsets, key=namespaced_name):
-        own = daemonset_findings(daemonset, gpu_nodes, unserved)
+        own = daemonset_findings(daemonset, device_plugin_nodes, unserved)
         daemonset_summaries.append(daemonset_summary(daemonset, own))
+        findings += own
+    dra_nodes = [n for n in gpu_nodes if n["name"] in dra.nodes]
+    dra_summaries = []
+    for daemonset in sorted(dra_daemonsets, key=namespaced_name):
+        own = daemonset_findings(daemonset, dra_nodes, [n for n in dra_nodes if not dra.plugin_pods.get(n["name"])])
+        dra_summaries.append(daemonset_summary(daemonset, own))
         findings += own
     node_summaries = {}
     for node in gpu_nodes:
         pods = pods_by_node.get(node["name"], [])
-        node_summaries[node["name"]] = node_summary(node, pods, options)
-        findings += node_findings(node, pods, daemonsets, static_seen, options)
+        summary = node_summary(node, pods, options)
+        summary["gpu_sources"] = [
+            source
+            for source, present in (("device_plugin", node["name"] not in dra_only), ("dra", node["name"] in dra.nodes))
+            if present
+        ]
+        summary["dra"] = dra_node_summary(node["name"], dra)
+        node_summaries[node["name"]] = summary
+        if node["name"] not in dra_only:
+            findings += node_findings(node, pods, daemonsets, static_seen, options)
+        if node["name"] in dra.nodes:
+            findings += dra_node_findings(node, dra)
     findings += host_verdicts(
         host_facts, HostContext(all_nodes, node_summaries, daemonsets, static_seen, options), require_hardening
     )
@@ -155,12 +205,16 @@ def evaluate(
         "healthy": not any(f["severity"] == ERROR for f in findings),
         "deployments": deployments,
         "daemonsets": daemonset_summaries,
+        "dra_daemonsets": dra_summaries,
         "nodes": list(node_summaries.values()),
         "findings": findings,
         "counts": {
             "gpu_nodes": len(gpu_nodes),
             "daemonsets": len(daemonsets),
-            "plugin_pods": len(plugin_pods),
+            "plugin_pods": len(device_plugin_pods),
+            "dra_nodes": len(dra_nodes),
+            "dra_daemonsets": len(dra_daemonsets),
+            "dra_plugin_pods": len(plugin_pods) - len(device_plugin_pods),
             **{severity: sum(f["severity"] == severity for f in findings) for severity in SEVERITIES},
         },
     }

@@ -1,11 +1,14 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""GPU facts per node and for the whole fleet, from one node list and one pod list.
+"""GPU facts per node and for the whole fleet, from one list each of nodes, pods, DeviceClasses,
+ResourceSlices and ResourceClaims.
 
-Everything here is pure: ``project_node`` and ``project_pod`` keep only the fields the facts
-need, so the caller can drop each list page as soon as it is read; ``summarise`` turns the
-compact nodes and pods into facts. Device-plugin pods come out of the same pod list, matched by
-their labels in memory, so a run costs two paginated lists whatever the size of the cluster.
+Everything here is pure: ``project_node``, ``project_pod`` and the DRA projections keep only the
+fields the facts need, so the caller can drop each list page as soon as it is read;
+``summarise`` turns them into facts. Device-plugin and DRA kubelet-plugin pods come out of the
+same pod list, matched by their labels in memory, so a run costs five paginated lists whatever
+the size of the cluster. A node's GPUs come from two sources, added up: the device plugin
+(extended resources in the node's status) and DRA drivers (devices in ResourceSlices).
 """
 
 from __future__ import annotations
@@ -14,7 +17,22 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import ROLE_DEVICE_PLUGIN
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra import (
+    SOURCE_DEVICE_PLUGIN,
+    SOURCE_DRA,
+    DraFleet,
+    dra_counts,
+    dra_fleet,
+    is_dra_node,
+    node_dra_facts,
+    unallocatable_pods,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import (
+    ROLE_DEVICE_PLUGIN,
+    ROLE_DRA_PLUGIN,
+    ROLE_UNALLOCATABLE,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects, model_from_devices
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
     ACK_EXCLUSIVE_MODE,
     ACK_SCHEDULE_LABEL,
@@ -36,6 +54,12 @@ PROBLEM_PLUGIN_NOT_READY = "device_plugin_not_ready"
 PROBLEM_NOT_EXCLUSIVE = "not_default_scheduling_mode"
 PROBLEM_OVERALLOCATED = "allocated_above_allocatable"
 PROBLEM_OUTSIDE_SCHEDULER = "gpu_use_outside_scheduler"
+PROBLEM_DRA_PLUGIN_NOT_READY = "dra_plugin_not_ready"
+PROBLEM_DRA_NO_SLICES = "dra_no_resource_slices"
+PROBLEM_SERVED_TWICE = "gpus_served_by_device_plugin_and_dra"
+PROBLEM_DRA_DEVICE_GONE = "claim_on_unpublished_device"
+PROBLEM_DRA_DEVICE_TAINTED = "dra_devices_tainted"
+PROBLEM_CLAIMS_UNALLOCATABLE = "gpu_claims_unallocatable"
 PROBLEM_TEXT = {
     PROBLEM_NO_CAPACITY: "GPU labels but no {resource} capacity",
     PROBLEM_UNHEALTHY: "allocatable below capacity",
@@ -44,11 +68,48 @@ PROBLEM_TEXT = {
     PROBLEM_NOT_EXCLUSIVE: "node not in default (exclusive) GPU scheduling mode",
     PROBLEM_OVERALLOCATED: "allocated above allocatable",
     PROBLEM_OUTSIDE_SCHEDULER: "pods on this node use GPUs outside the scheduler",
+    PROBLEM_DRA_PLUGIN_NOT_READY: "DRA kubelet-plugin pod missing or not Ready",
+    PROBLEM_DRA_NO_SLICES: "DRA kubelet plugin publishes no ResourceSlice",
+    PROBLEM_SERVED_TWICE: "GPUs served by both the device plugin and a DRA driver",
+    PROBLEM_DRA_DEVICE_GONE: "claim allocated to a device no ResourceSlice publishes",
+    PROBLEM_DRA_DEVICE_TAINTED: "DRA GPU devices tainted NoSchedule or NoExecute",
+    PROBLEM_CLAIMS_UNALLOCATABLE: "GPU pod Pending: no node can allocate its claims",
+}
+# What each problem asks of the operator, for the problems of DRA nodes.
+_DRA_REMEDIES = {
+    PROBLEM_DRA_PLUGIN_NOT_READY: (
+        "read the kubelet plugin's log (kubectl -n <namespace> logs <pod> -c gpus); the driver's DaemonSet "
+        "must select this node (its nodeSelector and affinity) and nvidia-smi must work on the host"
+    ),
+    PROBLEM_DRA_NO_SLICES: (
+        "the plugin has not published its GPUs: its log names the NVML or driver error; kubectl get "
+        "resourceslices --field-selector spec.nodeName=<node> lists what it published"
+    ),
+    PROBLEM_SERVED_TWICE: (
+        "the same GPUs are handed out twice: keep one of the two on this node (label it "
+        "nvidia.com/gpu.deploy.device-plugin=false for the GPU Operator, or take it out of the DRA "
+        "kubelet plugin's nodeSelector)"
+    ),
+    PROBLEM_DRA_DEVICE_GONE: (
+        "the device vanished after the claim was allocated (GPU lost, driver restarted, node replaced): "
+        "delete the pods that hold the claim so that it is allocated again"
+    ),
+    PROBLEM_DRA_DEVICE_TAINTED: (
+        "the driver or an admin took the devices out of scheduling (an XID error, a lost GPU, a "
+        "DeviceTaintRule): repair the GPU (nvidia-smi -q on the node), then the taint goes away"
+    ),
+    PROBLEM_CLAIMS_UNALLOCATABLE: (
+        "compare the claim's requests (kubectl describe resourceclaim) with the free devices in the "
+        "ResourceSlices: too many GPUs asked for, a selector no device meets, or all such GPUs taken"
+    ),
 }
 
 
 def _problem(kind: str, reason: str, options: FleetOptions) -> dict[str, str]:
-    return {"kind": kind, "problem": PROBLEM_TEXT[kind].format(resource=options.primary_resource), "reason": reason}
+    problem = {"kind": kind, "problem": PROBLEM_TEXT[kind].format(resource=options.primary_resource), "reason": reason}
+    if kind in _DRA_REMEDIES:
+        problem["remedy"] = _DRA_REMEDIES[kind]
+    return problem
 
 
 def _resource_table(node: Mapping[str, Any], allocated: Mapping[str, int], options: FleetOptions) -> dict[str, dict]:
@@ -72,25 +133,27 @@ def _allocated_by_resource(pods: Iterable[Mapping[str, Any]], options: FleetOpti
     return dict(allocated)
 
 
-def node_problems(facts: Mapping[str, Any], options: FleetOptions) -> list[dict[str, str]]:
-    """The problems of one GPU node, each with the reason it was found."""
+def _device_plugin_problems(facts: Mapping[str, Any], options: FleetOptions) -> list[dict[str, str]]:
     problems = []
+    own = facts["by_source"][SOURCE_DEVICE_PLUGIN]
+    on_dra_node = facts["dra"]["is_dra_node"]
     label_evidence = facts["gpu_signals"]["labels"]
-    if facts["capacity"] == 0 and label_evidence:
+    if own["capacity"] == 0 and label_evidence and not on_dra_node:
         problems.append(_problem(PROBLEM_NO_CAPACITY, f"labels {', '.join(label_evidence)}; capacity 0", options))
-    if facts["allocatable"] < facts["capacity"]:
+    if own["allocatable"] < own["capacity"]:
         problems.append(
             _problem(
                 PROBLEM_UNHEALTHY,
-                f"capacity {facts['capacity']}, allocatable {facts['allocatable']}: "
-                f"{facts['unhealthy']} GPU(s) marked unhealthy by the device plugin",
+                f"capacity {own['capacity']}, allocatable {own['allocatable']}: "
+                f"{own['capacity'] - own['allocatable']} GPU(s) marked unhealthy by the device plugin",
                 options,
             )
         )
     if not facts["device_plugin_pods"]:
-        problems.append(
-            _problem(PROBLEM_NO_PLUGIN, "no pod matching the device-plugin selectors is bound here", options)
-        )
+        if not on_dra_node:
+            problems.append(
+                _problem(PROBLEM_NO_PLUGIN, "no pod matching the device-plugin selectors is bound here", options)
+            )
     elif not facts["device_plugin_ready"]:
         problems.append(
             _problem(PROBLEM_PLUGIN_NOT_READY, f"not Ready: {', '.join(facts['device_plugin_pods'])}", options)
@@ -98,15 +161,59 @@ def node_problems(facts: Mapping[str, Any], options: FleetOptions) -> list[dict[
     mode = facts["ack_scheduling_mode"]
     if mode is not None and mode != ACK_EXCLUSIVE_MODE:
         problems.append(_problem(PROBLEM_NOT_EXCLUSIVE, f"{ACK_SCHEDULE_LABEL}={mode}", options))
-    if facts["allocated"] > facts["allocatable"]:
+    if own["allocated"] > own["allocatable"]:
         problems.append(
-            _problem(
-                PROBLEM_OVERALLOCATED, f"allocated {facts['allocated']}, allocatable {facts['allocatable']}", options
-            )
+            _problem(PROBLEM_OVERALLOCATED, f"allocated {own['allocated']}, allocatable {own['allocatable']}", options)
         )
     if facts["pods_outside_scheduler"]:
         problems.append(_problem(PROBLEM_OUTSIDE_SCHEDULER, "; ".join(facts["pods_outside_scheduler"]), options))
     return problems
+
+
+def _dra_problems(facts: Mapping[str, Any], options: FleetOptions) -> list[dict[str, str]]:
+    dra = facts["dra"]
+    problems = []
+    plugins, devices = dra["kubelet_plugin_pods"], dra["devices"]
+    if plugins and not dra["kubelet_plugin_ready"]:
+        problems.append(_problem(PROBLEM_DRA_PLUGIN_NOT_READY, f"not Ready: {', '.join(plugins)}", options))
+    elif devices and not plugins:
+        reason = (
+            f"ResourceSlices publish {len(devices)} device(s) here, but no pod matching the DRA kubelet-plugin "
+            "selectors is bound here"
+        )
+        problems.append(_problem(PROBLEM_DRA_PLUGIN_NOT_READY, reason, options))
+    if plugins and dra["readable"] and not dra["slices"]:
+        reason = f"no ResourceSlice of a GPU driver names this node; kubelet plugin: {', '.join(plugins)}"
+        problems.append(_problem(PROBLEM_DRA_NO_SLICES, reason, options))
+    for both in dra["served_by_both"]:
+        reason = (
+            f"{both['resource']} is in the node's allocatable (device plugin) and DeviceClass {both['device_class']} "
+            f"maps it to the DRA devices published here"
+        )
+        problems.append(_problem(PROBLEM_SERVED_TWICE, reason, options))
+    if dra["tainted_devices"]:
+        problems.append(_problem(PROBLEM_DRA_DEVICE_TAINTED, "; ".join(dra["tainted_devices"]), options))
+    if dra["missing_devices"]:
+        problems.append(_problem(PROBLEM_DRA_DEVICE_GONE, "; ".join(dra["missing_devices"]), options))
+    return problems
+
+
+def node_problems(facts: Mapping[str, Any], options: FleetOptions) -> list[dict[str, str]]:
+    """The problems of one GPU node, each with the reason it was found."""
+    return _device_plugin_problems(facts, options) + _dra_problems(facts, options)
+
+
+def _source_counts(capacity: int, allocatable: int, allocated: int) -> dict[str, int]:
+    return {
+        "capacity": capacity,
+        "allocatable": allocatable,
+        "allocated": allocated,
+        "free": max(allocatable - allocated, 0),
+    }
+
+
+def _sum_sources(sources: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    return {key: sum(s[key] for s in sources.values()) for key in ("capacity", "allocatable", "allocated", "free")}
 
 
 def node_facts(
@@ -114,16 +221,30 @@ def node_facts(
     pods: Sequence[Mapping[str, Any]],
     plugin_pods: Sequence[Mapping[str, Any]],
     options: FleetOptions = DEFAULT_OPTIONS,
+    dra_plugin_pods: Sequence[Mapping[str, Any]] = (),
+    dra: DraFleet | None = None,
 ) -> dict[str, Any]:
-    """Facts for one GPU node, given the compact pods bound to it."""
+    """Facts for one GPU node, given the compact pods bound to it and the fleet's DRA side."""
+    dra = dra or dra_fleet(DraObjects())
     labels = node["labels"]
     model = detect_model(labels, options.model_label_keys)
+    devices = dra.devices.get(node["name"], [])
+    if model.model is None and devices:
+        model = model_from_devices(devices)
     holders = [p for p in pods if p["gpus"]]
     allocated_by_resource = _allocated_by_resource(holders, options)
     resources = _resource_table(node, allocated_by_resource, options)
-    capacity = sum(r["capacity"] for r in resources.values())
-    allocatable = sum(r["allocatable"] for r in resources.values())
-    allocated = sum(r["allocated"] for r in resources.values())
+    by_source = {
+        SOURCE_DEVICE_PLUGIN: _source_counts(
+            sum(r["capacity"] for r in resources.values()),
+            sum(r["allocatable"] for r in resources.values()),
+            sum(r["allocated"] for r in resources.values()),
+        ),
+        SOURCE_DRA: dra_counts(devices, dra.holders),
+    }
+    totals = _sum_sources(by_source)
+    dra_facts = node_dra_facts(node["name"], node["allocatable"], dra_plugin_pods, dra)
+    dra_facts["is_dra_node"] = is_dra_node(node["name"], dra_plugin_pods, dra)
     plugin_refs = sorted(namespaced_name(p) for p in plugin_pods)
     ready_plugins = sorted(namespaced_name(p) for p in plugin_pods if p["ready"])
     facts: dict[str, Any] = {
@@ -133,12 +254,21 @@ def node_facts(
         "model_label_value": model.label_value,
         "mig_profile": model.mig_profile,
         "label_gpu_count": label_gpu_count(labels),
-        "capacity": capacity,
-        "allocatable": allocatable,
-        "unhealthy": max(capacity - allocatable, 0),
-        "allocated": allocated,
-        "free": max(allocatable - allocated, 0),
+        "capacity": totals["capacity"],
+        "allocatable": totals["allocatable"],
+        "unhealthy": max(totals["capacity"] - totals["allocatable"], 0),
+        "allocated": totals["allocated"],
+        "free": totals["free"],
         "resources": resources,
+        "gpu_sources": [
+            source
+            for source, present in (
+                (SOURCE_DEVICE_PLUGIN, by_source[SOURCE_DEVICE_PLUGIN]["capacity"] > 0 or bool(plugin_pods)),
+                (SOURCE_DRA, dra_facts["is_dra_node"]),
+            )
+            if present
+        ],
+        "by_source": by_source,
         "ready": node["ready"],
         "schedulable": node["schedulable"],
         "taints": node["taints"],
@@ -148,23 +278,38 @@ def node_facts(
         "device_plugin_pod": next(iter(ready_plugins or plugin_refs), None),
         "device_plugin_ready": bool(ready_plugins),
         "device_plugin_pods": plugin_refs,
-        "gpu_pods": sorted(namespaced_name(p) for p in holders),
+        "gpu_pods": sorted({namespaced_name(p) for p in holders} | set(dra_facts["pods"])),
         "pods_outside_scheduler": sorted(
             f"{namespaced_name(p)} ({', '.join(p['bypass'])})" for p in pods if p["bypass"]
         ),
         "gpu_signals": {
             "labels": label_signals(labels, options.model_label_keys),
             "capacity": capacity_signals(node["capacity"], options.counts),
+            "dra_devices": len(devices),
         },
+        "dra": dra_facts,
     }
     facts["problems"] = node_problems(facts, options)
     return facts
 
 
-def _is_gpu_node(node: Mapping[str, Any], options: FleetOptions) -> bool:
+def _is_gpu_node(node: Mapping[str, Any], options: FleetOptions, dra_nodes: set[str]) -> bool:
     return bool(
-        label_signals(node["labels"], options.model_label_keys) or capacity_signals(node["capacity"], options.counts)
+        node["name"] in dra_nodes
+        or label_signals(node["labels"], options.model_label_keys)
+        or capacity_signals(node["capacity"], options.counts)
     )
+
+
+_COUNTERS = ("capacity", "allocatable", "unhealthy", "allocated", "free")
+_SOURCE_COUNTERS = ("capacity", "allocatable", "allocated", "free")
+
+
+def _add_sources(into: dict[str, dict[str, int]], facts: Mapping[str, Any]) -> None:
+    for source, counts in facts["by_source"].items():
+        entry = into.setdefault(source, dict.fromkeys(_SOURCE_COUNTERS, 0))
+        for counter in _SOURCE_COUNTERS:
+            entry[counter] += counts[counter]
 
 
 def _model_totals(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -172,28 +317,55 @@ def _model_totals(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any
     for facts in nodes:
         key = facts["model"] or UNKNOWN_MODEL
         entry = models.setdefault(
-            key,
-            {
-                "label_value": facts["model_label_value"],
-                "nodes": 0,
-                "capacity": 0,
-                "allocatable": 0,
-                "unhealthy": 0,
-                "allocated": 0,
-                "free": 0,
-            },
+            key, {"label_value": facts["model_label_value"], "nodes": 0, **dict.fromkeys(_COUNTERS, 0), "by_source": {}}
         )
         entry["nodes"] += 1
-        for counter in ("capacity", "allocatable", "unhealthy", "allocated", "free"):
+        for counter in _COUNTERS:
             entry[counter] += facts[counter]
+        _add_sources(entry["by_source"], facts)
     return dict(sorted(models.items()))
 
 
-def _fleet_totals(nodes: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    counters = ("capacity", "allocatable", "unhealthy", "allocated", "free")
-    totals = {"nodes": len(nodes)}
-    totals.update({counter: sum(n[counter] for n in nodes) for counter in counters})
+def _fleet_totals(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    totals: dict[str, Any] = {"nodes": len(nodes)}
+    totals.update({counter: sum(n[counter] for n in nodes) for counter in _COUNTERS})
+    totals["by_source"] = {}
+    for facts in nodes:
+        _add_sources(totals["by_source"], facts)
     return totals
+
+
+def _cluster_problems(
+    pending: Sequence[Mapping[str, Any]], dra: DraFleet, node_names: set[str], options: FleetOptions
+) -> list[dict[str, Any]]:
+    """Problems that belong to no reported node: GPU pods no node can allocate, allocations off every node."""
+    problems: list[dict[str, Any]] = []
+    for pod in unallocatable_pods(pending, dra):
+        reason = f"{namespaced_name(pod)}: {pod['message']}"
+        problems.append({"node": None, **_problem(PROBLEM_CLAIMS_UNALLOCATABLE, reason, options)})
+    for node, missing in sorted(dra.missing.items(), key=lambda pair: pair[0] or ""):
+        if node is None or node not in node_names:
+            problems.append({"node": node, **_problem(PROBLEM_DRA_DEVICE_GONE, "; ".join(missing), options)})
+    return problems
+
+
+def _dra_summary(dra: DraObjects) -> dict[str, Any]:
+    return {
+        "readable": dra.available,
+        "device_classes": sorted(c["name"] for c in dra.classes),
+        "extended_resources": {c["name"]: c["extended_resource"] for c in dra.classes if c["extended_resource"]},
+        "resource_slices": len(dra.slices),
+        "resource_claims": len(dra.claims),
+        "allocated_claims": sum(1 for c in dra.claims if c["allocated"]),
+    }
+
+
+def _by_role(pods: Iterable[Mapping[str, Any]], role: str) -> dict[str, list[Mapping[str, Any]]]:
+    grouped: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for pod in pods:
+        if pod["role"] == role:
+            grouped[pod["node"]].append(pod)
+    return grouped
 
 
 def summarise(
@@ -201,39 +373,58 @@ def summarise(
     pods: Iterable[Mapping[str, Any]],
     plugin_pods: Iterable[Mapping[str, Any]],
     options: FleetOptions = DEFAULT_OPTIONS,
+    dra: DraObjects | None = None,
 ) -> dict[str, Any]:
-    """Fleet facts from compact nodes and pods (as `project_node` and `project_pod` return them).
+    """Fleet facts from compact nodes and pods (as `project_node` and `project_pod` return them)
+    and the projected DRA objects.
 
-    `pods` are the pods that hold or ask for GPUs; `plugin_pods` the device-plugin pods.
-    Only nodes that look like GPU nodes are reported.
+    `pods` are the pods that hold or ask for GPUs, and the GPU pods no node can allocate;
+    `plugin_pods` the device-plugin and DRA kubelet-plugin pods. Only nodes that look like GPU
+    nodes, or have GPUs through DRA, are reported.
     """
+    dra = dra or DraObjects()
+    fleet = dra_fleet(dra)
+    pods = list(pods)
+    plugin_pods = list(plugin_pods)
     pods_by_node: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    plugins_by_node: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for pod in pods:
-        pods_by_node[pod["node"]].append(pod)
-    for pod in plugin_pods:
-        plugins_by_node[pod["node"]].append(pod)
-    gpu_nodes = sorted((n for n in nodes if _is_gpu_node(n, options)), key=lambda n: n["name"])
-    facts = [node_facts(n, pods_by_node[n["name"]], plugins_by_node[n["name"]], options) for n in gpu_nodes]
+        if pod["role"] != ROLE_UNALLOCATABLE:
+            pods_by_node[pod["node"]].append(pod)
+    plugins_by_node = _by_role(plugin_pods, ROLE_DEVICE_PLUGIN)
+    dra_plugins_by_node = _by_role(plugin_pods, ROLE_DRA_PLUGIN)
+    dra_nodes = set(fleet.devices) | set(dra_plugins_by_node)
+    gpu_nodes = sorted((n for n in nodes if _is_gpu_node(n, options, dra_nodes)), key=lambda n: n["name"])
+    facts = [
+        node_facts(
+            n, pods_by_node[n["name"]], plugins_by_node[n["name"]], options, dra_plugins_by_node[n["name"]], fleet
+        )
+        for n in gpu_nodes
+    ]
+    pending = [p for p in pods if p["role"] == ROLE_UNALLOCATABLE]
+    node_names = {f["name"] for f in facts}
     return {
         "nodes": facts,
         "models": _model_totals(facts),
         "totals": _fleet_totals(facts),
         "nodes_without_capacity": [f["name"] for f in facts if f["capacity"] == 0],
-        "problems": [{"node": f["name"], **problem} for f in facts for problem in f["problems"]],
+        "problems": [{"node": f["name"], **problem} for f in facts for problem in f["problems"]]
+        + _cluster_problems(pending, fleet, node_names, options),
+        "dra": _dra_summary(dra),
+        "notes": list(fleet.notes),
     }
 
 
 def split_pods(
     projected: Iterable[Mapping[str, Any] | None],
 ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-    """Projected pods as (pods that hold or ask for GPUs, device-plugin pods); None entries dropped."""
+    """Projected pods as (pods that hold or ask for GPUs, device-plugin and DRA kubelet-plugin pods);
+    None entries dropped."""
     pods: list[Mapping[str, Any]] = []
     plugins: list[Mapping[str, Any]] = []
     for pod in projected:
         if pod is None:
             continue
-        if pod["role"] == ROLE_DEVICE_PLUGIN:
+        if pod["role"] in (ROLE_DEVICE_PLUGIN, ROLE_DRA_PLUGIN):
             plugins.append(pod)
         else:
             pods.append(pod)

@@ -1,19 +1,30 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the fleet facts read: one paginated list of nodes and one of active pods, projected page
-by page so that no page is kept."""
+"""What the fleet facts read: one paginated list each of nodes, active pods, DeviceClasses,
+ResourceSlices and ResourceClaims, projected page by page so that no page is kept."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import split_pods
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import project_pod
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
+    DEVICE_CLASSES,
+    RESOURCE_API_VERSION,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    DraObjects,
+    project_claim,
+    project_device_class,
+    project_slice,
+    unavailable_note,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_context
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import ACTIVE_POD_FIELD_SELECTOR
@@ -44,10 +55,40 @@ def compact_nodes(
     return nodes
 
 
+def _projected(
+    client: KubeClient, resource: str, project: Callable[[Any], dict[str, Any] | None], page_size: int
+) -> list[dict[str, Any]]:
+    items = client.list_items(api_path(RESOURCE_API_VERSION, resource), page_size=page_size)
+    return [p for p in map(project, items) if p is not None]
+
+
+def read_dra(client: KubeClient, page_size: int) -> DraObjects:
+    """DeviceClasses, GPU ResourceSlices and ResourceClaims, one paginated list each.
+
+    A cluster that does not serve resource.k8s.io/v1 (404), or a reader that may not list it
+    (403), gives no DRA objects and a note saying which; the lists after it are not sent.
+    """
+    dra = DraObjects()
+    for resource, project, into in (
+        (DEVICE_CLASSES, project_device_class, dra.classes),
+        (RESOURCE_SLICES, project_slice, dra.slices),
+        (RESOURCE_CLAIMS, project_claim, dra.claims),
+    ):
+        try:
+            into += _projected(client, resource, project, page_size)
+        except ClusterError as exc:
+            note = unavailable_note(exc.status, resource)
+            if note is None:
+                raise
+            return DraObjects(unavailable=note)
+    return dra
+
+
 def read_fleet(
     client: KubeClient, options: FleetOptions, label_selector: str | None, names: list[str] | None, page_size: int
-) -> tuple[list[dict[str, Any]], list[Any], list[Any]]:
-    """The compact nodes, then the GPU pods and device-plugin pods: one node list and one pod list."""
+) -> tuple[list[dict[str, Any]], list[Any], list[Any], DraObjects]:
+    """The compact nodes, the GPU pods, the device-plugin and DRA kubelet-plugin pods, and the DRA
+    objects: one list each of nodes, pods, DeviceClasses, ResourceSlices and ResourceClaims."""
     with error_context("cannot read the GPU fleet"), gc_paused():
         node_items = client.list_items(
             api_path("v1", "nodes"),
@@ -60,7 +101,8 @@ def read_fleet(
             api_path("v1", "pods"), field_selector=pod_field_selector(names), page_size=page_size
         )
         pods, plugins = split_pods(project_pod(item, options) for item in pod_items)
-    return nodes, pods, plugins
+        dra = read_dra(client, page_size)
+    return nodes, pods, plugins, dra
 
 
 def missing_names_warning(names: list[str] | None, nodes: list[dict[str, Any]], selector: str | None) -> str | None:

@@ -25,8 +25,19 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
     return lines
 
 
+def _dra_line(totals: Mapping[str, Any]) -> list[str]:
+    dra = (totals.get("by_source") or {}).get("dra") or {}
+    if not dra.get("capacity"):
+        return []
+    return [
+        f"of which through DRA: {dra.get('capacity', 0)} GPUs, {dra.get('allocatable', 0)} allocatable, "
+        f"{dra.get('allocated', 0)} allocated, {dra.get('free', 0)} free"
+    ]
+
+
 def summary_lines(facts: Mapping[str, Any]) -> list[str]:
-    """A table per model (nodes, GPUs, allocatable, allocated, free), then every problem."""
+    """A table per model (nodes, GPUs, allocatable, allocated, free), the DRA share, then every
+    problem (those of no node under `cluster`) and the notes."""
     models = facts.get("models") or {}
     rows: list[tuple[str, ...]] = [_COLUMNS]
     for name in sorted(models):
@@ -52,10 +63,12 @@ def summary_lines(facts: Mapping[str, Any]) -> list[str]:
             str(totals.get("free", 0)),
         )
     )
-    lines = ["GPU fleet", *_table(rows)]
+    lines = ["GPU fleet", *_table(rows), *_dra_line(totals)]
     problems = facts.get("problems") or []
     lines.append(f"problems: {len(problems)}" if problems else "problems: none")
-    lines += [f"  {p.get('node')}: {p.get('problem')} ({p.get('reason')})" for p in problems]
+    lines += [f"  {p.get('node') or 'cluster'}: {p.get('problem')} ({p.get('reason')})" for p in problems]
+    notes = facts.get("notes") or []
+    lines += [f"note: {note}" for note in notes]
     return lines
 
 

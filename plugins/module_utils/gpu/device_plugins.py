@@ -1,7 +1,7 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Where the NVIDIA device plugin runs: the known deployments, their pod labels, and the GPU
-system pods that set NVIDIA_VISIBLE_DEVICES on purpose."""
+"""Where the NVIDIA device plugin runs: the known deployments, their pod labels, the kubelet
+plugin of NVIDIA's DRA driver, and the GPU system pods that set NVIDIA_VISIBLE_DEVICES on purpose."""
 
 from __future__ import annotations
 
@@ -33,8 +33,22 @@ ACK_STATIC = Deployment("ack-static", f"ACK static pods ({ACK_STATIC_MANIFEST})"
 GKE = Deployment("gke", "Google's nvidia-gpu-device-plugin (GKE, Kubespray)", "k8s-app=nvidia-gpu-device-plugin")
 CUSTOM = Deployment("custom", "device plugin found by the given selectors", "")
 DAEMONSET_DEPLOYMENTS: tuple[Deployment, ...] = (NVIDIA_STATIC, NVIDIA_HELM, GPU_OPERATOR, ACK_MANAGED, GKE)
-DEPLOYMENTS_BY_KEY = {d.key: d for d in (*DAEMONSET_DEPLOYMENTS, ACK_STATIC, CUSTOM)}
-_DEPLOYMENT_SELECTORS = tuple((d, parse_label_selector(d.selector)) for d in DAEMONSET_DEPLOYMENTS)
+# The kubelet plugin of NVIDIA's DRA driver: its Helm chart labels the pods `<chart>-component:
+# kubelet-plugin`, the chart being nvidia-dra-driver-gpu in the released versions and
+# dra-driver-nvidia-gpu since the move to kubernetes-sigs (templates/_helpers.tpl, selectorLabels).
+NVIDIA_DRA = Deployment(
+    "nvidia-dra-driver", "NVIDIA DRA driver for GPUs, kubelet plugin", "nvidia-dra-driver-gpu-component=kubelet-plugin"
+)
+NVIDIA_DRA_SIGS = Deployment(
+    "dra-driver-nvidia-gpu",
+    "NVIDIA DRA driver for GPUs, kubelet plugin (kubernetes-sigs chart)",
+    "dra-driver-nvidia-gpu-component=kubelet-plugin",
+)
+DRA_KUBELET_PLUGIN_DEPLOYMENTS: tuple[Deployment, ...] = (NVIDIA_DRA, NVIDIA_DRA_SIGS)
+DEPLOYMENTS_BY_KEY = {d.key: d for d in (*DAEMONSET_DEPLOYMENTS, *DRA_KUBELET_PLUGIN_DEPLOYMENTS, ACK_STATIC, CUSTOM)}
+_DEPLOYMENT_SELECTORS = tuple(
+    (d, parse_label_selector(d.selector)) for d in (*DAEMONSET_DEPLOYMENTS, *DRA_KUBELET_PLUGIN_DEPLOYMENTS)
+)
 
 
 def deployment_of(labels: Mapping[str, str], static: bool = False) -> Deployment:
@@ -57,6 +71,13 @@ def is_static_pod(annotations: Mapping[str, str], owner_kinds: Iterable[str]) ->
 # A pod matching one of these is a device-plugin pod: NVIDIA's static DaemonSet, its Helm chart,
 # the GPU Operator, ACK (DaemonSet and static mirror pods alike), and Google's plugin.
 DEFAULT_DEVICE_PLUGIN_SELECTORS: tuple[str, ...] = tuple(d.selector for d in DAEMONSET_DEPLOYMENTS)
+# A pod matching one of these is a kubelet-plugin pod of a GPU DRA driver.
+DEFAULT_DRA_PLUGIN_SELECTORS: tuple[str, ...] = tuple(d.selector for d in DRA_KUBELET_PLUGIN_DEPLOYMENTS)
+
+
+def is_dra_deployment(key: str) -> bool:
+    return key in {d.key for d in DRA_KUBELET_PLUGIN_DEPLOYMENTS}
+
 
 # GPU Operator operands set NVIDIA_VISIBLE_DEVICES=all on purpose (monitoring, validation,
 # MIG management): they are not workloads hiding from the scheduler.

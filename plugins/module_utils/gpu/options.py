@@ -11,6 +11,7 @@ from fnmatch import fnmatchcase
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
+    DEFAULT_DRA_PLUGIN_SELECTORS,
     DEFAULT_EXEMPT_POD_SELECTORS,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
@@ -39,6 +40,9 @@ class FleetOptions:
         parse_label_selector(s) for s in DEFAULT_DEVICE_PLUGIN_SELECTORS
     )
     exempt_selectors: tuple[LabelSelector, ...] = tuple(parse_label_selector(s) for s in DEFAULT_EXEMPT_POD_SELECTORS)
+    dra_plugin_selectors: tuple[LabelSelector, ...] = tuple(
+        parse_label_selector(s) for s in DEFAULT_DRA_PLUGIN_SELECTORS
+    )
     is_gpu: Callable[[str], bool] = field(default=gpu_resource_matcher(), compare=False)
 
     def counts(self, resource: str) -> bool:

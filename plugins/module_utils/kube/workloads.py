@@ -2,8 +2,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Walk Kubernetes objects to the pod specs they carry, with the JSON path of each.
 
-Only the built-in kinds whose pod template the API server validates are walked. Every other
-object is reported as not checked, with the reason, so that nothing passes silently.
+Only the built-in kinds whose pod template the API server validates are walked, and the
+ResourceClaims and ResourceClaimTemplates of Dynamic Resource Allocation, whose device requests
+are checked on their own. Every other object is reported as not checked, with the reason, so
+that nothing passes silently.
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ _TEMPLATE_KEYS: dict[tuple[str, str], tuple[str, ...] | None] = {
     ("apps", "DaemonSet"): ("spec", "template"),
     ("batch", "Job"): ("spec", "template"),
     ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template"),
+}
+
+# (API group, kind) -> keys from the object to its ResourceClaimSpec.
+_CLAIM_SPEC_KEYS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("resource.k8s.io", "ResourceClaim"): ("spec",),
+    ("resource.k8s.io", "ResourceClaimTemplate"): ("spec", "spec"),
 }
 
 # Groups that served the same kinds in older releases.
@@ -76,6 +84,7 @@ class PodSpecSite:
     prefix: str = ""  # `items[3]` for an item of a List: the API server sees the item alone
     container_lists: tuple[str, ...] = CONTAINER_LISTS
     pod_level: bool = True  # False: only the listed containers are checked, not the pod's own fields
+    claim_spec: Mapping[str, Any] | None = None  # the ResourceClaimSpec of a claim or claim template, at `path`
 
     @property
     def api_path(self) -> str:
@@ -175,6 +184,8 @@ def pod_spec_site(obj: Mapping[str, Any], ref: ObjectRef, prefix: str = "") -> P
     if not ref.kind:
         return NotChecked(ref, "no kind: not a Kubernetes object", prefix)
     group = api_group(ref.api_version)
+    if (group, ref.kind) in _CLAIM_SPEC_KEYS:
+        return claim_site(obj, ref, _CLAIM_SPEC_KEYS[(group, ref.kind)], prefix)
     if (group, ref.kind) in _TEMPLATE_KEYS:
         keys = _TEMPLATE_KEYS[(group, ref.kind)]
     elif ref.kind in _KEYS_BY_KIND and not ref.api_version:
@@ -211,6 +222,20 @@ def pod_spec_site(obj: Mapping[str, Any], ref: ObjectRef, prefix: str = "") -> P
         object_metadata,
         join_path(path, "metadata"),
         prefix,
+    )
+
+
+def claim_site(obj: Mapping[str, Any], ref: ObjectRef, keys: tuple[str, ...], prefix: str) -> PodSpecSite | NotChecked:
+    """A ResourceClaim or ResourceClaimTemplate: no containers, its claim spec checked on its own."""
+    spec: Any = obj
+    for key in keys:
+        spec = spec.get(key) if isinstance(spec, dict) else None
+    path = join_path(prefix, ".".join(keys))
+    if not isinstance(spec, dict):
+        return NotChecked(ref, f"{ref.kind} has no claim spec mapping", path)
+    metadata = as_mapping(obj.get("metadata"))
+    return PodSpecSite(
+        ref, {}, path, metadata, metadata, join_path(prefix, "metadata"), prefix, (), pod_level=False, claim_spec=spec
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import MODEL_SOURCE as DRA_MODEL_SOURCE
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
     DEFAULT_MODEL_LABEL_KEYS,
     is_valid_label_value,
@@ -63,6 +64,8 @@ class CompactNode:
     ownership: str | None = None
     resource_version: str | None = None
     gpu_capacity: Mapping[str, int] = field(default_factory=dict)
+    # The model the node's DRA devices name (their productName), for nodes without a model label.
+    dra_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -257,11 +260,13 @@ def _desired_value(
     """The value the label should have (None: not a GPU node) and the model labels that name it
     when they disagree, or a plan that settles the node without a value (skipped)."""
     current = node.labels.get(options.label_key)
-    if not looks_like_gpu_node(node.labels, node.gpu_capacity, is_gpu, options.source_keys):
+    if not node.dra_model and not looks_like_gpu_node(node.labels, node.gpu_capacity, is_gpu, options.source_keys):
         return None, (), None
     names = model_names(node.labels, options.source_keys)
+    if not names and node.dra_model:
+        names = [(DRA_MODEL_SOURCE, node.dra_model)]
     if not names:
-        reason = "GPU node without a model label (" + ", ".join(options.source_keys) + ")"
+        reason = "GPU node without a model label (" + ", ".join(options.source_keys) + ") or DRA devices"
         return None, (), NodePlan(node.name, Outcome.SKIP, current, current, reason=reason)
     mixed = tuple(names) if names_mixed_models(names) else ()
     if mixed and options.mixed_models == "skip":

@@ -1,18 +1,20 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the rules read about one pod spec, worked out once: per container its GPU resources and
-quantities, its environment as the kubelet builds it, its image's environment, its device mounts
-and its privileges; for the pod whether it holds GPUs and how it is annotated."""
+quantities, the DRA claims it uses, its environment as the kubelet builds it, its image's
+environment, its device mounts and its privileges; for the pod whether it holds GPUs and how it
+is annotated; for a ResourceClaim or ResourceClaimTemplate the requests that ask for admin access."""
 
 from __future__ import annotations
 
 import posixpath
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import admin_access_requests
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import DEVICE_VARIABLES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping, as_text
@@ -74,6 +76,7 @@ class ContainerFacts:
     escalations: list[tuple[str, str]]
     device_values: list[tuple[str, str, EnvValue]]  # (variable, what it grants, value)
     quantity_issues: list[QuantityIssue]  # what the API server says of the GPU quantities
+    claims: list[str] = field(default_factory=list)  # the pod's resource claims the container uses
 
     @property
     def ephemeral(self) -> bool:
@@ -93,6 +96,7 @@ class PodFacts:
     allow_annotation: str
     allow_reason: str = ""
     allow_path: str | None = None  # where the allow annotation is, if the object carries it
+    admin_requests: list[tuple[str, str]] = field(default_factory=list)  # (request, path) with admin access
 
 
 def analyse(
@@ -103,10 +107,20 @@ def analyse(
     allow_annotation: str,
 ) -> PodFacts:
     volumes = gpu_host_path_volumes(site.spec)
-    containers = [_container_facts(c, site, is_gpu, sources, images, volumes) for c in iter_containers(site)]
-    has_gpu = any(c.has_gpu for c in containers) or bool(as_list(site.spec.get("resourceClaims")))
+    pod_claims = pod_claim_names(site.spec)
+    containers = [
+        _container_facts(c, site, is_gpu, sources, images, volumes, pod_claims) for c in iter_containers(site)
+    ]
+    has_gpu = any(c.has_gpu for c in containers) or bool(pod_claims)
     reason, path = allow_annotation_of(site, allow_annotation)
-    return PodFacts(site, containers, has_gpu, is_gpu, allow_annotation, reason, path)
+    admin = admin_access_requests(site.claim_spec, site.path) if site.claim_spec is not None else []
+    return PodFacts(site, containers, has_gpu, is_gpu, allow_annotation, reason, path, admin)
+
+
+def pod_claim_names(spec: Mapping[str, Any]) -> set[str]:
+    """The names of the pod's resource claims (each from a ResourceClaimTemplate or a ResourceClaim)."""
+    names = (as_mapping(c).get("name") for c in as_list(spec.get("resourceClaims")))
+    return {n for n in names if isinstance(n, str) and n}
 
 
 def _container_facts(
@@ -116,6 +130,7 @@ def _container_facts(
     sources: EnvSources,
     images: ImageCatalogue,
     volumes: Mapping[str, tuple[int, str]],
+    pod_claims: set[str],
 ) -> ContainerFacts:
     c = container.container
     env = (
@@ -141,8 +156,14 @@ def _container_facts(
     )
     resources = as_mapping(c.get("resources"))
     if resources:
+        facts.claims = [n for n in map(_claim_name, as_list(resources.get("claims"))) if n in pod_claims]
         _read_resources(facts, resources, site, is_gpu)
     return facts
+
+
+def _claim_name(entry: object) -> str:
+    name = as_mapping(entry).get("name")
+    return name if isinstance(name, str) else ""
 
 
 def _read_resources(
@@ -152,7 +173,8 @@ def _read_resources(
     limits = as_mapping(resources.get("limits"))
     requests = as_mapping(resources.get("requests"))
     facts.gpu_resources = [n for n in (*limits, *requests) if is_gpu(n)]
-    has_claims = bool(as_list(resources.get("claims")))
+    # A DRA claim counts as a GPU request: which devices it gets is decided by its class, not here.
+    has_claims = bool(facts.claims)
     facts.has_gpu = has_claims
     if not facts.gpu_resources:
         return

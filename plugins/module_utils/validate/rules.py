@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import GPU_SYSTEM_NAMESPACES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import (
     ALL,
     CUDA_VERSION,
@@ -85,9 +86,16 @@ def gpu_selections(pod: PodFacts, with_gpu: bool) -> Iterator[Hit]:
             if selection in (ALL, DEVICES):
                 shown = f"{variable}={value.value}" if not value.secret else f"{variable} ({value.shown()})"
                 what = "every GPU of the node" if selection == ALL else "GPUs by index or id"
-                resources = ", ".join(c.gpu_resources) or "GPU"
-                fields = dict(shown=shown, who=c.who, origin=value.origin, verb=verb, what=what, resources=resources)
+                fields = dict(shown=shown, who=c.who, origin=value.origin, verb=verb, what=what, **_assigned(c))
                 yield Hit(c.site, value.path, fields)
+
+
+def _assigned(c: ContainerFacts) -> dict[str, str]:
+    """Who assigned the container's GPUs, and for what: its GPU limits, or else its DRA claims."""
+    if c.gpu_resources or not c.claims:
+        return dict(assigner="the device plugin", request=f"{', '.join(c.gpu_resources) or 'GPU'} limit")
+    names = ", ".join(repr(n) for n in c.claims)
+    return dict(assigner="the DRA driver", request=f"resource claim{'s' if len(c.claims) > 1 else ''} {names}")
 
 
 def visible_devices_unknown(pod: PodFacts) -> Iterator[Hit]:
@@ -245,6 +253,18 @@ def device_annotation_without_gpu(pod: PodFacts) -> Iterator[Hit]:
             yield Hit(None, key_path(f"{pod.site.metadata_path}.annotations", key), dict(key=key))
 
 
+# --- DRA claims ------------------------------------------------------------------------------------
+
+
+def admin_access_outside_system_namespaces(pod: PodFacts) -> Iterator[Hit]:
+    namespace = pod.site.ref.namespace
+    if namespace in GPU_SYSTEM_NAMESPACES:
+        return
+    for request, path in pod.admin_requests:
+        where = f"namespace {namespace}" if namespace else "the namespace it is applied to"
+        yield Hit(None, path, dict(kind=pod.site.ref.kind, request=request or "(no name)", where=where))
+
+
 def allow_annotation_without_reason(pod: PodFacts) -> Iterator[Hit]:
     if pod.allow_path is not None and not pod.allow_reason:
         yield Hit(None, pod.allow_path, dict(annotation=pod.allow_annotation))
@@ -268,10 +288,12 @@ RULES: dict[str, Rule] = {
             "KGPU102",
             "visible-devices-overrides-plugin",
             ERROR,
-            "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) overrides the GPUs the device plugin assigned",
-            "Remove the variable from the container: the device plugin sets it to the GPUs the scheduler counted.",
-            "{shown} in {who} (from {origin}) overrides the GPUs the device plugin assigned for its {resources} "
-            "limit: it {verb} {what}, including GPUs the scheduler gave to other pods",
+            "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) overrides the GPUs the device plugin or a DRA "
+            "driver assigned",
+            "Remove the variable from the container: the device plugin, or the DRA driver for a resource claim, "
+            "gives it the GPUs the scheduler counted.",
+            "{shown} in {who} (from {origin}) overrides the GPUs {assigner} assigned for its {request}: it {verb} "
+            "{what}, including GPUs the scheduler gave to other pods",
             partial(gpu_selections, with_gpu=True),
         ),
         Rule(
@@ -426,6 +448,18 @@ RULES: dict[str, Rule] = {
             "annotation {key} asks the container runtime to inject devices, which are not privilege-gated and not "
             "counted by the scheduler; no container in the pod requests a GPU",
             device_annotation_without_gpu,
+        ),
+        Rule(
+            "KGPU701",
+            "claim-admin-access",
+            WARNING,
+            "A ResourceClaim (or claim template) asks for admin access to devices outside the GPU system namespaces",
+            "Remove adminAccess from the request: admin access is for monitoring and driver components, which run "
+            "in the GPU system namespaces (kube-system, gpu-operator, the DRA driver's); Kubernetes grants it only "
+            "in namespaces labeled resource.kubernetes.io/admin-access=true.",
+            "{kind} request {request} asks for admin access in {where}: it reaches devices already allocated to "
+            "other pods, which the scheduler does not count as used",
+            admin_access_outside_system_namespaces,
         ),
         Rule(
             "KGPU901",

@@ -358,8 +358,23 @@ def test_healthy_node_facts():
             "unhealthy": 0,
             "allocated": 3,
             "free": 5,
+            "by_source": {
+                "device_plugin": {"capacity": 8, "allocatable": 8, "allocated": 3, "free": 5},
+                "dra": {"capacity": 0, "allocatable": 0, "allocated": 0, "free": 0},
+            },
         }
     }
+
+
+DEVICE_PLUGIN_KINDS = (
+    PROBLEM_NO_CAPACITY,
+    PROBLEM_UNHEALTHY,
+    PROBLEM_NO_PLUGIN,
+    PROBLEM_PLUGIN_NOT_READY,
+    PROBLEM_NOT_EXCLUSIVE,
+    PROBLEM_OVERALLOCATED,
+    PROBLEM_OUTSIDE_SCHEDULER,
+)
 
 
 def test_every_problem_kind_with_its_reason():
@@ -404,7 +419,7 @@ def test_every_problem_kind_with_its_reason():
         == "team/sneaky (container main: NVIDIA_VISIBLE_DEVICES=all)"
     )
     assert {p["problem"] for p in facts["problems"]} == {
-        text.format(resource="nvidia.com/gpu") for text in PROBLEM_TEXT.values()
+        PROBLEM_TEXT[kind].format(resource="nvidia.com/gpu") for kind in DEVICE_PLUGIN_KINDS
     }
     assert facts["nodes_without_capacity"] == ["no-capacity"]
     unhealthy = nodes_facts["unhealthy"]
@@ -444,14 +459,15 @@ def test_non_gpu_nodes_are_left_out_and_pods_elsewhere_ignored():
         ],
     )
     assert [n["name"] for n in facts["nodes"]] == ["gpu"]
-    assert facts["totals"] == {"nodes": 1, "capacity": 2, "allocatable": 2, "unhealthy": 0, "allocated": 0, "free": 2}
+    totals = {k: v for k, v in facts["totals"].items() if k != "by_source"}
+    assert totals == {"nodes": 1, "capacity": 2, "allocatable": 2, "unhealthy": 0, "allocated": 0, "free": 2}
 
 
 def test_capacity_alone_makes_a_gpu_node_of_unknown_model():
     facts = fleet([make_node("bare", 2)], [plugin_pod("bare")])
     node = by_name(facts)["bare"]
     assert node["model"] is None
-    assert node["gpu_signals"] == {"labels": [], "capacity": ["capacity nvidia.com/gpu=2"]}
+    assert node["gpu_signals"] == {"labels": [], "capacity": ["capacity nvidia.com/gpu=2"], "dra_devices": 0}
     assert list(facts["models"]) == ["unknown"]
 
 
@@ -482,6 +498,10 @@ def test_models_are_totalled_per_model():
         "unhealthy": 2,
         "allocated": 8,
         "free": 6,
+        "by_source": {
+            "device_plugin": {"capacity": 16, "allocatable": 14, "allocated": 8, "free": 6},
+            "dra": {"capacity": 0, "allocatable": 0, "allocated": 0, "free": 0},
+        },
     }
     assert facts["models"]["Tesla-V100-SXM2-16GB"]["free"] == 3
     assert facts["totals"]["allocated"] == 9

@@ -95,6 +95,7 @@ BAD = {
     "cuda-image-no-gpu.yaml": {("KGPU501", "spec.template.spec.containers[0].image")},
     "runtime-class.yaml": {("KGPU601", "spec.runtimeClassName")},
     "cdi-annotation.yaml": {("KGPU602", "spec.jobTemplate.spec.template.metadata.annotations['cdi.k8s.io/gpu']")},
+    "claim-admin-access.yaml": {("KGPU701", "spec.devices.requests[0].exactly.adminAccess")},
     "allow-no-reason.yaml": {
         ("KGPU101", "spec.containers[0].env[0].value"),
         ("KGPU901", "metadata.annotations['kubegpu.io/allow-bypass']"),
