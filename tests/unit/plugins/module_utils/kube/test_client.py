@@ -68,7 +68,7 @@ PASSWORD = "hunter2-password"
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     auth_vars = [v for vars_ in AUTH_ENV_VARS.values() for v in vars_] + list(PROXY_HEADERS_ENV_VARS.values())
-    for var in auth_vars + ["KUBERNETES_SERVICE_HOST"]:
+    for var in auth_vars + ["KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"]:
         monkeypatch.delenv(var, raising=False)
     for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(var, raising=False)

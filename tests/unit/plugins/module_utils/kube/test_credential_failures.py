@@ -24,11 +24,10 @@ from typing import Any
 import pytest
 import urllib3
 import yaml
+from test_client import clean_env  # noqa: F401 - the same clean environment, applied to every test here
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient, client_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
-    AUTH_ENV_VARS,
-    PROXY_HEADERS_ENV_VARS,
     credential_failure,
     k8s_config,
     kubeconfig_secret_values,
@@ -45,16 +44,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors imp
 
 TOKEN = "exec-issued-token-value"
 UNABLE = 'Unable to locate credentials. You can configure credentials by running "aws configure".'
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    auth_vars = [v for vars_ in AUTH_ENV_VARS.values() for v in vars_] + list(PROXY_HEADERS_ENV_VARS.values())
-    for var in auth_vars + ["KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"]:
-        monkeypatch.delenv(var, raising=False)
-    for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
 
 
 # ---------------------------------------------------------------------------------------
