@@ -35,8 +35,9 @@ cluster-status: venv
 
 # The main job: the site playbook against KUBECONFIG if given, else the local simulated GPU cluster.
 site: venv
-	@kubeconfig="$${KUBECONFIG:-$$($(CLUSTER) up | tail -n 1)}" && \
+	@set -o pipefail; kubeconfig="$${KUBECONFIG:-$$($(CLUSTER) up | tail -n 1)}" && \
 	ANSIBLE_COLLECTIONS_PATH="$(COLLECTIONS)" K8S_AUTH_KUBECONFIG="$$kubeconfig" \
+	  ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false \
 	  $(VENV)/bin/ansible-playbook playbooks/site.yml
 
 test: venv

@@ -1,5 +1,11 @@
 """Fixtures for tests against the local cluster (tests/cluster): a real control plane with
-KWOK nodes.  The cluster is started once per session, or reused when already running."""
+KWOK nodes.  The cluster is started once per session, or reused when already running.
+
+The tests run on a cluster that may have been used: `make site` labels the GPU nodes and leaves
+its sample pod running, as a user wants it to. Expectations are the fleet file plus what the
+cluster holds beyond it (`LocalCluster.unlisted_pods`), and the session checks at its end that the
+tests left the cluster as they found it (`ClusterState`).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +27,9 @@ from tests.cluster import fleet as fleet_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE_BIN = Path(sys.executable).parent
+GPU = "nvidia.com/gpu"
+ACCELERATOR = "accelerator"
+OWNERSHIP = "kubegpu.io/managed-labels"
 # The label keys that name a node's GPU model, in the order the modules read them by default.
 MODEL_LABEL_KEYS = (
     "nvidia.com/gpu.product",
@@ -74,6 +84,199 @@ class LocalCluster:
         pod = self.plugin_pod_on(node)
         path = f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}"
         self.patch(path, {"metadata": {"annotations": {fleet_file.NOT_READY_ANNOTATION: None if ready else "true"}}})
+
+    def unlisted_pods(self) -> list[UnlistedPod]:
+        """The pods bound to a node that hold it (not finished) and that the fleet file does not
+        describe: the sample pod `make site` leaves running, or any other workload of the cluster's
+        users. Neither the fleet's pods nor those of its DaemonSets."""
+        listed = {f"{self.fleet['pod_namespace']}/{p['name']}" for p in self.fleet["pods"]}
+        # The fleet's DaemonSets: the device plugin's, and the DRA driver's where the fleet has one.
+        daemonsets = {
+            (d["namespace"], d["name"]) for d in (self.fleet["device_plugin"], self.fleet.get("dra_driver")) if d
+        }
+        found = []
+        for pod in self.get("/api/v1/pods")["items"]:
+            metadata, spec = pod["metadata"], pod["spec"]
+            ref = f"{metadata['namespace']}/{metadata['name']}"
+            owned = any(
+                o.get("kind") == "DaemonSet" and (metadata["namespace"], o.get("name")) in daemonsets
+                for o in metadata.get("ownerReferences", [])
+            )
+            finished = pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+            if ref in listed or owned or finished or not spec.get("nodeName"):
+                continue
+            found.append(UnlistedPod(ref, spec["nodeName"], pod_gpus(spec), visible_devices(spec)))
+        return found
+
+    def node_labeling(self) -> dict[str, tuple[str | None, str | None]]:
+        """Per node: the accelerator label and the ownership record gpu_node_label keeps with it."""
+        return {
+            n["metadata"]["name"]: (
+                n["metadata"].get("labels", {}).get(ACCELERATOR),
+                n["metadata"].get("annotations", {}).get(OWNERSHIP),
+            )
+            for n in self.get("/api/v1/nodes")["items"]
+        }
+
+    def set_node_labeling(self, wanted: dict[str, tuple[str | None, str | None]]) -> None:
+        """Give these nodes this accelerator label and ownership record (None: none), where they differ."""
+        current = self.node_labeling()
+        for name, (label, record) in wanted.items():
+            if name in current and current[name] != (label, record):
+                self.patch(
+                    f"/api/v1/nodes/{name}",
+                    {"metadata": {"labels": {ACCELERATOR: label}, "annotations": {OWNERSHIP: record}}},
+                )
+
+
+@dataclass(frozen=True)
+class UnlistedPod:
+    """A pod on a node that the fleet file does not describe."""
+
+    ref: str  # namespace/name
+    node: str
+    gpus: int
+    # The literal NVIDIA_VISIBLE_DEVICES values its containers set.
+    visible_devices: tuple[str, ...]
+
+
+def pod_gpus(spec: dict) -> int:
+    """The GPUs a pod spec holds: its containers' limits together, or its largest init container's."""
+
+    def limit(container: dict) -> int:
+        return int(container.get("resources", {}).get("limits", {}).get(GPU, 0))
+
+    return max(
+        sum(limit(c) for c in spec.get("containers", [])),
+        max((limit(c) for c in spec.get("initContainers", [])), default=0),
+    )
+
+
+def visible_devices(spec: dict) -> tuple[str, ...]:
+    return tuple(
+        env["value"]
+        for container in spec.get("containers", []) + spec.get("initContainers", [])
+        for env in container.get("env", [])
+        if env.get("name") == "NVIDIA_VISIBLE_DEVICES" and "value" in env
+    )
+
+
+# --- the cluster as the session found it ------------------------------------------------------
+
+# Objects whose presence is compared (being deleted counts as gone): cluster-scoped ones by name,
+# namespaced ones by namespace/name in the namespaces that are there before and after.
+CLUSTER_SCOPED = {
+    "Namespace": "/api/v1/namespaces",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "RuntimeClass": "/apis/node.k8s.io/v1/runtimeclasses",
+    "FlowSchema": "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+    "PriorityLevelConfiguration": "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations",
+}
+NAMESPACED = {
+    "Role": "/apis/rbac.authorization.k8s.io/v1/roles",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/rolebindings",
+    "ConfigMap": "/api/v1/configmaps",
+    "Secret": "/api/v1/secrets",
+    "DaemonSet": "/apis/apps/v1/daemonsets",
+    "Deployment": "/apis/apps/v1/deployments",
+    "ReplicaSet": "/apis/apps/v1/replicasets",
+    "StatefulSet": "/apis/apps/v1/statefulsets",
+    "Job": "/apis/batch/v1/jobs",
+    "CronJob": "/apis/batch/v1/cronjobs",
+}
+# Node annotations and taints that the control plane itself manages.
+CONTROLLER_ANNOTATIONS = {"node.alpha.kubernetes.io/ttl"}
+CONTROLLER_TAINT_PREFIX = "node.kubernetes.io/"
+
+
+@dataclass
+class ClusterState:
+    """What the tests must leave as they found it: every node's labels, annotations, taints and GPUs;
+    every pod (by uid, with its node, labels and annotations); and which objects exist."""
+
+    nodes: dict[str, dict]
+    pods: dict[str, dict]
+    objects: dict[str, set[str]]
+
+    @classmethod
+    def read(cls, cluster: LocalCluster) -> ClusterState:
+        nodes = {}
+        for node in cluster.get("/api/v1/nodes")["items"]:
+            metadata, status = node["metadata"], node.get("status", {})
+            nodes[metadata["name"]] = {
+                "labels": metadata.get("labels", {}),
+                "annotations": {
+                    k: v for k, v in metadata.get("annotations", {}).items() if k not in CONTROLLER_ANNOTATIONS
+                },
+                "taints": [
+                    t for t in node["spec"].get("taints", []) if not t["key"].startswith(CONTROLLER_TAINT_PREFIX)
+                ],
+                "unschedulable": node["spec"].get("unschedulable", False),
+                "gpus": (status.get("capacity", {}).get(GPU), status.get("allocatable", {}).get(GPU)),
+            }
+        pods = {
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}": {
+                "uid": p["metadata"]["uid"],
+                "node": p["spec"].get("nodeName"),
+                "labels": p["metadata"].get("labels", {}),
+                "annotations": p["metadata"].get("annotations", {}),
+            }
+            for p in cluster.get("/api/v1/pods")["items"]
+            if "deletionTimestamp" not in p["metadata"]
+        }
+        objects = {
+            kind: {
+                "/".join(filter(None, (i["metadata"].get("namespace"), i["metadata"]["name"])))
+                for i in cluster.get(path)["items"]
+                if "deletionTimestamp" not in i["metadata"]
+            }
+            for kind, path in (CLUSTER_SCOPED | NAMESPACED).items()
+        }
+        return cls(nodes, pods, objects)
+
+    def changes(self, now: ClusterState) -> list[str]:
+        """What differs in `now`, in words. Objects in namespaces that were made or deleted
+        meanwhile are left out: the namespace itself is reported."""
+        kept = self.objects["Namespace"] & now.objects["Namespace"]
+
+        def compared(refs: Iterable[str]) -> set[str]:
+            return {ref for ref in refs if ref.split("/", 1)[0] in kept}
+
+        found = []
+        for what, before_all, after_all, refs in (
+            ("node", self.nodes, now.nodes, self.nodes.keys() | now.nodes.keys()),
+            ("pod", self.pods, now.pods, compared(self.pods) | compared(now.pods)),
+        ):
+            for ref in sorted(refs):
+                before, after = before_all.get(ref), after_all.get(ref)
+                if before is None or after is None:
+                    found.append(f"{what} {ref} {'was left behind' if before is None else 'is gone'}")
+                else:
+                    found += [f"{what} {ref}: {change}" for change in field_changes(before, after)]
+        for kind in CLUSTER_SCOPED | NAMESPACED:
+            before, after = self.objects[kind], now.objects[kind]
+            if kind in NAMESPACED:
+                before, after = compared(before), compared(after)
+            found += [f"{kind} {ref} is gone" for ref in sorted(before - after)]
+            found += [f"{kind} {ref} was left behind" for ref in sorted(after - before)]
+        return found
+
+
+def field_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The fields that differ, in words; for a mapping field (labels, annotations), its keys."""
+    changes = []
+    for field in sorted(before.keys() | after.keys()):
+        old, new = before.get(field), after.get(field)
+        if isinstance(old, dict) and isinstance(new, dict):
+            changes += [
+                f"{field} {key}: {old.get(key)!r} -> {new.get(key)!r}"
+                for key in sorted(old.keys() | new.keys())
+                if old.get(key) != new.get(key)
+            ]
+        elif old != new:
+            changes.append(f"{field}: {old!r} -> {new!r}")
+    return changes
 
 
 def ansible_env(kubeconfig: Path, **extra: str) -> dict[str, str]:
@@ -145,6 +348,8 @@ def wait_until(predicate: Callable[[], object], timeout: float = 60, interval: f
 
 @pytest.fixture(scope="session")
 def cluster() -> LocalCluster:
+    """The local cluster, started or reused; at the end of the session, an error names whatever
+    the tests left changed on it."""
     layout = local_cluster.Layout(local_cluster.state_dir())
     was_running = local_cluster.running(layout)
     fleet_path = local_cluster.HERE / "fleet.yaml"
@@ -152,9 +357,16 @@ def cluster() -> LocalCluster:
         kubeconfig = local_cluster.up(fleet_path, timeout=300)
     except (local_cluster.ClusterStartError, fleet_file.FleetError) as exc:
         pytest.fail(f"local cluster did not start: {exc}")
-    yield LocalCluster(kubeconfig, fleet_file.load(fleet_path), local_cluster.Api(layout), layout)
-    if not was_running:
-        local_cluster.down()
+    shared = LocalCluster(kubeconfig, fleet_file.load(fleet_path), local_cluster.Api(layout), layout)
+    try:
+        found = ClusterState.read(shared)
+        yield shared
+        changes = found.changes(ClusterState.read(shared))
+        if changes:
+            pytest.fail("the tests left the cluster changed:\n  " + "\n  ".join(changes), pytrace=False)
+    finally:
+        if not was_running:
+            local_cluster.down()
 
 
 @pytest.fixture
@@ -176,3 +388,14 @@ def namespace(cluster: LocalCluster) -> str:
     wait_until(
         lambda: not cluster.get(f"/api/v1/namespaces/{name}/pods")["items"], timeout=60, what=f"pods of {name} to go"
     )
+
+
+@pytest.fixture
+def unlabeled_nodes(cluster: LocalCluster):
+    """Every node without the accelerator label and its ownership record, as before the first
+    labeling run; afterwards each node gets back the label and record it had (`make site` labels
+    the GPU nodes)."""
+    found = cluster.node_labeling()
+    cluster.set_node_labeling({name: (None, None) for name in found})
+    yield cluster
+    cluster.set_node_labeling(found)

@@ -21,6 +21,8 @@ import yaml
 from conftest import LocalCluster, run_ansible_module, wait_until
 from conftest import ansible_env as shared_ansible_env
 
+from tests.cluster import fleet as fleet_file
+
 pytestmark = pytest.mark.cluster
 
 BIN = Path(sys.executable).parent
@@ -200,9 +202,11 @@ def test_daemonset_status_and_request_count(cluster: LocalCluster):
     assert daemonset["deployment"] == "nvidia-static"
     assert daemonset["desired"] == daemonset["ready"] == len(selected)
     assert daemonset["healthy"] is True
-    assert {n["name"] for n in result["nodes"]} == {s["name"] for s in gpu_specs(cluster)}
-    # One list of DaemonSets, one of nodes, one per default pod selector: not one call per node.
-    assert result["api_requests"] == 2 + DEFAULT_POD_SELECTORS
+    dra_nodes = {s["name"] for s in fleet_file.dra_nodes(cluster.fleet)}
+    assert {n["name"] for n in result["nodes"]} == {s["name"] for s in gpu_specs(cluster)} | dra_nodes
+    # One list of DaemonSets, one of nodes, one of ResourceSlices, one per default pod selector and one
+    # for the DRA driver's kubelet-plugin DaemonSet: not one call per node.
+    assert result["api_requests"] == 3 + DEFAULT_POD_SELECTORS + len(result["dra_daemonsets"])
 
 
 def test_check_mode_gives_the_same_verdict(cluster: LocalCluster):
@@ -274,11 +278,12 @@ def fake_gpu_host(tmp_path: Path, gpus: int, toolkit: str) -> tuple[Path, Path]:
     return bin_dir, config
 
 
-def printed_results(stdout: str) -> list[dict[str, Any]]:
-    """Every task result the minimal callback printed (`host | STATUS => {...}`)."""
+def printed_results(stdout: str, marker: str = " => ") -> list[dict[str, Any]]:
+    """Every task result the minimal callback printed (`host | STATUS => {...}`), or those after
+    `marker` (`| FAILED! => ` for the failed ones)."""
     decoder = json.JSONDecoder()
     results = []
-    for part in stdout.split(" => ")[1:]:
+    for part in stdout.split(marker)[1:]:
         try:
             value = decoder.raw_decode(part)[0]
         except ValueError:
@@ -290,8 +295,9 @@ def printed_results(stdout: str) -> list[dict[str, Any]]:
 
 def run_playbook(
     cluster: LocalCluster, tmp_path: Path, hosts: dict[str, dict], extra: dict[str, Any], bin_dir: Path
-) -> tuple[int, dict[str, Any], str]:
-    """Run playbooks/device_plugin_check.yml: (rc, the check task's result, the printed report)."""
+) -> tuple[int, dict[str, Any], str, list[str]]:
+    """Run playbooks/device_plugin_check.yml: (rc, the check task's result, the printed report, the
+    messages of the tasks that failed). With retries, the check task's result is its last attempt's."""
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory = {
         "all": {
@@ -313,7 +319,8 @@ def run_playbook(
     reports = [r["msg"] for r in results if isinstance(r.get("msg"), list)]
     if not checks or not reports:
         pytest.fail(f"the check or its report did not run (rc {done.returncode}): {done.stdout[-4000:]}\n{done.stderr}")
-    return done.returncode, checks[-1], "\n".join(reports[-1])
+    failures = [str(r.get("msg")) for r in printed_results(done.stdout, "| FAILED! => ")]
+    return done.returncode, checks[-1], "\n".join(reports[-1]), failures
 
 
 def test_role_fails_on_the_broken_fleet_and_host_and_passes_once_fixed(
@@ -331,7 +338,7 @@ def test_role_fails_on_the_broken_fleet_and_host_and_passes_once_fixed(
     }
     extra = {"device_plugin_check_require_hardening": True, "device_plugin_check_toolkit_config_paths": [str(config)]}
 
-    rc, result, report = run_playbook(cluster, tmp_path, hosts, extra, bin_dir)
+    rc, result, report, _failures = run_playbook(cluster, tmp_path, hosts, extra, bin_dir)
     assert rc != 0
     assert errors(result) == expected_errors(cluster) | {
         (healthy_host["name"], "toolkit_accepts_visible_devices_env"),
@@ -345,7 +352,7 @@ def test_role_fails_on_the_broken_fleet_and_host_and_passes_once_fixed(
     request.getfixturevalue("fixed_fleet")
     config.write_text(HARDENED)
     # Retries give the DaemonSet controller time to count the new plugin pod.
-    rc, result, report = run_playbook(
+    rc, result, report, _failures = run_playbook(
         cluster,
         tmp_path,
         {healthy_host["name"]: {}},
@@ -359,9 +366,35 @@ def test_role_fails_on_the_broken_fleet_and_host_and_passes_once_fixed(
 
 
 def test_role_without_gpu_hosts_and_report_only(cluster: LocalCluster, tmp_path: Path):
-    rc, result, report = run_playbook(cluster, tmp_path, {}, {"device_plugin_check_report_only": True}, tmp_path)
+    rc, result, report, _failures = run_playbook(
+        cluster, tmp_path, {}, {"device_plugin_check_report_only": True}, tmp_path
+    )
     assert rc == 0
     assert report.startswith("GPU device plugin check FAILED")
     assert result["healthy"] is False
     assert errors(result) == expected_errors(cluster)
     assert all(n["host"] is None for n in result["nodes"])
+
+
+def test_role_with_retries_on_an_unhealthy_fleet_reports_and_fails_only_without_report_only(
+    cluster: LocalCluster, tmp_path: Path
+):
+    retries = {"device_plugin_check_retries": 2, "device_plugin_check_delay": 1}
+
+    report_only = {**retries, "device_plugin_check_report_only": True}
+    rc, result, report, failures = run_playbook(cluster, tmp_path, {}, report_only, tmp_path)
+    assert rc == 0, report
+    assert failures == []
+    assert result["attempts"] == 3, "the fleet stays unhealthy, so every retry ran"
+    assert result["healthy"] is False
+    assert report.startswith("GPU device plugin check FAILED")
+    assert errors(result) == expected_errors(cluster)
+
+    rc, result, report, failures = run_playbook(cluster, tmp_path, {}, retries, tmp_path)
+    assert rc != 0
+    assert result["attempts"] == 3 and not result.get("failed"), "the check itself must not fail, the assert does"
+    assert report.startswith("GPU device plugin check FAILED")
+    assert failures == [
+        f"GPU device plugin check failed with {len(expected_errors(cluster))} error(s): "
+        "the report above says which node, what is wrong and what to do"
+    ]

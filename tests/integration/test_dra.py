@@ -103,6 +103,7 @@ def test_per_node_capacity_allocated_and_free_are_the_slices_less_the_allocation
             assert device["claims"] == sorted(held["held"].get((device["pool"], device["name"]), []))
 
 
+@pytest.mark.usefixtures("unlabeled_nodes")
 def test_full_gpus_and_static_mig_devices(cluster: LocalCluster):
     nodes = by_node(facts(cluster))
     mig = nodes["dra-a100-mig"]

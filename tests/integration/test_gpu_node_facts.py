@@ -1,16 +1,21 @@
 """gpu_node_facts against the local cluster: the facts come out as tests/cluster/fleet.yaml defines them.
 
 The expectations are computed from the fleet file here, independently of the module's code, so a
-change to the fleet changes what is expected. Each test leaves the cluster as it found it.
+change to the fleet changes what is expected; pods the fleet file does not describe (the sample pod
+that `make site` leaves running, or another user's) are read from the cluster and counted where they
+run. Each test leaves the cluster as it found it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from conftest import MODEL_LABEL_KEYS, LocalCluster, run_ansible_module, wait_until
+from conftest import MODEL_LABEL_KEYS, LocalCluster, UnlistedPod, run_ansible_module, wait_until
+
+from tests.cluster import fleet as fleet_file
 
 pytestmark = pytest.mark.cluster
 
@@ -51,18 +56,23 @@ def gets_plugin_pod(spec: dict[str, Any], fleet: dict[str, Any]) -> bool:
     return all(spec["labels"].get(k) == v for k, v in wanted.items())
 
 
+def selects_gpus(visible_devices: str | None) -> bool:
+    return visible_devices is not None and visible_devices.strip().lower() not in ("", "void", "none")
+
+
 def asks_for_gpus_through_env(pod: dict[str, Any]) -> bool:
-    value = pod["env"].get("NVIDIA_VISIBLE_DEVICES")
-    return value is not None and value.strip().lower() not in ("", "void", "none") and not pod["gpus"]
+    return selects_gpus(pod["env"].get("NVIDIA_VISIBLE_DEVICES")) and not pod["gpus"]
 
 
-def expected_fleet(fleet: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per GPU node of the fleet file: model, capacity, allocatable, allocated and problem kinds."""
+def expected_fleet(fleet: dict[str, Any], unlisted: Sequence[UnlistedPod] = ()) -> dict[str, dict[str, Any]]:
+    """Per GPU node of the fleet file: model, capacity, allocatable, allocated and problem kinds,
+    with the pods the fleet file does not describe (`unlisted`) counted on their nodes."""
     expected = {}
     for spec in (s for s in fleet["nodes"] if is_gpu_node(s)):
         pods = [p for p in fleet["pods"] if p["node"] == spec["name"]]
+        others = [p for p in unlisted if p.node == spec["name"]]
         capacity, allocatable = spec["gpus"] or 0, spec["allocatable_gpus"]
-        allocated = sum(p["gpus"] for p in pods)
+        allocated = sum(p["gpus"] for p in pods) + sum(p.gpus for p in others)
         mode = spec["labels"].get("ack.node.gpu.schedule")
         kinds = set()
         if capacity == 0:
@@ -75,7 +85,9 @@ def expected_fleet(fleet: dict[str, Any]) -> dict[str, dict[str, Any]]:
             kinds.add("not_default_scheduling_mode")
         if allocated > allocatable:
             kinds.add("allocated_above_allocatable")
-        if any(asks_for_gpus_through_env(p) for p in pods):
+        if any(asks_for_gpus_through_env(p) for p in pods) or any(
+            not p.gpus and any(selects_gpus(v) for v in p.visible_devices) for p in others
+        ):
             kinds.add("gpu_use_outside_scheduler")
         expected[spec["name"]] = {
             "model": next((spec["labels"][k] for k in MODEL_LABEL_KEYS if spec["labels"].get(k)), None),
@@ -84,7 +96,12 @@ def expected_fleet(fleet: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "allocated": allocated,
             "free": max(allocatable - allocated, 0),
             "kinds": kinds,
+            "unlisted_gpu_pods": {p.ref for p in others if p.gpus},
         }
+    # DRA nodes: their GPUs are the devices of their slices, less what the fleet's pods hold.
+    for spec in fleet_file.dra_nodes(fleet):
+        dra = fleet_file.expected_dra_node(spec, fleet)
+        expected[spec["name"]] = {**dra, "kinds": set(), "unlisted_gpu_pods": set(), "device_plugin_ready": False}
     return expected
 
 
@@ -92,7 +109,7 @@ def expected_fleet(fleet: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_fleet_models_counts_and_problems_match_the_fleet_file(cluster: LocalCluster):
-    expected = expected_fleet(cluster.fleet)
+    expected = expected_fleet(cluster.fleet, cluster.unlisted_pods())
     result = run_module(cluster)
 
     nodes = by_node(result)
@@ -107,8 +124,11 @@ def test_fleet_models_counts_and_problems_match_the_fleet_file(cluster: LocalClu
             want["free"],
         ), name
         assert {p["kind"] for p in got["problems"]} == want["kinds"], name
+        assert want["unlisted_gpu_pods"] <= set(got["gpu_pods"]), name
         assert got["ready"] is True
-        assert got["device_plugin_ready"] is ("no_device_plugin_pod" not in want["kinds"]), name
+        assert got["device_plugin_ready"] is want.get(
+            "device_plugin_ready", "no_device_plugin_pod" not in want["kinds"]
+        )
 
     models: dict[str, dict[str, int]] = {}
     for want in expected.values():
@@ -119,7 +139,9 @@ def test_fleet_models_counts_and_problems_match_the_fleet_file(cluster: LocalClu
     assert {m: {k: v[k] for k in ("nodes", "capacity", "allocatable")} for m, v in result["models"].items()} == models
     assert result["totals"]["capacity"] == sum(w["capacity"] for w in expected.values())
     assert result["nodes_without_capacity"] == sorted(n for n, w in expected.items() if w["capacity"] == 0)
-    assert problem_kinds(result) == {(n, k) for n, w in expected.items() for k in w["kinds"]}
+    assert problem_kinds(result) == {(n, k) for n, w in expected.items() for k in w["kinds"]} | {
+        (None, "gpu_claims_unallocatable") for _pod in fleet_file.pending_pods(cluster.fleet)
+    }
     # The fleet file must exercise every static problem kind (the Ready one is toggled below).
     assert {k for w in expected.values() for k in w["kinds"]} == {
         "no_gpu_capacity",
@@ -199,13 +221,18 @@ def count_items(cluster: LocalCluster, path: str) -> int:
 
 def test_requests_are_two_lists_plus_pages(cluster: LocalCluster):
     result = run_module(cluster)
-    assert result["api_requests"] == 2
+    # Nodes, pods, and the DeviceClasses, ResourceSlices and ResourceClaims of DRA.
+    assert result["api_requests"] == 5
 
     page = 3
     nodes = count_items(cluster, "/api/v1/nodes")
     pods = count_items(cluster, f"/api/v1/pods?fieldSelector={ACTIVE.replace('!=', '%21%3D')}")
     paged = run_module(cluster, {"page_size": page})
-    assert paged["api_requests"] == max(1, math.ceil(nodes / page)) + max(1, math.ceil(pods / page))
+    dra = [
+        count_items(cluster, f"/apis/resource.k8s.io/v1/{r}")
+        for r in ("deviceclasses", "resourceslices", "resourceclaims")
+    ]
+    assert paged["api_requests"] == sum(max(1, math.ceil(n / page)) for n in (nodes, pods, *dra))
     assert paged["totals"] == result["totals"]
 
 
@@ -230,7 +257,7 @@ def test_request_count_does_not_grow_with_the_node_count(cluster: LocalCluster):
             status, body = cluster.create("/api/v1/nodes", node)
             assert status == 201, body
         after = run_module(cluster)
-        assert after["api_requests"] == before["api_requests"] == 2
+        assert after["api_requests"] == before["api_requests"] == 5
         assert set(extra) <= set(by_node(after))
         assert all(by_node(after)[n]["model"] == "Tesla-T4" for n in extra)
     finally:

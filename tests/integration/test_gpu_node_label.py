@@ -1,7 +1,8 @@
 """gpu_node_label against the local cluster: the real API server applies the merge patches.
 
-Every test starts and ends with no `accelerator` label and no ownership annotation on any node,
-so the cluster other tests share is left as it was found.
+Every test starts with no `accelerator` label and no ownership annotation on any node, and ends
+with each node's label and annotation as it found them (`make site` labels the GPU nodes), so the
+cluster other tests share is left as it was found.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 import pytest
 from conftest import ANSIBLE_BIN, MODEL_LABEL_KEYS, LocalCluster, ansible_env
+
+from tests.cluster import fleet as fleet_file
 
 pytestmark = pytest.mark.cluster
 
@@ -26,26 +29,13 @@ def nodes(cluster: LocalCluster) -> dict[str, dict[str, Any]]:
     return {n["metadata"]["name"]: n["metadata"] for n in cluster.get("/api/v1/nodes")["items"]}
 
 
-def strip_labeling(cluster: LocalCluster) -> None:
-    for name, metadata in nodes(cluster).items():
-        if KEY in metadata.get("labels", {}) or OWNERSHIP in metadata.get("annotations", {}):
-            cluster.patch(
-                f"/api/v1/nodes/{name}", {"metadata": {"labels": {KEY: None}, "annotations": {OWNERSHIP: None}}}
-            )
-
-
-@pytest.fixture
-def clean_nodes(cluster: LocalCluster):
-    strip_labeling(cluster)
-    yield cluster
-    strip_labeling(cluster)
-
-
 def expected_values(cluster: LocalCluster) -> dict[str, str]:
-    """The model each fleet node's labels name first: the value the label must get."""
+    """The model each fleet node's labels name first, or its DRA devices name: the value the label must get."""
     expected = {}
     for spec in cluster.fleet["nodes"]:
         named = [spec["labels"][k] for k in SOURCE_KEYS if spec["labels"].get(k)]
+        if spec["dra"]:
+            named.append(fleet_file.expected_dra_node(spec, cluster.fleet)["model"])
         if named:
             expected[spec["name"]] = named[0]
     return expected
@@ -75,8 +65,8 @@ def other_metadata(metadata: dict[str, Any]) -> tuple[dict[str, str], dict[str, 
     return labels, annotations
 
 
-def test_every_gpu_node_gets_its_model_and_nothing_else_changes(clean_nodes: LocalCluster):
-    cluster = clean_nodes
+def test_every_gpu_node_gets_its_model_and_nothing_else_changes(unlabeled_nodes: LocalCluster):
+    cluster = unlabeled_nodes
     before = nodes(cluster)
     expected = expected_values(cluster)
     assert expected.get("gfd-h100") == "NVIDIA-H100-80GB-HBM3"
@@ -98,8 +88,8 @@ def test_every_gpu_node_gets_its_model_and_nothing_else_changes(clean_nodes: Loc
     assert result["printed_diff"].count("+++ after: node/") == len(expected)
 
 
-def test_a_second_run_changes_nothing_and_sends_no_write(clean_nodes: LocalCluster):
-    cluster = clean_nodes
+def test_a_second_run_changes_nothing_and_sends_no_write(unlabeled_nodes: LocalCluster):
+    cluster = unlabeled_nodes
     first = run_module(cluster, {})
     assert first["changed"] is True and first["writes"] > 0
     labeled = nodes(cluster)
@@ -114,8 +104,8 @@ def test_a_second_run_changes_nothing_and_sends_no_write(clean_nodes: LocalClust
         assert metadata.get("labels", {}) == labeled[name].get("labels", {})
 
 
-def test_check_mode_reports_and_changes_nothing(clean_nodes: LocalCluster):
-    cluster = clean_nodes
+def test_check_mode_reports_and_changes_nothing(unlabeled_nodes: LocalCluster):
+    cluster = unlabeled_nodes
     before = nodes(cluster)
 
     result = run_module(cluster, {}, "--check", "--diff")
@@ -130,8 +120,8 @@ def test_check_mode_reports_and_changes_nothing(clean_nodes: LocalCluster):
         assert metadata.get("labels", {}) == before[name].get("labels", {})
 
 
-def test_a_foreign_value_is_left_alone_unless_forced(clean_nodes: LocalCluster):
-    cluster = clean_nodes
+def test_a_foreign_value_is_left_alone_unless_forced(unlabeled_nodes: LocalCluster):
+    cluster = unlabeled_nodes
     cluster.patch("/api/v1/nodes/ack-v100", {"metadata": {"labels": {KEY: "nvidia-tesla-v100"}}})
 
     result = run_module(cluster, {})
@@ -150,8 +140,8 @@ def test_a_foreign_value_is_left_alone_unless_forced(clean_nodes: LocalCluster):
     assert nodes(cluster)["ack-v100"]["labels"][KEY] == "Tesla-V100-SXM2-16GB"
 
 
-def test_value_overrides_and_removal_from_nodes_without_gpus(clean_nodes: LocalCluster):
-    cluster = clean_nodes
+def test_value_overrides_and_removal_from_nodes_without_gpus(unlabeled_nodes: LocalCluster):
+    cluster = unlabeled_nodes
     # As if an earlier run had labeled the node while it still had GPUs.
     cluster.patch(
         "/api/v1/nodes/cpu",
@@ -174,8 +164,8 @@ def test_value_overrides_and_removal_from_nodes_without_gpus(clean_nodes: LocalC
     assert KEY not in current["gfd-h100"].get("labels", {}), "a node outside names was labeled"
 
 
-def test_a_label_selector_limits_the_nodes(clean_nodes: LocalCluster):
-    cluster = clean_nodes
+def test_a_label_selector_limits_the_nodes(unlabeled_nodes: LocalCluster):
+    cluster = unlabeled_nodes
     result = run_module(cluster, {"label_selector": "ack.node.gpu.schedule=default", "parallelism": 2})
 
     ack = sorted(s["name"] for s in cluster.fleet["nodes"] if s["labels"].get("ack.node.gpu.schedule") == "default")

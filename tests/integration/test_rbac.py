@@ -4,7 +4,8 @@ The roles are applied from the files as shipped (with the admin certificate), bo
 ServiceAccounts of a namespace made for the test, and the playbooks are run with a token from the
 TokenRequest API, never with the admin certificate. With one verb taken out of a role the run fails
 with a message that names the verb and the resource. Everything the test creates is deleted after,
-and node labels it added are removed again.
+and every node gets back the accelerator label it had. The sample pod the tests run has a name of its
+own, so that the one `make site` leaves in gpu-samples is never touched.
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ RBAC_DIR = REPO / "rbac"
 PLAYBOOKS = REPO / "playbooks"
 RBAC_API = "/apis/rbac.authorization.k8s.io/v1"
 SAMPLE_NAMESPACE = "gpu-samples"
-SAMPLE_POD = "tensorflow-mnist"
+SAMPLE_POD = "rbac-tensorflow-mnist"
 KEY = "accelerator"
-OWNERSHIP = "kubegpu.io/managed-labels"
-# What the read-only playbooks are run with: the fleet has broken nodes and bypassing pods on
-# purpose, so the checks report them here instead of failing the run (RBAC is what is tested).
-REPORT_ONLY = {"device_plugin_check_report_only": True, "pod_audit_fail_on": "never"}
+# What the playbooks are run with: the fleet has broken nodes and bypassing pods on purpose, so the
+# checks report them here instead of failing the run (RBAC is what is tested); the sample pod is
+# this test's own.
+SAMPLE = {"sample_workload_name": SAMPLE_POD}
+REPORT_ONLY = {"device_plugin_check_report_only": True, "pod_audit_fail_on": "never", **SAMPLE}
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|MODULE FAILURE|module_stderr")
 
 
@@ -283,29 +285,6 @@ def identities(cluster: LocalCluster, shipped_rbac, tmp_path_factory: pytest.Tem
     cluster.delete(f"/api/v1/namespaces/{namespace}")
 
 
-@pytest.fixture
-def labels_restored(cluster: LocalCluster) -> Iterator[None]:
-    """Removes the accelerator label and its ownership record from nodes that had neither before."""
-
-    def unlabeled() -> set[str]:
-        return {
-            n["metadata"]["name"]
-            for n in cluster.get("/api/v1/nodes")["items"]
-            if KEY not in n["metadata"].get("labels", {}) and OWNERSHIP not in n["metadata"].get("annotations", {})
-        }
-
-    before = unlabeled()
-    yield
-    for name in before - unlabeled():
-        status = cluster.api.request(
-            "PATCH",
-            f"/api/v1/nodes/{name}",
-            {"metadata": {"labels": {KEY: None}, "annotations": {OWNERSHIP: None}}},
-            content_type="application/merge-patch+json",
-        )[0]
-        assert status in (200, 404)
-
-
 def node_labels(cluster: LocalCluster) -> dict[str, dict[str, str]]:
     return {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in cluster.get("/api/v1/nodes")["items"]}
 
@@ -366,7 +345,7 @@ def test_read_only_playbooks_pass_with_the_reader_role(cluster: LocalCluster, id
     assert_passes(run_playbook(identity, playbook, REPORT_ONLY))
 
 
-def test_node_labels_passes_with_the_labeler_role_alone(cluster: LocalCluster, identities, labels_restored):
+def test_node_labels_passes_with_the_labeler_role_alone(cluster: LocalCluster, identities, unlabeled_nodes):
     identity = identities.make("labeler", cluster_roles=("kubegpu-node-labeler",))
     wait_until(lambda: allowed(cluster, identity, "patch", "nodes"), what="the labeler binding")
     run = run_playbook(identity, "node_labels.yml")
@@ -389,17 +368,20 @@ def test_sample_workload_passes_with_its_namespace_role(cluster: LocalCluster, i
         what="the sample workload binding",
     )
     try:
-        created = run_playbook(identity, "sample_workload.yml")
+        created = run_playbook(identity, "sample_workload.yml", SAMPLE)
         assert_passes(created)
-        assert "Accuracy at step" in created.stdout, created.explain()
-        removed = run_playbook(identity, "sample_workload.yml", {"sample_workload_state": "absent"})
+        assert f"{SAMPLE_NAMESPACE}/{SAMPLE_POD}: Running on node" in created.stdout, created.explain()
+        # The log request is allowed and reaches the node, which serves logs only for the pod named
+        # tensorflow-mnist (the one `make site` owns): a warning, where a 403 would fail the run.
+        assert f"could not read the logs of pod {SAMPLE_NAMESPACE}/{SAMPLE_POD}: " in created.stderr, created.explain()
+        removed = run_playbook(identity, "sample_workload.yml", {**SAMPLE, "sample_workload_state": "absent"})
         assert_passes(removed)
         assert cluster.api.request("GET", f"/api/v1/namespaces/{SAMPLE_NAMESPACE}/pods/{SAMPLE_POD}")[0] == 404
     finally:
         sample_pod_gone(cluster)
 
 
-def test_site_playbook_passes_with_every_shipped_role(cluster: LocalCluster, identities, labels_restored):
+def test_site_playbook_passes_with_every_shipped_role(cluster: LocalCluster, identities, unlabeled_nodes):
     identity = identities.make(
         "site",
         cluster_roles=("kubegpu-reader", "kubegpu-node-labeler", "kubegpu-sample-workload-nodes"),
@@ -409,7 +391,7 @@ def test_site_playbook_passes_with_every_shipped_role(cluster: LocalCluster, ide
         lambda: allowed(cluster, identity, "create", "pods", namespace=SAMPLE_NAMESPACE), what="the site bindings"
     )
     try:
-        assert_passes(run_playbook(identity, "site.yml"))
+        assert_passes(run_playbook(identity, "site.yml", SAMPLE))
     finally:
         sample_pod_gone(cluster)
 
@@ -503,7 +485,7 @@ MISSING_VERB_CASES = [
 def test_a_missing_verb_is_named(
     cluster: LocalCluster,
     identities,
-    labels_restored,
+    unlabeled_nodes,
     playbook: str,
     file: str,
     kind: str,
