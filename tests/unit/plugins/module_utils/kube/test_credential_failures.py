@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import urllib3
 import yaml
-from test_client import clean_env  # noqa: F401 - the same clean environment, applied to every test here
+from test_client import clean_env  # noqa: F401  # pylint: disable=unused-import  # the same clean environment for every test here
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient, client_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
