@@ -30,6 +30,22 @@ ANSIBLE_BIN = Path(sys.executable).parent
 GPU = "nvidia.com/gpu"
 ACCELERATOR = "accelerator"
 OWNERSHIP = "kubegpu.io/managed-labels"
+# Every module that talks to the cluster, with arguments that would otherwise work.
+CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
+    "gpu_node_facts": {},
+    "gpu_node_label": {},
+    "gpu_device_plugin_check": {},
+    "gpu_pod_validate": {"live": True},
+    "gpu_pod": {
+        "definition": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "never-created", "namespace": "default"},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        }
+    },
+}
+
 # The label keys that name a node's GPU model, in the order the modules read them by default.
 MODEL_LABEL_KEYS = (
     "nvidia.com/gpu.product",

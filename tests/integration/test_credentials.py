@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import LocalCluster, ansible_env, run_ansible_module
+from conftest import CLUSTER_MODULE_CALLS, LocalCluster, ansible_env, run_ansible_module
 
 pytestmark = pytest.mark.cluster
 
@@ -38,21 +38,6 @@ UNABLE = 'Unable to locate credentials. You can configure credentials by running
 EXEC_API = "client.authentication.k8s.io/v1beta1"
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 PROXY_VARIABLES += ("NO_PROXY",)
-# Every module that talks to the cluster, with arguments that would otherwise work.
-MODULE_CALLS: dict[str, dict[str, Any]] = {
-    "gpu_node_facts": {},
-    "gpu_node_label": {},
-    "gpu_device_plugin_check": {},
-    "gpu_pod_validate": {"live": True},
-    "gpu_pod": {
-        "definition": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "never-created", "namespace": "default"},
-            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-        }
-    },
-}
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -166,10 +151,10 @@ def failing_plugins(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFact
     }
 
 
-@pytest.mark.parametrize("module", sorted(MODULE_CALLS))
+@pytest.mark.parametrize("module", sorted(CLUSTER_MODULE_CALLS))
 def test_an_exec_plugin_that_exits_255_is_told_as_it_is_in_every_module(failing_plugins, module: str):
     kubeconfig, expected = failing_plugins["exit 255"]
-    message = failure_message(*run(kubeconfig, module, MODULE_CALLS[module]))
+    message = failure_message(*run(kubeconfig, module, CLUSTER_MODULE_CALLS[module]))
     assert expected in message
     assert "grant" not in message and "system:anonymous" not in message and "RBAC" not in message
 

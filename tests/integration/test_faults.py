@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LocalCluster, ansible_env, local_cluster, wait_until, write_token_kubeconfig
+from conftest import CLUSTER_MODULE_CALLS, LocalCluster, ansible_env, local_cluster, wait_until, write_token_kubeconfig
 
 pytestmark = pytest.mark.cluster
 
@@ -859,20 +859,8 @@ def test_a_broken_connection_gives_one_clear_message(broken_configs, case: str):
     assert "BEGIN" not in message and "not-a-token" not in message, "a credential reached the message"
 
 
-# Every other module that talks to the cluster, with arguments that would otherwise work.
-MODULE_CALLS = {
-    "gpu_node_label": {},
-    "gpu_device_plugin_check": {},
-    "gpu_pod_validate": {"live": True},
-    "gpu_pod": {
-        "definition": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "never-created", "namespace": "default"},
-            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-        }
-    },
-}
+# Every other module that talks to the cluster (gpu_node_facts has the test above).
+MODULE_CALLS = {name: args for name, args in CLUSTER_MODULE_CALLS.items() if name != "gpu_node_facts"}
 
 
 @pytest.mark.parametrize("case", ["bad CA", "expired token"])

@@ -420,13 +420,18 @@ def test_in_cluster_failure_is_explained(monkeypatch: pytest.MonkeyPatch, tmp_pa
     )
 
 
-def test_in_cluster_service_account(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def mount_service_account(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A pod's environment: KUBERNETES_SERVICE_HOST set, a service account token and CA in tmp_path."""
     (tmp_path / "token").write_text("sa-token")
     (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
     monkeypatch.setattr(k8s_config.incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
     monkeypatch.setattr(k8s_config.incluster_config, "SERVICE_CERT_FILENAME", str(tmp_path / "ca.crt"))
+
+
+def test_in_cluster_service_account(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    mount_service_account(monkeypatch, tmp_path)
     client = client_from_params({})
     assert client.host == "https://127.0.0.1:6443"
     assert auth_header(client) == "bearer sa-token"

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import urllib3
 import yaml
-from test_client import clean_env  # noqa: F401  # pylint: disable=unused-import  # the same clean environment for every test here
+from test_client import clean_env, mount_service_account  # noqa: F401  # pylint: disable=unused-import  # the same clean environment for every test here
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient, client_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
@@ -564,12 +564,7 @@ def test_in_cluster_without_a_token_falls_back_to_the_kubeconfig(
 
 
 def test_in_cluster_with_a_token_wins_over_the_kubeconfig(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    (tmp_path / "token").write_text("sa-token")
-    (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
-    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
-    monkeypatch.setattr(k8s_config.incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
-    monkeypatch.setattr(k8s_config.incluster_config, "SERVICE_CERT_FILENAME", str(tmp_path / "ca.crt"))
+    mount_service_account(monkeypatch, tmp_path)
     monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "config", kubeconfig("http://127.0.0.1:9", {}))))
     assert client_from_params({}).host == "https://127.0.0.1:6443"
 
