@@ -3,20 +3,30 @@
 """Time gpu_node_facts and gpu_node_label beside kubectl, on one running cluster, in one run.
 
 Facts (repetitions alternate, the order rotating each round):
+  - the transfer floor: the pages the module reads (same lists, page size and selectors) over
+    HTTPS, not decoded (bench/facts_floors.py --mode transfer);
+  - the decode floor: the same pages, each decoded with json.loads and dropped (--mode decode);
   - gpu_node_facts through ansible-playbook (bench/playbooks/facts.yml);
   - gpu_node_facts through its module_utils in a subprocess (bench/facts_direct.py: the
     module's read_fleet and summarise), whose peak RSS is the module's memory;
-  - the floor: `kubectl get nodes -o json` then `kubectl get pods -A -o json`, output discarded;
+  - a peer: `kubectl get nodes -o json` then `kubectl get pods -A -o json`, output discarded;
   - ansible-playbook running an empty play: Ansible's fixed cost.
+  With --peer-repeat N (N > 0) and kubernetes.core at hand (bench/peers.py), the other peer after
+  those rounds, N times: kubernetes.core.k8s_info for nodes and pods plus Jinja to add up GPUs
+  (bench/playbooks/facts_k8s_info.yml), what an Ansible user writes today.
 Labels (with --labels; per round the two pairs alternate which goes first):
   - gpu_node_label through ansible-playbook (bench/playbooks/label.yml), cold (the accelerator
     label and the ownership annotation stripped from every node first, untimed) then warm;
   - `kubectl label nodes -l <model label>=<model> accelerator=<value> --overwrite`, one command
     per model, cold (stripped first) then warm.
   Writes are counted twice: by the module (`writes`) and on the API server (the delta of
-  apiserver_request_total for PATCH on nodes, no subresource), which counts kubectl's too.
+  apiserver_request_total for PATCH on nodes, no subresource), which counts kubectl's too, and
+  printed beside the nodes each run changed.
+  With --peer-repeat N (N > 0) and kubernetes.core at hand, the labels peer after those rounds, cold,
+  N times: a kubernetes.core.k8s `state: patched` loop over the nodes (bench/playbooks/label_k8s_patched.yml;
+  --label-peer-nodes limits it to the first nodes, as it takes about 0.4 s a node).
 
-    python -m bench.bench_facts_labels --kubeconfig PATH [--repeat 5] [--labels] [--json OUT]
+    python -m bench.bench_facts_labels --kubeconfig PATH [--repeat 5] [--peer-repeat 1] [--labels] [--json OUT]
 """
 
 from __future__ import annotations
@@ -26,8 +36,10 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +50,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan imp
     OWNERSHIP_ANNOTATION,
     label_value_for,
 )
-from bench import fleet_scale
+from bench import fleet_scale, peers
 from bench.timing import Contender, alternate, run_once
 from tests.cluster import versions
 from tests.collection import collections_root
@@ -91,16 +103,31 @@ def check_ok(contender: Contender, _output: str) -> None:
 # --- facts ----------------------------------------------------------------------------------
 
 
+TRANSFER_FLOOR = "transfer floor: the module's pages over HTTPS, not decoded"
+DECODE_FLOOR = "decode floor: the module's pages, json.loads each, nothing kept"
+KUBECTL_PEER = "kubectl get nodes + get pods -A, -o json (peer)"
+K8S_INFO_PEER = "kubernetes.core.k8s_info nodes + pods, Jinja sums (peer)"
+
+
+def last_json_line(output: str) -> dict[str, Any]:
+    return dict(json.loads(output.strip().splitlines()[-1]))
+
+
 def facts_contenders(kubeconfig: str, with_empty: bool = True) -> list[Contender]:
     t = tools()
     kubectl = [t["kubectl"], "--kubeconfig", kubeconfig]
 
-    def direct_after(contender: Contender, output: str) -> None:
+    def json_after(contender: Contender, output: str) -> None:
         check_ok(contender, output)
-        line = output.strip().splitlines()[-1]
-        contender.notes.setdefault("runs", []).append(json.loads(line))
+        contender.notes.setdefault("runs", []).append(last_json_line(output))
+
+    def floor(mode: str, name: str) -> Contender:
+        command = [t["python"], "-m", "bench.facts_floors", "--kubeconfig", kubeconfig, "--mode", mode]
+        return Contender(name, [command], capture=True, after=json_after)
 
     chosen = [
+        floor("transfer", TRANSFER_FLOOR),
+        floor("decode", DECODE_FLOOR),
         Contender(
             "gpu_node_facts via ansible-playbook",
             [playbook_command(t, kubeconfig, "facts.yml")],
@@ -111,10 +138,10 @@ def facts_contenders(kubeconfig: str, with_empty: bool = True) -> list[Contender
             "gpu_node_facts via module_utils",
             [[t["python"], "-m", "bench.facts_direct", "--kubeconfig", kubeconfig]],
             capture=True,
-            after=direct_after,
+            after=json_after,
         ),
         Contender(
-            "kubectl get nodes + get pods -A, -o json (floor)",
+            KUBECTL_PEER,
             [kubectl + ["get", "nodes", "-o", "json"], kubectl + ["get", "pods", "-A", "-o", "json"]],
             after=check_ok,
         ),
@@ -129,6 +156,24 @@ def facts_contenders(kubeconfig: str, with_empty: bool = True) -> list[Contender
             )
         )
     return chosen
+
+
+def k8s_info_contender(kubeconfig: str, collections: Path) -> Contender:
+    """kubernetes.core.k8s_info + Jinja, with kubernetes.core from its own collections folder."""
+    t = tools()
+
+    def after(contender: Contender, output: str) -> None:
+        check_ok(contender, output)
+        match = re.search(r'"msg": "BENCH (\{.*\})"', output)
+        if not match:
+            raise RuntimeError(f"{contender.name}: no BENCH line in the playbook output")
+        contender.notes.setdefault("runs", []).append(json.loads(match.group(1).replace('\\"', '"')))
+
+    env = ansible_env()
+    env["ANSIBLE_COLLECTIONS_PATH"] = f"{env['ANSIBLE_COLLECTIONS_PATH']}:{collections}"
+    return Contender(
+        K8S_INFO_PEER, [playbook_command(t, kubeconfig, "facts_k8s_info.yml")], env=env, capture=True, after=after
+    )
 
 
 def list_sizes(kubeconfig: str) -> dict[str, int]:
@@ -159,13 +204,31 @@ def profile(module: str, kubeconfig: str, out: Path, top: int = 25) -> str:
     return text.getvalue()
 
 
-def bench_facts(kubeconfig: str, repeat: int, log: Callable[[str], None], with_empty: bool = True) -> dict[str, Any]:
+def bench_facts(
+    kubeconfig: str, repeat: int, log: Callable[[str], None], with_empty: bool = True, peer_repeat: int = 0
+) -> dict[str, Any]:
     contenders = facts_contenders(kubeconfig, with_empty)
-    run_once(contenders[1])  # warm-up: page cache, the API server's watch cache; not counted
-    contenders[1].walls.clear(), contenders[1].cpus.clear(), contenders[1].rss_kib.clear()
-    contenders[1].codes.clear(), contenders[1].notes.clear()
+    direct = next(c for c in contenders if c.name == "gpu_node_facts via module_utils")
+    run_once(direct)  # warm-up: page cache, the API server's watch cache; not counted
+    for kept in (direct.walls, direct.cpus, direct.rss_kib, direct.codes):
+        kept.clear()
+    direct.notes.clear()
     alternate(contenders, repeat, log)
-    return {"contenders": [c.summary() for c in contenders], "sizes": list_sizes(kubeconfig)}
+    peer_note = "not run (--peer-repeat 0)"
+    if peer_repeat > 0:
+        version = peers.kubernetes_core_version()
+        if version is None:
+            peer_note = f"not run: kubernetes.core is not in {peers.ROOT} (make it with python -m bench.peers)"
+        else:
+            peer = k8s_info_contender(kubeconfig, peers.ROOT)
+            alternate([peer], peer_repeat, log)
+            contenders.append(peer)
+            peer_note = f"kubernetes.core {version}"
+    return {
+        "contenders": [c.summary() for c in contenders],
+        "sizes": list_sizes(kubeconfig),
+        "kubernetes_core": peer_note,
+    }
 
 
 # --- labels ---------------------------------------------------------------------------------
@@ -215,28 +278,59 @@ class Cluster:
         return len(names)
 
     def labeled(self) -> int:
-        return sum(
-            1
+        return sum(1 for value in self.labels().values() if value is not None)
+
+    def labels(self) -> dict[str, str | None]:
+        """Each node's accelerator label (None: none)."""
+        return {
+            item["metadata"]["name"]: (item["metadata"].get("labels") or {}).get(DEFAULT_LABEL_KEY)
             for item in self.client.list_items(NODES, page_size=1000)
-            if DEFAULT_LABEL_KEY in (item["metadata"].get("labels") or {})
-        )
+        }
+
+    def model_values(self) -> list[dict[str, str]]:
+        """{name, value} for each fleet node, the value as the kubectl commands give it (per model)."""
+        wanted = []
+        for item in self.client.list_items(NODES, page_size=1000):
+            labels = item["metadata"].get("labels") or {}
+            for model in fleet_scale.MODELS:
+                source = model.labels[model.source_key]
+                if labels.get(model.source_key) == source:
+                    wanted.append({"name": item["metadata"]["name"], "value": label_value_for(source, {}) or ""})
+                    break
+        return wanted
 
 
-def bench_labels(kubeconfig: str, repeat: int, log: Callable[[str], None]) -> dict[str, Any]:
+def k8s_patched_contender(kubeconfig: str, collections: Path, nodes_file: Path) -> Contender:
+    """The peer: a kubernetes.core.k8s `state: patched` loop, one node per iteration."""
+    t = tools()
+    env = ansible_env()
+    env["ANSIBLE_COLLECTIONS_PATH"] = f"{env['ANSIBLE_COLLECTIONS_PATH']}:{collections}"
+    command = playbook_command(t, kubeconfig, "label_k8s_patched.yml")
+    return Contender(LABEL_PEER, [command[:-1] + ["-e", f"@{nodes_file}", command[-1]]], env=env)
+
+
+LABEL_PEER = "kubernetes.core.k8s state: patched, one node a loop item, cold (peer)"
+
+
+def bench_labels(
+    kubeconfig: str, repeat: int, log: Callable[[str], None], peer_repeat: int = 0, peer_nodes: int | None = None
+) -> dict[str, Any]:
     t = tools()
     cluster = Cluster(kubeconfig)
     nodes = sum(1 for _node in cluster.client.list_items(NODES, page_size=1000))
     kubectl = [t["kubectl"], "--kubeconfig", kubeconfig]
-    mark: dict[str, int] = {}
+    mark: dict[str, Any] = {}
 
     def cold_before() -> None:
         cluster.strip()
-        if cluster.labeled():
+        mark["labels"] = cluster.labels()
+        if any(mark["labels"].values()):
             raise RuntimeError("nodes still labeled after stripping")
         time.sleep(1)  # let the strip patches settle out of the API server's counters
         mark["patches"] = cluster.node_patches()
 
     def warm_before() -> None:
+        mark["labels"] = cluster.labels()
         mark["patches"] = cluster.node_patches()
 
     def after(cold: bool, module: bool | str) -> Callable[[Contender, str], None]:
@@ -244,8 +338,11 @@ def bench_labels(kubeconfig: str, repeat: int, log: Callable[[str], None]) -> di
             check_ok(contender, output)
             server = cluster.node_patches() - mark["patches"]
             contender.notes.setdefault("server_patches", []).append(server)
-            labeled = cluster.labeled()
+            now = cluster.labels()
+            labeled = sum(1 for value in now.values() if value is not None)
             contender.notes.setdefault("labeled_nodes", []).append(labeled)
+            changed = sum(1 for name, value in now.items() if mark["labels"].get(name) != value)
+            contender.notes.setdefault("nodes_changed", []).append(changed)
             if module == "direct":
                 result = json.loads(output.strip().splitlines()[-1])
                 contender.notes.setdefault("module_writes", []).append(result["writes"])
@@ -304,21 +401,68 @@ def bench_labels(kubeconfig: str, repeat: int, log: Callable[[str], None]) -> di
                 run_once(contender)
                 log(
                     f"  [{repetition + 1}/{repeat}] {contender.name}: {contender.walls[-1]:.2f}s, "
-                    f"server patches {contender.notes['server_patches'][-1]}"
+                    f"server patches {contender.notes['server_patches'][-1]}, "
+                    f"nodes changed {contender.notes['nodes_changed'][-1]}"
                 )
+    chosen = [module_cold, kubectl_cold, module_warm, direct_warm, kubectl_warm]
+    peer_note = "not run (--peer-repeat 0)"
+    version = peers.kubernetes_core_version()
+    if peer_repeat > 0 and version is None:
+        peer_note = f"not run: kubernetes.core is not in {peers.ROOT} (make it with python -m bench.peers)"
+    elif peer_repeat > 0:
+        # After the rounds, as the facts peer: at 0.4 s a node it would dominate the alternation.
+        nodes_file = Path(tempfile.mkdtemp(prefix="bench-label-peer-")) / "nodes.json"
+        wanted = cluster.model_values()[:peer_nodes]
+        nodes_file.write_text(json.dumps({"label_nodes": wanted}))
+        peer = k8s_patched_contender(kubeconfig, peers.ROOT, nodes_file)
+        peer.before, peer.after = cold_before, after(len(wanted) == nodes, False)
+        for repetition in range(peer_repeat):
+            run_once(peer)
+            log(
+                f"  [peer {repetition + 1}/{peer_repeat}] {peer.name}: {peer.walls[-1]:.2f}s for {len(wanted)} "
+                f"nodes, server patches {peer.notes['server_patches'][-1]}"
+            )
+        chosen.append(peer)
+        peer_note = f"kubernetes.core {version}, {len(wanted)} nodes"
     return {
         "nodes": nodes,
         "label_commands": len(fleet_scale.MODELS),
-        "contenders": [c.summary() for c in (module_cold, kubectl_cold, module_warm, direct_warm, kubectl_warm)],
+        "kubernetes_core": peer_note,
+        "contenders": [c.summary() for c in chosen],
     }
+
+
+def label_lines(labels: dict[str, Any]) -> list[str]:
+    """Per label contender: its time beside the PATCHes the API server served and the nodes it changed."""
+    lines = []
+    for contender in labels["contenders"]:
+        notes = contender["notes"]
+        patches, changed = statistics.median(notes["server_patches"]), statistics.median(notes["nodes_changed"])
+        per_node = f", {contender['median'] / changed:.3f}s a node changed" if changed else ""
+        lines.append(
+            f"{contender['name']}: median {contender['median']:.2f}s{per_node}; server PATCHes {patches:g} "
+            f"for {changed:g} nodes changed (runs: {notes['server_patches']} / {notes['nodes_changed']})"
+        )
+    return lines
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--peer-repeat",
+        type=int,
+        default=1,
+        help="runs of each kubernetes.core peer (k8s_info facts; k8s patched labels with --labels), 0 for none",
+    )
     parser.add_argument("--labels", action="store_true", help="also the label benchmark")
     parser.add_argument("--label-repeat", type=int, default=3)
+    parser.add_argument(
+        "--label-peer-nodes",
+        type=int,
+        help="label only the first N nodes in the kubernetes.core k8s peer (default all)",
+    )
     parser.add_argument(
         "--profile", type=Path, help="write a cProfile of the module_utils facts run here (and of a warm label run)"
     )
@@ -328,9 +472,11 @@ def main() -> int:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    results: dict[str, Any] = {"facts": bench_facts(args.kubeconfig, args.repeat, log)}
+    results: dict[str, Any] = {"facts": bench_facts(args.kubeconfig, args.repeat, log, peer_repeat=args.peer_repeat)}
     if args.labels:
-        results["labels"] = bench_labels(args.kubeconfig, args.label_repeat, log)
+        results["labels"] = bench_labels(
+            args.kubeconfig, args.label_repeat, log, args.peer_repeat, args.label_peer_nodes
+        )
     if args.profile:
         results["facts_profile"] = profile("bench.facts_direct", args.kubeconfig, args.profile)
         if args.labels:  # the fleet is labeled now: a warm run
@@ -345,6 +491,9 @@ def main() -> int:
             f"{contender['name']}: median {contender['median']:.2f}s (min {contender['min']:.2f}, "
             f"max {contender['max']:.2f}), peak RSS {contender['peak_rss_mb']:.0f} MB"
         )
+    if "labels" in results:
+        print(f"labels on {results['labels']['nodes']} nodes; kubernetes.core: {results['labels']['kubernetes_core']}")
+        print("\n".join(label_lines(results["labels"])))
     return 0
 
 

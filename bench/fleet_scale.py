@@ -11,12 +11,25 @@ with spec.nodeName, over 20 namespaces; on each node up to MAX_GPU_PODS_PER_NODE
 never more than the node has GPU units) request one GPU each, the rest CPU only, so that about
 half of the pods request GPUs.
 
+With --dra-percent P, P of every 100 nodes (interleaved) are DRA GPU nodes instead: KWOK nodes
+with no nvidia.com/gpu in their status whose GPUs are one ResourceSlice each, built by
+tests/cluster/dra.py as NVIDIA's DRA driver publishes them (eight H100s, eight L4s, or eight
+A100s in static MIG mode as 56 1g.10gb devices), labeled and tainted for the driver's
+kubelet-plugin DaemonSet as tests/cluster/fleet.yaml's `dra_driver` says; the driver's
+DeviceClasses and DaemonSet are created with them. Their GPU pods go through the real
+kube-scheduler (pinned to their node by nodeSelector), which allocates their claims: on full-GPU
+nodes alternately a claim from a ResourceClaimTemplate (gpu.nvidia.com, one device) and a plain
+nvidia.com/gpu limit served through the DeviceClass (DRA extended resources), on MIG nodes a
+claim on mig.nvidia.com. Their CPU pods are bound by spec.nodeName as on the other nodes.
+Device-plugin nodes and DRA nodes are numbered apart, so the device-plugin part of the fleet is
+the same as a fleet of that many device-plugin nodes.
+
 Objects are created through the API concurrently (a bounded thread pool); existing ones are
 kept (409), so scaling up from a smaller fleet adds only what is missing. Node i and its pods
 are the same at every scale. The command waits until KWOK reports every node Ready and every
 pod Running.
 
-    python -m bench.fleet_scale --kubeconfig PATH --nodes 1000 --pods 20000 [--workers 24]
+    python -m bench.fleet_scale --kubeconfig PATH --nodes 1000 --pods 20000 [--dra-percent 50] [--workers 24]
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import ApiClient, KubeClient
@@ -36,7 +50,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config imp
     resolve_auth_params,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
-from tests.cluster import fleet
+from tests.cluster import dra, fleet
 
 GPU = fleet.GPU
 NAMESPACES = tuple(f"team-{i:02d}" for i in range(20))
@@ -130,13 +144,90 @@ _SLOTS = tuple(model for model in MODELS for _slot in range(model.share))
 assert len(_SLOTS) == 20
 
 
+@dataclass(frozen=True)
+class DraModel:
+    """One kind of DRA GPU node: the `dra` entry tests/cluster/fleet.yaml would give it."""
+
+    short: str
+    dra: dict[str, Any]  # product, gpus, memory, mig (as tests/cluster/dra.py reads it)
+    device_class: str
+    extended_resource: bool  # whether the DeviceClass also serves plain nvidia.com/gpu limits
+
+    @property
+    def units(self) -> int:
+        return dra.device_count(self.dra)
+
+
+DRA_MODELS: tuple[DraModel, ...] = (
+    DraModel(
+        "h100", {"product": "NVIDIA H100 80GB HBM3", "gpus": 8, "memory": "80Gi", "mig": None}, "gpu.nvidia.com", True
+    ),
+    DraModel(
+        "a100mig",
+        {"product": "NVIDIA A100-SXM4-80GB", "gpus": 8, "memory": "80Gi", "mig": {"profile": "1g.10gb", "per_gpu": 7}},
+        "mig.nvidia.com",
+        False,
+    ),
+    DraModel("l4", {"product": "NVIDIA L4", "gpus": 8, "memory": "23034Mi", "mig": None}, "gpu.nvidia.com", True),
+)
+CLAIM_TEMPLATES = {"gpu.nvidia.com": "bench-gpu", "mig.nvidia.com": "bench-mig"}
+PCI_LABEL = {"feature.node.kubernetes.io/pci-10de.present": "true"}  # NFD's, which the DRA mode keeps
+
+
+def dra_driver() -> dict[str, Any]:
+    """The DRA driver's namespace, DaemonSet name, node selector and tolerations, as the test fleet has them."""
+    driver = fleet.load(Path(fleet.__file__).resolve().parent / "fleet.yaml")["dra_driver"]
+    assert driver, "tests/cluster/fleet.yaml has no dra_driver"
+    return dict(driver)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A node's place: `index` in the whole fleet (its pods follow it), `ordinal` among nodes of its kind."""
+
+    index: int
+    ordinal: int
+    dra: bool
+
+    @property
+    def units(self) -> int:
+        return dra_model_of(self.ordinal).units if self.dra else model_of(self.ordinal).units
+
+    @property
+    def name(self) -> str:
+        return dra_node_name(self.ordinal) if self.dra else node_name(self.ordinal)
+
+
+def is_dra(index: int, dra_percent: int) -> bool:
+    """Interleaved: `dra_percent` of every 100 nodes, the same at every prefix of the fleet."""
+    return (index + 1) * dra_percent // 100 > index * dra_percent // 100
+
+
+def fleet_layout(nodes: int, dra_percent: int = 0) -> list[Slot]:
+    counts = [0, 0]
+    slots = []
+    for index in range(nodes):
+        kind = is_dra(index, dra_percent)
+        slots.append(Slot(index, counts[kind], kind))
+        counts[kind] += 1
+    return slots
+
+
 def model_of(index: int) -> Model:
     # Interleaved so that every prefix of the fleet (100, 300, 1,000 nodes) has the same mix.
     return _SLOTS[(index * 7) % 20]
 
 
+def dra_model_of(ordinal: int) -> DraModel:
+    return DRA_MODELS[ordinal % len(DRA_MODELS)]
+
+
 def node_name(index: int) -> str:
     return f"gpu-{model_of(index).short}-{index:05d}"
+
+
+def dra_node_name(ordinal: int) -> str:
+    return f"dra-{dra_model_of(ordinal).short}-{ordinal:05d}"
 
 
 def node_object(index: int) -> dict[str, Any]:
@@ -159,19 +250,46 @@ def node_object(index: int) -> dict[str, Any]:
     return fleet.node_object(spec)
 
 
+def dra_node_object(ordinal: int, driver: dict[str, Any]) -> dict[str, Any]:
+    """A DRA GPU node as the GPU Operator's DRA mode leaves it: no GPU in its status, no GFD labels;
+    labeled for the driver's kubelet plugin and tainted as the driver's tolerations expect."""
+    model = dra_model_of(ordinal)
+    spec = {
+        "name": dra_node_name(ordinal),
+        "cpu": "96",
+        "memory": "1024Gi",
+        "gpus": None,
+        "labels": {
+            "topology.kubernetes.io/zone": f"zone-{ordinal % 3}",
+            "node-pool": f"pool-dra-{model.short}",
+            **PCI_LABEL,
+            **driver["node_selector"],
+        },
+        "taints": [
+            {"key": t["key"], "value": t.get("value", ""), "effect": t["effect"]}
+            for t in driver["tolerations"]
+            if t.get("operator", "Equal") == "Equal"
+        ],
+    }
+    return fleet.node_object(spec)
+
+
 def pods_per_node(nodes: int, pods: int) -> list[int]:
     """How many pods each node gets: `pods` spread as evenly as possible."""
     base, extra = divmod(pods, nodes)
     return [base + (1 if i < extra else 0) for i in range(nodes)]
 
 
-def gpu_pods_on(index: int, count: int) -> int:
-    return min(model_of(index).units, MAX_GPU_PODS_PER_NODE, count)
+def gpu_pods_on(slot: Slot, count: int) -> int:
+    return min(slot.units, MAX_GPU_PODS_PER_NODE, count)
 
 
-def pod_object(node_index: int, slot: int, gpu: bool) -> dict[str, Any]:
-    name = f"w-{node_index:05d}-{slot:02d}"
-    app = f"svc-{(node_index * 31 + slot) % 400:03d}"
+def pod_object(slot: Slot, index: int, gpu: bool) -> dict[str, Any]:
+    """Pod `index` of a node: CPU only or one GPU; bound to its node, or, for a GPU on a DRA node,
+    pinned to it by nodeSelector for the scheduler to allocate its claim."""
+    node_index = slot.index
+    name = f"w-{node_index:05d}-{index:02d}"
+    app = f"svc-{(node_index * 31 + index) % 400:03d}"
     container: dict[str, Any] = {
         "name": "main",
         "image": "nvcr.io/nvidia/pytorch:24.05-py3" if gpu else "ghcr.io/example/api:2.3.1",
@@ -184,7 +302,24 @@ def pod_object(node_index: int, slot: int, gpu: bool) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
         "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
     }
-    if gpu:
+    spec: dict[str, Any] = {
+        "nodeName": slot.name,
+        "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+        "terminationGracePeriodSeconds": 5,
+        "containers": [container],
+    }
+    if slot.dra:
+        spec["tolerations"] = [{"operator": "Exists", "effect": "NoSchedule"}]
+    if gpu and slot.dra:
+        model = dra_model_of(slot.ordinal)
+        del spec["nodeName"]
+        spec["nodeSelector"] = {"kubernetes.io/hostname": slot.name}
+        if model.extended_resource and index % 2:
+            container["resources"]["limits"][GPU] = "1"
+        else:
+            container["resources"]["claims"] = [{"name": "gpu"}]
+            spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": CLAIM_TEMPLATES[model.device_class]}]
+    elif gpu:
         container["resources"]["limits"][GPU] = "1"
     return {
         "apiVersion": "v1",
@@ -198,33 +333,34 @@ def pod_object(node_index: int, slot: int, gpu: bool) -> dict[str, Any]:
                 "workload": "gpu" if gpu else "cpu",
             },
         },
-        "spec": {
-            "nodeName": node_name(node_index),
-            "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
-            "terminationGracePeriodSeconds": 5,
-            "containers": [container],
-        },
+        "spec": spec,
     }
 
 
-def wanted_pods(nodes: int, pods: int) -> Iterable[dict[str, Any]]:
-    for index, count in enumerate(pods_per_node(nodes, pods)):
-        gpus = gpu_pods_on(index, count)
-        for slot in range(count):
-            yield pod_object(index, slot, slot < gpus)
+def wanted_pods(nodes: int, pods: int, dra_percent: int = 0) -> Iterable[dict[str, Any]]:
+    for slot, count in zip(fleet_layout(nodes, dra_percent), pods_per_node(nodes, pods), strict=True):
+        gpus = gpu_pods_on(slot, count)
+        for index in range(count):
+            yield pod_object(slot, index, index < gpus)
 
 
-def fleet_summary(nodes: int, pods: int) -> dict[str, Any]:
+def fleet_summary(nodes: int, pods: int, dra_percent: int = 0) -> dict[str, Any]:
+    layout = fleet_layout(nodes, dra_percent)
     counts = pods_per_node(nodes, pods)
-    gpu_pods = sum(gpu_pods_on(i, c) for i, c in enumerate(counts))
+    gpu_pods = [gpu_pods_on(slot, c) for slot, c in zip(layout, counts, strict=True)]
     mix: dict[str, int] = {}
-    for index in range(nodes):
-        mix[model_of(index).short] = mix.get(model_of(index).short, 0) + 1
+    for slot in layout:
+        short = f"dra-{dra_model_of(slot.ordinal).short}" if slot.dra else model_of(slot.ordinal).short
+        mix[short] = mix.get(short, 0) + 1
     return {
         "nodes": nodes,
         "pods": pods,
-        "gpu_pods": gpu_pods,
-        "gpu_units": sum(model_of(i).units for i in range(nodes)),
+        "dra_percent": dra_percent,
+        "dra_nodes": sum(1 for slot in layout if slot.dra),
+        "gpu_pods": sum(gpu_pods),
+        "dra_gpu_pods": sum(g for slot, g in zip(layout, gpu_pods, strict=True) if slot.dra),
+        "gpu_units": sum(slot.units for slot in layout if not slot.dra),
+        "dra_devices": sum(slot.units for slot in layout if slot.dra),
         "models": mix,
     }
 
@@ -335,20 +471,73 @@ def wait_settled(client: KubeClient, nodes: int, pods: int, timeout: float, quie
         time.sleep(5)
 
 
+RESOURCE_API = f"/apis/{dra.RESOURCE_API}"
+
+
+def ensure_dra_driver(client: KubeClient, driver: dict[str, Any]) -> None:
+    """The driver's DeviceClasses, its kubelet-plugin DaemonSet, and one claim template per class and namespace."""
+    ensure(
+        client,
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": driver["namespace"]}},
+    )
+    for chart_class in dra.device_classes():
+        ensure(client, f"{RESOURCE_API}/deviceclasses", chart_class)
+    ensure(client, f"/apis/apps/v1/namespaces/{driver['namespace']}/daemonsets", dra.kubelet_plugin_daemonset(driver))
+    for namespace in NAMESPACES:
+        for class_name, name in CLAIM_TEMPLATES.items():
+            template = dra.claim_template(name, namespace, {"device_class": class_name, "count": 1})
+            ensure(client, f"{RESOURCE_API}/namespaces/{namespace}/resourceclaimtemplates", template)
+
+
+def ensure_dra_node(client: KubeClient, ordinal: int, driver: dict[str, Any]) -> None:
+    """The node, then its ResourceSlice, owned by the node as the kubelet plugin's slices are."""
+    name = dra_node_name(ordinal)
+    try:
+        node = client.create("/api/v1/nodes", dra_node_object(ordinal, driver))
+    except ClusterError as exc:
+        if exc.status != 409:
+            raise
+        node = client.get(f"/api/v1/nodes/{name}")
+    uid = (node.get("metadata") or {}).get("uid")
+    ensure(client, f"{RESOURCE_API}/resourceslices", dra.resource_slice(name, dra_model_of(ordinal).dra, uid))
+
+
 def scale(
-    kubeconfig: str, nodes: int, pods: int, workers: int = 24, timeout: float = 1800, quiet: bool = False
+    kubeconfig: str,
+    nodes: int,
+    pods: int,
+    workers: int = 24,
+    timeout: float = 1800,
+    quiet: bool = False,
+    dra_percent: int = 0,
 ) -> dict[str, Any]:
-    """Create what is missing for `nodes` nodes and `pods` pods, then wait until all are Ready/Running."""
+    """Create what is missing for `nodes` nodes (`dra_percent` of them DRA nodes) and `pods` pods,
+    then wait until all are Ready/Running."""
     client = make_client(kubeconfig, pool=workers * 2)
     started = time.monotonic()
     wait_namespaces(client, 120)
+    layout = fleet_layout(nodes, dra_percent)
+    driver = dra_driver() if any(slot.dra for slot in layout) else None
+    if driver:
+        ensure_dra_driver(client, driver)
     have_nodes = existing_names(client, "/api/v1/nodes")
-    new_nodes = [i for i in range(nodes) if node_name(i) not in have_nodes]
-    run_bounded(new_nodes, lambda i: ensure(client, "/api/v1/nodes", node_object(i)), workers)
+    new_nodes = [slot for slot in layout if slot.name not in have_nodes]
+
+    def create_node(slot: Slot) -> None:
+        if slot.dra:
+            assert driver is not None
+            ensure_dra_node(client, slot.ordinal, driver)
+        else:
+            ensure(client, "/api/v1/nodes", node_object(slot.ordinal))
+
+    run_bounded(new_nodes, create_node, workers)
     nodes_done = time.monotonic()
     have_pods = existing_pod_keys(client)
     missing = (
-        p for p in wanted_pods(nodes, pods) if (p["metadata"]["namespace"], p["metadata"]["name"]) not in have_pods
+        p
+        for p in wanted_pods(nodes, pods, dra_percent)
+        if (p["metadata"]["namespace"], p["metadata"]["name"]) not in have_pods
     )
     created = [0]
 
@@ -360,7 +549,7 @@ def scale(
     pods_done = time.monotonic()
     settle = wait_settled(client, nodes, pods, timeout, quiet)
     report = {
-        **fleet_summary(nodes, pods),
+        **fleet_summary(nodes, pods, dra_percent),
         "created_nodes": len(new_nodes),
         "created_pods": created[0],
         "node_create_s": round(nodes_done - started, 1),
@@ -375,10 +564,13 @@ def main() -> int:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=20000)
+    parser.add_argument("--dra-percent", type=int, default=0, help="DRA GPU nodes out of every 100 (0 to 100)")
     parser.add_argument("--workers", type=int, default=24)
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args()
-    report = scale(args.kubeconfig, args.nodes, args.pods, args.workers, args.timeout)
+    if not 0 <= args.dra_percent <= 100:
+        parser.error("--dra-percent: expected 0 to 100")
+    report = scale(args.kubeconfig, args.nodes, args.pods, args.workers, args.timeout, dra_percent=args.dra_percent)
     print(report)
     return 0
 

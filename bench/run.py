@@ -7,15 +7,20 @@
 2. A separate local cluster (its own state folder and ports, so a test cluster keeps running
    undisturbed) with the base fleet of bench/fleet.yaml, scaled by bench/fleet_scale.py to each
    fleet size in turn; at each size the facts benchmark, and at the largest also the label
-   benchmark and a cProfile of the facts run (bench/bench_facts_labels.py).
-3. The cluster is stopped, and bench/report.py writes the results.
+   benchmark and a cProfile of the facts run (bench/bench_facts_labels.py). The facts rounds at the
+   largest size end with the kubernetes.core k8s_info peer (bench/peers.py makes it available).
+3. With --dra-size N (default 1,000; 0 to skip), the cluster is made anew and filled with N nodes of
+   which --dra-percent are DRA GPU nodes (bench/fleet_scale.py), and the facts are timed there
+   against the same floors and peers (facts-dra-N.json; no labels: DRA nodes carry no model label
+   for the kubectl baseline to select).
+4. The cluster is stopped, and bench/report.py writes the results.
 
 checkov and matplotlib live in their own virtual environment (--bench-venv), made here from
 bench/requirements.txt when it is missing. Raw results go to bench/results/ (not committed).
 
     .venv/bin/python -m bench.run                        # the full run (about 40 minutes)
     .venv/bin/python -m bench.run --sizes 30 --pods-per-node 20 --repeat 2 --label-repeat 1 \\
-        --validate-deployments 200 --validate-files 4 --quick   # a smoke run
+        --validate-deployments 200 --validate-files 4 --dra-size 30 --quick   # a smoke run
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import fleet_scale
+from bench import fleet_scale, peers
 from tests.cluster import versions
 
 HERE = Path(__file__).resolve().parent
@@ -172,6 +177,8 @@ def run_cluster(args: argparse.Namespace) -> None:
             ]
             if largest:
                 command += [
+                    "--peer-repeat",
+                    str(args.peer_repeat),
                     "--labels",
                     "--label-repeat",
                     str(args.label_repeat),
@@ -179,8 +186,14 @@ def run_cluster(args: argparse.Namespace) -> None:
                     str(args.out / f"facts-{size}.pstats"),
                 ]
             log(f"facts{' and labels' if largest else ''} at {size} nodes")
+            command += ["--peer-repeat", "0"] if not largest else []
             subprocess.run(command, check=True)
         (args.out / "fleet.json").write_text(json.dumps(scales, indent=2))
+        if args.dra_size:
+            if args.sizes:
+                log(f"making the benchmark cluster anew for the DRA fleet: {cluster('down')}")
+                kubeconfig = cluster("up")
+            run_dra_fleet(args, kubeconfig)
     finally:
         if args.keep_cluster:
             log(
@@ -192,15 +205,39 @@ def run_cluster(args: argparse.Namespace) -> None:
             log(f"stopping the benchmark cluster: {cluster('down')}")
 
 
+def run_dra_fleet(args: argparse.Namespace, kubeconfig: str) -> None:
+    """The facts on a fleet of which --dra-percent of the nodes are DRA GPU nodes."""
+    size, pods = args.dra_size, args.dra_size * args.pods_per_node
+    log(f"scaling the fleet to {size} nodes ({args.dra_percent}% DRA) and {pods} pods")
+    report = fleet_scale.scale(
+        kubeconfig, size, pods, workers=args.workers, timeout=2400, quiet=True, dra_percent=args.dra_percent
+    )
+    log(f"  {report}")
+    (args.out / "fleet-dra.json").write_text(json.dumps([report], indent=2))
+    out = args.out / f"facts-dra-{size}.json"
+    command = [sys.executable, "-m", "bench.bench_facts_labels", "--kubeconfig", kubeconfig]
+    command += ["--repeat", str(args.repeat), "--peer-repeat", str(args.peer_repeat), "--json", str(out)]
+    log(f"facts at {size} nodes, {args.dra_percent}% DRA")
+    subprocess.run(command, check=True)
+    results = json.loads(out.read_text())
+    results["command"] = " ".join([".venv/bin/python -m bench.run", *sys.argv[1:]])
+    out.write_text(json.dumps(results, indent=2))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
     )
     parser.add_argument(
         "--sizes",
-        type=lambda s: [int(x) for x in s.split(",")],
+        type=lambda s: [int(x) for x in s.split(",") if x],
         default=[100, 300, 1000],
-        help="fleet sizes in nodes, comma-separated (default 100,300,1000)",
+        help="fleet sizes in nodes, comma-separated (default 100,300,1000; empty for none)",
+    )
+    parser.add_argument("--dra-size", type=int, default=1000, help="nodes of the mixed DRA fleet (0: none)")
+    parser.add_argument("--dra-percent", type=int, default=50, help="DRA GPU nodes out of every 100 in it")
+    parser.add_argument(
+        "--peer-repeat", type=int, default=1, help="runs of the kubernetes.core k8s_info peer (0: none)"
     )
     parser.add_argument("--pods-per-node", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=5, help="facts rounds at the largest size")
@@ -230,6 +267,8 @@ def main() -> int:
     if not args.skip_validate:
         run_validation(args, venv)
     if not args.skip_cluster:
+        if args.peer_repeat:
+            log(f"kubernetes.core for the peer rows in {peers.ensure_kubernetes_core()}")
         run_cluster(args)
     info["load_average_end"] = list(os.getloadavg())
     info["duration_s"] = round(time.monotonic() - started)

@@ -47,9 +47,11 @@ description:
     C(remedy)."
   - For the fleet, totals per model and in all (each also per source), the GPU nodes that expose no GPU
     capacity, all problems in one list, and notes.
-  - Costs one paginated list each of nodes, pods (field selector on the phase), DeviceClasses, ResourceSlices and
-    ResourceClaims, whatever the size of the cluster; device-plugin and DRA kubelet-plugin pods are picked out of
-    the same pod list by their labels. Only the fields the facts need are kept from each page.
+  - Costs one paginated list each of nodes, pods (field selector on the phase), DeviceClasses, ResourceSlices,
+    ResourceClaims and DeviceTaintRules, whatever the size of the cluster; device-plugin and DRA kubelet-plugin pods
+    are picked out of the same pod list by their labels. Only the fields the facts need are kept from each page.
+  - A DeviceTaintRule taints the devices its selector picks (driver, pool, device) as a taint in the ResourceSlice
+    does. Where DeviceTaintRules are not served or not allowed, only the slices' taints count, with a note.
   - A cluster that does not serve C(resource.k8s.io/v1), or a reader not allowed to list it, gets the facts from
     the device plugin alone and a note in RV(notes) saying which; the run does not fail. A pool with fewer
     ResourceSlices than it announces (C(resourceSliceCount)) is still being written, and is a note too.
@@ -113,6 +115,29 @@ options:
     default:
       - "app in (nvidia-dcgm-exporter,nvidia-dcgm,gpu-feature-discovery,nvidia-operator-validator,\
         nvidia-container-toolkit-daemonset,nvidia-mig-manager,nvidia-driver-daemonset)"
+  system_components:
+    description:
+      - GPU system components, recognised by what they run, are exempt like the pods of O(exempt_pod_selectors);
+        they may set C(NVIDIA_VISIBLE_DEVICES) without a GPU limit and are not reported as using GPUs outside
+        the scheduler. The same catalogue and option as the C(system_components) of
+        M(kubegpu.scheduling.gpu_pod_validate), whose documentation says how a pod is recognised (every
+        container runs one of the component's images with its own command), so a workload that only borrows a
+        component's labels or namespace is still reported.
+    type: dict
+    default: {}
+    suboptions:
+      builtin:
+        description:
+          - Use the built-in catalogue of GPU system components.
+        type: bool
+        default: true
+      extra:
+        description:
+          - More components, each a dictionary with C(name), C(images), and optionally C(commands),
+            C(entrypoint_args) and C(namespaces), as in M(kubegpu.scheduling.gpu_pod_validate).
+        type: list
+        elements: dict
+        default: []
   page_size:
     description:
       - Items per page of each list.
@@ -120,7 +145,8 @@ options:
     default: 500
 notes:
   - Read-only; always returns C(changed=false). Needs C(list) on nodes and on pods in all namespaces, and on
-    C(deviceclasses), C(resourceslices) and C(resourceclaims) (group C(resource.k8s.io)) to count DRA GPUs.
+    C(deviceclasses), C(resourceslices), C(resourceclaims) and C(devicetaintrules) (group C(resource.k8s.io)) to
+    count DRA GPUs.
   - The facts are also set as C(ansible_facts.gpu_fleet).
 """
 
@@ -146,6 +172,15 @@ EXAMPLES = r"""
     device_plugin:
       namespaces: [gpu-operator]
       label_selectors: [app=nvidia-device-plugin-daemonset]
+
+- name: Exempt an in-house GPU agent that reads every GPU, known by its image and command
+  kubegpu.scheduling.gpu_node_facts:
+    system_components:
+      extra:
+        - name: Acme GPU health agent
+          images: [platform/acme-gpu-agent]
+          commands:
+            - [/usr/bin/acme-gpu-agent, "..."]
 
 - name: Use the fact set by an earlier run
   ansible.builtin.debug:
@@ -259,6 +294,34 @@ nodes:
       type: list
       elements: dict
       sample: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+    addresses:
+      description: >-
+        The node's C(InternalIP), C(ExternalIP) and C(Hostname) addresses from C(status.addresses), in the order the
+        node publishes them.
+      type: list
+      elements: dict
+      sample: [{type: InternalIP, address: 10.0.105.29}, {type: ExternalIP, address: 3.139.58.222},
+               {type: Hostname, address: ip-10-0-105-29.us-east-2.compute.internal}]
+    provider_id:
+      description: The node's C(spec.providerID), the cloud's name for the machine, else null.
+      type: str
+      sample: aws:///us-east-2c/i-0a99d3bb7b27d62ac
+    zone:
+      description: >-
+        From C(topology.kubernetes.io/zone), else the deprecated C(failure-domain.beta.kubernetes.io/zone), else null.
+      type: str
+      sample: us-east-2c
+    region:
+      description: >-
+        From C(topology.kubernetes.io/region), else the deprecated C(failure-domain.beta.kubernetes.io/region), else
+        null.
+      type: str
+      sample: us-east-2
+    instance_type:
+      description: >-
+        From C(node.kubernetes.io/instance-type), else the deprecated C(beta.kubernetes.io/instance-type), else null.
+      type: str
+      sample: p4d.24xlarge
     driver_version:
       description: From C(nvidia.com/cuda.driver-version.full) (or the older split labels, or ACK's driver label).
       type: str
@@ -424,6 +487,14 @@ def argument_spec() -> dict[str, Any]:
                 },
             },
             exempt_pod_selectors={"type": "list", "elements": "str", "default": list(DEFAULT_EXEMPT_POD_SELECTORS)},
+            system_components={
+                "type": "dict",
+                "default": {},
+                "options": {
+                    "builtin": {"type": "bool", "default": True},
+                    "extra": {"type": "list", "elements": "dict", "default": []},
+                },
+            },
             page_size={"type": "int", "default": 500},
         )
     )
@@ -434,7 +505,11 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     if params["page_size"] < 1:
         raise OptionError(f"page_size must be at least 1, not {params['page_size']}")
     options = options_from_params(
-        params["resource_names"], params["model_label_keys"], params["device_plugin"], params["exempt_pod_selectors"]
+        params["resource_names"],
+        params["model_label_keys"],
+        params["device_plugin"],
+        params["exempt_pod_selectors"],
+        params["system_components"],
     )
     client = module_client(module)
     nodes, pods, plugins, dra = read_fleet(

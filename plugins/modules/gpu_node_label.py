@@ -25,16 +25,16 @@ description:
     spells it (V(NVIDIA-H100-80GB-HBM3)), with C(-MIG-<profile>) when all its devices are MIG devices of one
     profile. A cluster that does not serve C(resource.k8s.io/v1), or a reader not allowed to list
     ResourceSlices, gets a warning and labels from the node labels alone.
-  - Reads the nodes with one paginated list and the ResourceSlices with another, then sends one JSON merge patch
-    (the semantics of
-    C(kubectl label)) to each node whose label must change, and none to the others,
-    O(parallelism) at a time.
+  - Reads the nodes with one paginated list and the ResourceSlices with another, then sends one JSON patch
+    (RFC 6902) to each node whose label must change, and none to the others, O(parallelism) at a time.
   - The collection only rewrites or removes label values it wrote itself. It records them in the node
     annotation C(kubegpu.io/managed-labels) (a JSON object of label key to value), set in the same
     patch as the label. A value someone else wrote is reported in RV(conflicts) and left alone,
     unless O(force=true).
-  - Each patch carries the node's C(resourceVersion), so a label written by another client after the
-    nodes were read is never overwritten; the node is read again and decided again.
+  - Each patch first tests the label and the ownership annotation against the values read, so a label
+    written by another client after the nodes were read is never overwritten; the node is read again and
+    decided again. Nothing else is a precondition, so the status updates of node heartbeats never make a
+    patch fail, and a run sends one patch per node that changes.
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
@@ -101,8 +101,8 @@ notes:
     a write that is forbidden), no further patch is sent and the task fails with a message naming the
     nodes done and not done. Each node's label and its ownership record change in one request, so no
     node is half-labeled, and running the task again converges.
-  - Needs C(list) and C(patch) on C(nodes), C(get) on C(nodes) when another client changes a node
-    while it is being patched, and C(list) on C(resourceslices) (group C(resource.k8s.io)) for DRA nodes.
+  - Needs C(list) and C(patch) on C(nodes), C(get) on C(nodes) when another client changes a node's label
+    or ownership annotation while it is being patched, and C(list) on C(resourceslices) (group C(resource.k8s.io)) for DRA nodes.
 seealso:
   - name: Alibaba ACK, use the default Kubernetes GPU scheduling
     description: The guide that labels GPU nodes C(accelerator=<model>) and selects on it.

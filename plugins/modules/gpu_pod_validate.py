@@ -13,7 +13,12 @@ description:
   - Walks Pod, PodTemplate, Deployment, ReplicaSet, ReplicationController, StatefulSet, DaemonSet, Job,
     CronJob and List objects, their containers, init containers and ephemeral containers, and pod-level
     resources, and the device requests of ResourceClaim and ResourceClaimTemplate objects (group
-    C(resource.k8s.io)). Other objects, custom resources that embed pod specs included, are listed in
+    C(resource.k8s.io)).
+  - Walks the pod templates of the custom resources of ML platforms (Kubeflow PyTorchJob, TFJob, MPIJob,
+    TrainJob and its runtimes, JobSet, LeaderWorkerSet, RayCluster, RayJob, RayService, Volcano Job, Argo
+    workflows, KServe InferenceService), each finding at its path inside the resource. Any other object
+    is searched for embedded pod specs by shape (a C(containers) list of mappings with an C(image)); each
+    one found is checked and named in RV(notes) as C(checked by shape). Objects with none are listed in
     RV(not_checked) with the reason.
   - A container that uses one of the pod's DRA resource claims (C(resources.claims) naming an entry of
     C(spec.resourceClaims), made from a template or naming a claim) requests GPUs, as one with a GPU limit does.
@@ -25,14 +30,18 @@ description:
     that requests none. V(KGPU102) error, the same in a container that requests GPUs (it overrides the
     device plugin, or the DRA driver for a claim). V(KGPU103) warning, such a variable comes from a value that cannot be known here.
     V(KGPU201) error, a hostPath of C(/dev), C(/dev/nvidia*), C(/dev/char), C(/run/nvidia) or driver
-    files is mounted. V(KGPU202) error, a mount under C(/var/run/nvidia-container-devices).
+    files is mounted, with or without a GPU limit (the toolkit injects the driver for the GPUs assigned).
+    V(KGPU202) error, a mount under C(/var/run/nvidia-container-devices).
     V(KGPU301) error, a privileged (or C(SYS_ADMIN)/C(ALL)) container shows GPU intent. V(KGPU302) warning,
     a privileged container without GPU signs. V(KGPU401) to V(KGPU407) errors, GPU requests without
     limits, requests not equal to limits, quantities that are not whole, negative or malformed, GPUs in
     pod-level resources or in ephemeral containers. V(KGPU501) warning, an image whose config selects all
-    GPUs (official CUDA images do) in a container without a GPU limit. V(KGPU601) warning, an NVIDIA
+    GPUs (official CUDA, NGC, PyTorch, TensorFlow C(-gpu), vLLM and Ray C(-cu121)/C(-gpu) images do) in a
+    container without a GPU limit. V(KGPU601) warning, an NVIDIA
     runtime class without a GPU limit. V(KGPU602) warning, device-injection annotations (C(cdi.k8s.io/*),
-    C(devices.nri.io/*), C(io.kubernetes.cri-o.Devices)) without a GPU limit. V(KGPU701) warning, a
+    C(devices.nri.io/*), C(io.kubernetes.cri-o.Devices)) without a GPU limit. V(KGPU603) error, GKE's device
+    injection annotation C(devices.gke.io/container.<name>) gives C(/dev/nvidia*) to a container without a GPU
+    limit. V(KGPU701) warning, a
     ResourceClaim or ResourceClaimTemplate asks for C(adminAccess) outside the GPU system namespaces
     (C(kube-system), C(gpu-operator), C(nvidia-gpu-operator), C(nvidia-dra-driver-gpu), C(dra-driver-nvidia-gpu),
     C(nvidia-device-plugin)). V(KGPU901) warning, the allow annotation without a reason.
@@ -65,8 +74,11 @@ options:
       - Workload templates are checked at the top-level workload (a Deployment, not its ReplicaSets; a
         CronJob, not its Jobs). Pods controlled by a listed workload are not checked again, except for their
         ephemeral containers, which never come from a template. Pods without a listed controller (bare
-        pods, static pods, pods of custom resources such as Ray or Argo) are checked in full. Finished pods
+        pods, static pods, pods of custom resources not in the table) are checked in full. Finished pods
         (V(Succeeded), V(Failed)) are not checked.
+      - The custom resources of the table, and ResourceClaims and ResourceClaimTemplates, are listed
+        wherever the cluster serves their API (one C(GET /apis) tells), so that queued and suspended jobs are
+        judged before they have pods. A list the identity may not read is named in RV(notes).
       - ConfigMaps and Secrets that C(envFrom) and C(valueFrom) refer to are read from the cluster, one
         C(get) each. Secret values only decide the findings; they never appear in the result.
     type: bool
@@ -92,7 +104,10 @@ options:
   gpu_resources:
     description:
       - Resource names or globs that count as GPUs besides the built-in ones (C(nvidia.com/gpu),
-        C(nvidia.com/mig-*), C(*/gpu), C(nvidia.com/gpu.shared) and the ACK and HAMi shared-GPU resources).
+        C(nvidia.com/mig-*), C(*/gpu), C(nvidia.com/gpu.shared), the ACK, Volcano and HAMi shared-GPU
+        resources such as C(aliyun.com/gpu-mem), C(volcano.sh/gpu-memory) and C(nvidia.com/gpucores),
+        and Intel's C(gpu.intel.com/i915), C(gpu.intel.com/xe), C(gpu.intel.com/millicores) and
+        C(gpu.intel.com/memory.max)).
     type: list
     elements: str
     default: []
@@ -100,8 +115,8 @@ options:
     description:
       - The env that image configs set, as a map of image reference (or glob) to a map of variable to
         value. See the examples.
-      - Takes precedence over the known image families (official CUDA, NGC, PyTorch, TensorFlow GPU and
-        vLLM images), which are treated as setting C(NVIDIA_VISIBLE_DEVICES=all). Map an image to V({})
+      - Takes precedence over the known image families (official CUDA, NGC, PyTorch, TensorFlow GPU,
+        vLLM and Ray GPU images), which are treated as setting C(NVIDIA_VISIBLE_DEVICES=all). Map an image to V({})
         to say its config sets nothing.
     type: dict
     default: {}
@@ -113,6 +128,40 @@ options:
       - Quantity findings (V(KGPU4xx)) cannot be allowed, since the API server rejects those objects anyway.
     type: str
     default: kubegpu.io/allow-bypass
+  system_components:
+    description:
+      - >-
+        The GPU system components whose findings are allowed, each with the reason
+        C(known GPU system component: <name>), so that the device plugins, GPU Feature Discovery, the GPU Operator's operands (driver, container
+        toolkit, validator, DCGM, DCGM exporter, MIG manager, MPS control daemon, node status exporter, sandbox
+        and vGPU operands), GKE's device plugin, driver installer and device injector, Alibaba's gpushare, Volcano's
+        and HAMi's device plugins, the AMD and Intel GPU plugins and NVIDIA's DRA kubelet plugin do not fail the
+        audit for the access to GPUs they need.
+      - A pod spec is a component by what it runs, not by its name, labels or namespace. Every container, init
+        and ephemeral ones included, must run one of the component's images (matched by the tail of the image's
+        repository path, so a private mirror of the same path matches; tag and digest ignored) with the image's
+        own entrypoint or one of the component's published command lines. The same image run with another
+        command is judged as any workload.
+      - Quantity findings (V(KGPU4xx)) stay findings, as with O(allow_annotation). The allow annotation's reason
+        wins when an object carries both.
+    type: dict
+    default: {}
+    suboptions:
+      builtin:
+        description:
+          - Use the built-in catalogue. V(false) judges every pod, components included.
+        type: bool
+        default: true
+      extra:
+        description:
+          - More components, each a dictionary with C(name), C(images) (repository paths such as
+            V(acme/gpu-agent), matched at the tail), optionally C(commands) (each a list, the command then its args,
+            as the component's manifest sets them; a last element V(...) lets any further arguments follow),
+            C(entrypoint_args) (V(true) when the image's entrypoint is the component's binary, so args set without
+            a command are its flags) and C(namespaces) (where it usually runs; information only).
+        type: list
+        elements: dict
+        default: []
   report_json:
     description:
       - Write the result as JSON to this file on the host the module runs on.
@@ -144,6 +193,12 @@ options:
       - Files larger than this many bytes are not read; each is reported in RV(errors).
     type: int
     default: 33554432
+  jobs:
+    description:
+      - Worker processes that parse and check the files of O(src), each a batch of consecutive files; the
+        result is the same as with one, in the same order.
+      - Unset, the number of CPUs the module may use when O(src) names 16 files or more, else V(1).
+    type: int
 requirements:
   - PyYAML
   - kubernetes (for O(live) only)
@@ -195,6 +250,23 @@ EXAMPLES = r"""
     image_env:
       registry.example.com/trainer:*:
         NVIDIA_VISIBLE_DEVICES: all
+
+- name: Audit the cluster, with an in-house GPU agent known as a system component
+  kubegpu.scheduling.gpu_pod_validate:
+    live: true
+    system_components:
+      extra:
+        - name: Acme GPU health agent
+          images: [platform/acme-gpu-agent]
+          commands:
+            - [/usr/bin/acme-gpu-agent, "..."]
+          namespaces: [acme-system]
+
+- name: Judge the GPU system components like any workload
+  kubegpu.scheduling.gpu_pod_validate:
+    src: manifests/
+    system_components:
+      builtin: false
 
 - name: Report only, and show the findings
   kubegpu.scheduling.gpu_pod_validate:
@@ -304,7 +376,9 @@ report_text:
     - "manifests/train.yaml:12: error KGPU101 Deployment train container 'main': ..."
     - 1 error in 3 pod specs from 1 file
 notes:
-  description: Remarks on the run, such as ConfigMaps or Secrets the cluster did not let the module read.
+  description:
+    - Remarks on the run, such as ConfigMaps or Secrets the cluster did not let the module read, custom
+      resource lists it was not allowed, and each pod spec C(checked by shape) with its path.
   returned: always
   type: list
   elements: str
@@ -314,6 +388,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import catalogue_from_option
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
@@ -321,6 +396,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     module_client,
     with_connection_options,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.batches import default_jobs
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig, unknown_rules
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import Report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import image_env_map
@@ -330,6 +406,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manife
     HAS_YAML,
     load_manifests,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.parallel import usable_cpus
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.reads import live_report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report import (
     FAIL_ON_CHOICES,
@@ -361,10 +438,19 @@ def argument_spec() -> dict[str, Any]:
             gpu_resources={"type": "list", "elements": "str", "default": []},
             image_env={"type": "dict", "default": {}},
             allow_annotation={"type": "str", "default": DEFAULT_ALLOW_ANNOTATION},
+            system_components={
+                "type": "dict",
+                "default": {},
+                "options": {
+                    "builtin": {"type": "bool", "default": True},
+                    "extra": {"type": "list", "elements": "dict", "default": []},
+                },
+            },
             report_json={"type": "path"},
             report_sarif={"type": "path"},
             report_junit={"type": "path"},
             max_file_size={"type": "int", "default": DEFAULT_MAX_FILE_SIZE},
+            jobs={"type": "int"},
         )
     )
 
@@ -378,6 +464,7 @@ def rule_config(params: dict[str, Any]) -> RuleConfig:
         image_env=image_env_map(params["image_env"], "image_env"),
         allow_annotation=params["allow_annotation"],
         skip_rules=frozenset(params["skip_rules"]),
+        components=catalogue_from_option(params["system_components"]),
     )
 
 
@@ -387,11 +474,14 @@ def validate(module: AnsibleModule) -> Report:
         raise OptionError("one of src, definition or live=true is required")
     if params["max_file_size"] <= 0:
         raise OptionError("max_file_size must be positive")
+    if params["jobs"] is not None and params["jobs"] < 1:
+        raise OptionError("jobs must be 1 or more")
     config = rule_config(params)
     reports = []
     if params["src"] or params["definition"] is not None:
         manifests = load_manifests(params["src"] or [], params["definition"], params["max_file_size"])
-        reports.append(offline_report(manifests, config))
+        jobs = params["jobs"] if params["jobs"] is not None else default_jobs(len(manifests.paths), usable_cpus())
+        reports.append(offline_report(manifests, config, jobs))
     if params["live"]:
         client = module_client(module)
         with error_context("live audit"):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from . import build, dra, fleet, versions
+from . import ack, build, custom_resources, dra, fleet, gpu_operator, versions
 
 HERE = Path(__file__).resolve().parent
 LOOPBACK = "127.0.0.1"
@@ -45,6 +45,9 @@ def state_dir() -> Path:
 @dataclass(frozen=True)
 class Layout:
     root: Path
+    # Another instance runs with its own KUBEGPU_CLUSTER_DIR and ports (KUBEGPU_*_PORT); a test that
+    # started one reaches it through a Layout with its state directory and API server port.
+    apiserver_port: int = APISERVER_PORT
 
     @property
     def pki(self) -> Path:
@@ -67,7 +70,7 @@ class Layout:
 
     @property
     def server(self) -> str:
-        return f"https://{LOOPBACK}:{APISERVER_PORT}"
+        return f"https://{LOOPBACK}:{self.apiserver_port}"
 
 
 # --- certificates -----------------------------------------------------------------------
@@ -451,12 +454,17 @@ def apply_fleet(api: Api, spec: dict) -> None:
             api.ensure(f"{RESOURCE_API}/deviceclasses", device_class)
     for node in spec["nodes"]:
         api.ensure("/api/v1/nodes", fleet.node_object(node))
+        uid = _get(api, f"/api/v1/nodes/{node['name']}").get("metadata", {}).get("uid")
         if node["dra"]:
-            uid = _get(api, f"/api/v1/nodes/{node['name']}").get("metadata", {}).get("uid")
             api.ensure(f"{RESOURCE_API}/resourceslices", dra.resource_slice(node["name"], node["dra"], uid))
+        if node["ack_static_device_plugin"]:
+            # The mirror pod of the node's static device-plugin pod, as ACK's kubelet shows it.
+            api.ensure(f"/api/v1/namespaces/{ack.NAMESPACE}/pods", ack.mirror_pod(node["name"], uid))
     api.ensure(f"/apis/apps/v1/namespaces/{plugin['namespace']}/daemonsets", fleet.device_plugin_daemonset(plugin))
     if driver:
         api.ensure(f"/apis/apps/v1/namespaces/{driver['namespace']}/daemonsets", dra.kubelet_plugin_daemonset(driver))
+    for collection, obj in gpu_operator.objects(spec["gpu_operator"]):
+        api.ensure(collection, obj)
 
 
 def apply_fleet_pods(api: Api, spec: dict, layout: Layout, started: dict[str, subprocess.Popen]) -> None:
@@ -500,8 +508,17 @@ def fleet_settled(api: Api, spec: dict) -> bool:
         t.get("key", "").startswith("node.kubernetes.io/") for n in nodes for t in n.get("spec", {}).get("taints", [])
     ):
         return False
-    daemonsets = [spec["device_plugin"], *([spec["dra_driver"]] if spec["dra_driver"] else [])]
+    daemonsets = [
+        spec["device_plugin"],
+        *([spec["dra_driver"]] if spec["dra_driver"] else []),
+        *gpu_operator.daemonsets(spec["gpu_operator"]),
+    ]
     if not all(_daemonset_ready(api, d["namespace"], d["name"]) for d in daemonsets):
+        return False
+    system_pods = {
+        p["metadata"]["name"]: p for p in _get(api, f"/api/v1/namespaces/{ack.NAMESPACE}/pods").get("items", [])
+    }
+    if not all(_pod_settled(system_pods.get(ack.mirror_pod_name(n), {}), False) for n in ack.static_nodes(spec)):
         return False
     pods = {
         p["metadata"]["name"]: p for p in _get(api, f"/api/v1/namespaces/{spec['pod_namespace']}/pods").get("items", [])
@@ -556,6 +573,11 @@ def up(fleet_file: Path, timeout: float) -> Path:
             timeout,
             layout,
             started,
+        )
+        custom_resources.apply(
+            api.ensure,
+            lambda path: _get(api, path),
+            lambda what, check: wait_for(what, check, timeout, layout, started),
         )
     except BaseException:
         down()

@@ -14,13 +14,25 @@ from typing import Any
 import yaml
 
 from . import dra as dra_objects
+from . import gpu_operator
 
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 NOT_READY_ANNOTATION = "kubegpu.test/not-ready"
 GPU = "nvidia.com/gpu"
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_NODE_KEYS = {"name", "count", "gpus", "allocatable_gpus", "labels", "taints", "cpu", "memory", "dra"}
+_NODE_KEYS = {
+    "name",
+    "count",
+    "gpus",
+    "allocatable_gpus",
+    "labels",
+    "taints",
+    "cpu",
+    "memory",
+    "dra",
+    "ack_static_device_plugin",
+}
 _DRA_KEYS = {"product", "gpus", "memory", "mig"}
 _MIG_KEYS = {"profile", "per_gpu"}
 _POD_KEYS = {"name", "node", "gpus", "env", "claim", "pending"}
@@ -113,6 +125,9 @@ def _node_specs(raw: Any, source: Path) -> list[dict]:
         ):
             raise _fail(source, f"{where}.taints", "expected a list of {key, value, effect}")
         dra = _dra_spec(spec.get("dra"), source, f"{where}.dra")
+        static_plugin = spec.get("ack_static_device_plugin", False)
+        if not isinstance(static_plugin, bool):
+            raise _fail(source, f"{where}.ack_static_device_plugin", f"expected true or false, got {static_plugin!r}")
         count = _check_count(spec.get("count", 1), source, f"{where}.count", minimum=1)
         names = [name] if "count" not in spec else [f"{name}-{i}" for i in range(count)]
         for node_name in names:
@@ -126,6 +141,7 @@ def _node_specs(raw: Any, source: Path) -> list[dict]:
                     "cpu": str(spec.get("cpu", "64")),
                     "memory": str(spec.get("memory", "512Gi")),
                     "dra": dra,
+                    "ack_static_device_plugin": static_plugin,
                 }
             )
     seen: set[str] = set()
@@ -207,6 +223,9 @@ def load(path: Path) -> dict:
     namespace, pods = _pod_specs(doc.get("pods", {}), path, nodes)
     return {
         "dra_driver": _dra_driver(doc.get("dra_driver"), path, nodes),
+        "gpu_operator": gpu_operator.parse(
+            doc.get("gpu_operator"), "gpu_operator", lambda where, problem: _fail(path, where, problem)
+        ),
         "device_plugin": {
             "namespace": _check_name(plugin.get("namespace"), path, "device_plugin.namespace"),
             "name": _check_name(plugin.get("name"), path, "device_plugin.name"),

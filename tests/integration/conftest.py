@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.cluster import ack, gpu_operator
 from tests.cluster import cluster as local_cluster
 from tests.cluster import fleet as fleet_file
 
@@ -36,6 +37,8 @@ CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
     "gpu_node_label": {},
     "gpu_device_plugin_check": {},
     "gpu_pod_validate": {"live": True},
+    # Removal of what is not there: reads only, so a working connection changes nothing.
+    "gpu_admission_policy": {"state": "absent"},
     "gpu_pod": {
         "definition": {
             "apiVersion": "v1",
@@ -106,10 +109,12 @@ class LocalCluster:
         describe: the sample pod `make site` leaves running, or any other workload of the cluster's
         users. Neither the fleet's pods nor those of its DaemonSets."""
         listed = {f"{self.fleet['pod_namespace']}/{p['name']}" for p in self.fleet["pods"]}
-        # The fleet's DaemonSets: the device plugin's, and the DRA driver's where the fleet has one.
+        # The mirror pods of the ACK nodes' static device-plugin pods are the fleet's too.
+        listed |= {f"{ack.NAMESPACE}/{ack.mirror_pod_name(n)}" for n in ack.static_nodes(self.fleet)}
+        # The fleet's DaemonSets: the device plugin's, the DRA driver's and the GPU Operator's operands.
         daemonsets = {
             (d["namespace"], d["name"]) for d in (self.fleet["device_plugin"], self.fleet.get("dra_driver")) if d
-        }
+        } | {(d["namespace"], d["name"]) for d in gpu_operator.daemonsets(self.fleet.get("gpu_operator"))}
         found = []
         for pod in self.get("/api/v1/pods")["items"]:
             metadata, spec = pod["metadata"], pod["spec"]
@@ -143,6 +148,16 @@ class LocalCluster:
                     f"/api/v1/nodes/{name}",
                     {"metadata": {"labels": {ACCELERATOR: label}, "annotations": {OWNERSHIP: record}}},
                 )
+
+
+def daemonset_selects(fleet: dict, spec: dict) -> bool:
+    """Whether the fleet's device-plugin DaemonSet selects this node of the fleet file."""
+    return all(spec["labels"].get(k) == v for k, v in fleet["device_plugin"]["node_selector"].items())
+
+
+def runs_device_plugin(fleet: dict, spec: dict) -> bool:
+    """Whether a device-plugin pod serves this node: the DaemonSet's, or ACK's static pod."""
+    return daemonset_selects(fleet, spec) or spec["ack_static_device_plugin"]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """gpu_device_plugin_check and the device_plugin_check role against the local cluster.
 
 The fleet (tests/cluster/fleet.yaml) has a GPU node the device-plugin DaemonSet does not select (no
-plugin pod, no capacity) and one with allocatable below capacity. The expected findings are computed
+plugin pod, no capacity) and one with allocatable below capacity; its ACK nodes run ACK's static
+device-plugin pod instead of the DaemonSet's. The expected findings are computed
 from the fleet file, not from the module's code. The cluster is shared: every change a test makes to
 a node is undone in a finalizer.
 """
@@ -18,9 +19,10 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import LocalCluster, run_ansible_module, wait_until
+from conftest import LocalCluster, daemonset_selects, run_ansible_module, runs_device_plugin, wait_until
 from conftest import ansible_env as shared_ansible_env
 
+from tests.cluster import ack
 from tests.cluster import fleet as fleet_file
 
 pytestmark = pytest.mark.cluster
@@ -75,13 +77,19 @@ def gpu_specs(cluster: LocalCluster) -> list[dict[str, Any]]:
 
 
 def selected_by_plugin(cluster: LocalCluster, spec: dict[str, Any]) -> bool:
-    return all(spec["labels"].get(k) == v for k, v in plugin_selector(cluster).items())
+    """Whether the device-plugin DaemonSet selects the node."""
+    return daemonset_selects(cluster.fleet, spec)
+
+
+def served_by_plugin(cluster: LocalCluster, spec: dict[str, Any]) -> bool:
+    """Whether a device-plugin pod serves the node: the DaemonSet's or ACK's static pod."""
+    return runs_device_plugin(cluster.fleet, spec)
 
 
 def expected_errors(cluster: LocalCluster) -> set[tuple[str | None, str]]:
     expected: set[tuple[str | None, str]] = set()
     for spec in gpu_specs(cluster):
-        if not selected_by_plugin(cluster, spec):
+        if not served_by_plugin(cluster, spec):
             expected.add((spec["name"], "no_device_plugin_pod"))
         if not spec["gpus"]:
             expected.add((spec["name"], "no_gpu_capacity"))
@@ -91,9 +99,9 @@ def expected_errors(cluster: LocalCluster) -> set[tuple[str | None, str]]:
 
 
 def broken_nodes(cluster: LocalCluster) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The fleet's node the plugin does not select, and its node with unhealthy GPUs."""
+    """The fleet's node no plugin serves, and its node with unhealthy GPUs."""
     specs = gpu_specs(cluster)
-    unselected = next(s for s in specs if not selected_by_plugin(cluster, s))
+    unselected = next(s for s in specs if not served_by_plugin(cluster, s))
     unhealthy = next(s for s in specs if s["gpus"] and s["allocatable_gpus"] < s["gpus"])
     return unselected, unhealthy
 
@@ -207,6 +215,36 @@ def test_daemonset_status_and_request_count(cluster: LocalCluster):
     # One list of DaemonSets, one of nodes, one of ResourceSlices, one per default pod selector and one
     # for the DRA driver's kubelet-plugin DaemonSet: not one call per node.
     assert result["api_requests"] == 3 + DEFAULT_POD_SELECTORS + len(result["dra_daemonsets"])
+
+
+def test_ack_nodes_are_healthy_through_their_static_pods(cluster: LocalCluster):
+    succeeded, result = run_module(cluster, {"report_only": True})
+    assert succeeded
+    static_nodes = ack.static_nodes(cluster.fleet)
+    assert static_nodes, "the fleet has ACK nodes with the static pod"
+    nodes = {n["name"]: n for n in result["nodes"]}
+    for name in static_nodes:
+        node = nodes[name]
+        assert node["healthy"] is True and node["plugin_ready"] is True, node
+        assert node["plugin_pods"] == [
+            {
+                "pod": f"{ack.NAMESPACE}/{ack.mirror_pod_name(name)}",
+                "ready": True,
+                "phase": "Running",
+                "reason": None,
+                "restarts": 0,
+                "static": True,
+                "deployment": "ack-static",
+            }
+        ]
+    deployments = {d["key"]: d for d in result["deployments"]}
+    assert deployments["ack-static"]["static_pods"] == len(static_nodes)
+    assert deployments["nvidia-static"]["daemonsets"] == [
+        f"{cluster.fleet['device_plugin']['namespace']}/{cluster.fleet['device_plugin']['name']}"
+    ]
+    # Two deployments in one cluster, each on its own nodes: a warning, no node serves GPUs twice.
+    assert ("cluster", "several_device_plugin_deployments") in {(f["subject"], f["kind"]) for f in result["findings"]}
+    assert not any(f["kind"] == "several_device_plugin_pods" for f in result["findings"])
 
 
 def test_check_mode_gives_the_same_verdict(cluster: LocalCluster):
@@ -329,7 +367,7 @@ def test_role_fails_on_the_broken_fleet_and_host_and_passes_once_fixed(
     healthy_host = next(
         s
         for s in gpu_specs(cluster)
-        if selected_by_plugin(cluster, s) and s["gpus"] and s["allocatable_gpus"] == s["gpus"]
+        if served_by_plugin(cluster, s) and s["gpus"] and s["allocatable_gpus"] == s["gpus"]
     )
     bin_dir, config = fake_gpu_host(tmp_path, healthy_host["gpus"], UNHARDENED)
     hosts = {

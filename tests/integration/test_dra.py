@@ -28,7 +28,7 @@ pytestmark = pytest.mark.cluster
 
 GPU = "nvidia.com/gpu"
 RESOURCE = "/apis/resource.k8s.io/v1"
-DRA_RESOURCES = ("deviceclasses", "resourceslices", "resourceclaims")
+DRA_RESOURCES = ("deviceclasses", "resourceslices", "resourceclaims", "devicetaintrules")
 
 
 def facts(cluster: LocalCluster, args: dict[str, Any] | None = None, kubeconfig: Path | None = None) -> dict:
@@ -204,6 +204,39 @@ def server_lists(cluster: LocalCluster) -> dict[str, int]:
         if labels.get("verb") == "LIST" and labels.get("scope") == "cluster" and labels.get("resource") in counts:
             counts[labels["resource"]] += int(match["value"])
     return counts
+
+
+TAINT_RULE = "kubegpu-test-device-maintenance"
+
+
+def test_a_device_taint_rule_counts_as_a_slice_taint(cluster: LocalCluster):
+    """A DeviceTaintRule (resource.k8s.io/v1 on this control plane) on one free GPU of a DRA node:
+    NoSchedule keeps it from new claims without evicting anyone, as the same taint in the slice would."""
+    node = next(n["name"] for n in fleet_file.dra_nodes(cluster.fleet) if not n["dra"]["mig"])
+    api = api_dra(cluster)[node]
+    pool, device = sorted(key for key in api["devices"] if key not in api["held"])[0]
+    before = by_node(facts(cluster))[node]
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": TAINT_RULE},
+        "spec": {
+            "deviceSelector": {"driver": "gpu.nvidia.com", "pool": pool, "device": device},
+            "taint": {"key": "kubegpu.test/maintenance", "value": "firmware", "effect": "NoSchedule"},
+        },
+    }
+    status, body = cluster.create(f"{RESOURCE}/devicetaintrules", rule)
+    assert status == 201, body
+    try:
+        result = facts(cluster)
+        after = by_node(result)[node]
+        assert (after["capacity"], after["allocated"]) == (before["capacity"], before["allocated"])
+        assert (after["allocatable"], after["free"]) == (before["allocatable"] - 1, before["free"] - 1)
+        tainted = [p for p in after["problems"] if p["kind"] == "dra_devices_tainted"]
+        assert [p["reason"] for p in tainted] == [f"{device} (kubegpu.test/maintenance=firmware:NoSchedule)"]
+        assert not [n for n in result["notes"] if "devicetaintrules" in n]
+    finally:
+        cluster.delete(f"{RESOURCE}/devicetaintrules/{TAINT_RULE}")
 
 
 def test_one_paginated_list_per_dra_resource_counted_on_the_server(cluster: LocalCluster):

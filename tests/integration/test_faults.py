@@ -702,8 +702,8 @@ def test_labeling_converges_while_another_writer_changes_the_same_nodes(cluster:
         assert set(run.result["labeled"]) == set(nodes.expected)
         assert {c["node"] for c in run.result["conflicts"]} == nodes.foreign_owned
         labeled = set(nodes.expected)
-        # Each 409 is read again and decided again, at most three times per node.
-        assert len(labeled) < run.result["writes"] <= 3 * len(labeled)
+        # Another writer's label is no precondition of the labeling patch: one patch per node.
+        assert run.result["writes"] == len(labeled)
         assert assert_consistent(cluster, nodes, complete=True) == labeled
         current = listed_extra(cluster, nodes)
         for name, value in written.items():

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from conftest import MODEL_LABEL_KEYS, LocalCluster, UnlistedPod, run_ansible_module, wait_until
+from conftest import MODEL_LABEL_KEYS, LocalCluster, UnlistedPod, run_ansible_module, runs_device_plugin, wait_until
 
 from tests.cluster import fleet as fleet_file
 
@@ -51,11 +51,6 @@ def is_gpu_node(spec: dict[str, Any]) -> bool:
     return bool(spec["gpus"]) or any(labels.get(k) not in (None, "", "false", "0") for k in GPU_LABEL_KEYS)
 
 
-def gets_plugin_pod(spec: dict[str, Any], fleet: dict[str, Any]) -> bool:
-    wanted = fleet["device_plugin"]["node_selector"]
-    return all(spec["labels"].get(k) == v for k, v in wanted.items())
-
-
 def selects_gpus(visible_devices: str | None) -> bool:
     return visible_devices is not None and visible_devices.strip().lower() not in ("", "void", "none")
 
@@ -79,7 +74,7 @@ def expected_fleet(fleet: dict[str, Any], unlisted: Sequence[UnlistedPod] = ()) 
             kinds.add("no_gpu_capacity")
         if allocatable < capacity:
             kinds.add("allocatable_below_capacity")
-        if not gets_plugin_pod(spec, fleet):
+        if not runs_device_plugin(fleet, spec):
             kinds.add("no_device_plugin_pod")
         if mode is not None and mode != "default":
             kinds.add("not_default_scheduling_mode")
@@ -221,8 +216,8 @@ def count_items(cluster: LocalCluster, path: str) -> int:
 
 def test_requests_are_two_lists_plus_pages(cluster: LocalCluster):
     result = run_module(cluster)
-    # Nodes, pods, and the DeviceClasses, ResourceSlices and ResourceClaims of DRA.
-    assert result["api_requests"] == 5
+    # Nodes, pods, and the DeviceClasses, ResourceSlices, ResourceClaims and DeviceTaintRules of DRA.
+    assert result["api_requests"] == 6
 
     page = 3
     nodes = count_items(cluster, "/api/v1/nodes")
@@ -230,7 +225,7 @@ def test_requests_are_two_lists_plus_pages(cluster: LocalCluster):
     paged = run_module(cluster, {"page_size": page})
     dra = [
         count_items(cluster, f"/apis/resource.k8s.io/v1/{r}")
-        for r in ("deviceclasses", "resourceslices", "resourceclaims")
+        for r in ("deviceclasses", "resourceslices", "resourceclaims", "devicetaintrules")
     ]
     assert paged["api_requests"] == sum(max(1, math.ceil(n / page)) for n in (nodes, pods, *dra))
     assert paged["totals"] == result["totals"]
@@ -257,7 +252,7 @@ def test_request_count_does_not_grow_with_the_node_count(cluster: LocalCluster):
             status, body = cluster.create("/api/v1/nodes", node)
             assert status == 201, body
         after = run_module(cluster)
-        assert after["api_requests"] == before["api_requests"] == 5
+        assert after["api_requests"] == before["api_requests"] == 6
         assert set(extra) <= set(by_node(after))
         assert all(by_node(after)[n]["model"] == "Tesla-T4" for n in extra)
     finally:

@@ -4,7 +4,9 @@ DaemonSet controller act on the simulated fleet."""
 from __future__ import annotations
 
 import pytest
-from conftest import LocalCluster, wait_until
+from conftest import LocalCluster, daemonset_selects, wait_until
+
+from tests.cluster import ack
 
 pytestmark = pytest.mark.cluster
 
@@ -107,27 +109,45 @@ def test_api_server_rejects_malformed_gpu_requests(cluster: LocalCluster, namesp
 def test_device_plugin_daemonset_status_tracks_pod_readiness(cluster: LocalCluster):
     plugin = cluster.fleet["device_plugin"]
     path = f"/apis/apps/v1/namespaces/{plugin['namespace']}/daemonsets/{plugin['name']}"
-    selected = [
-        n for n in cluster.fleet["nodes"] if all(n["labels"].get(k) == v for k, v in plugin["node_selector"].items())
-    ]
+    selected = [n for n in cluster.fleet["nodes"] if daemonset_selects(cluster.fleet, n)]
     status = cluster.get(path)["status"]
     assert status["desiredNumberScheduled"] == len(selected)
     assert status["numberReady"] == status["numberAvailable"] == len(selected)
     assert status["numberMisscheduled"] == 0
 
-    cluster.set_plugin_pod_ready("ack-v100", False)
+    node = next(n["name"] for n in selected if n["gpus"])
+    cluster.set_plugin_pod_ready(node, False)
     try:
         wait_until(
             lambda: cluster.get(path)["status"]["numberReady"] == len(selected) - 1,
             timeout=60,
             what="numberReady to drop by one",
         )
-        pod = cluster.plugin_pod_on("ack-v100")
+        pod = cluster.plugin_pod_on(node)
         ready = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
         assert ready["status"] == "False"
         assert cluster.get(path)["status"]["desiredNumberScheduled"] == len(selected)
     finally:
-        cluster.set_plugin_pod_ready("ack-v100", True)
+        cluster.set_plugin_pod_ready(node, True)
     wait_until(
         lambda: cluster.get(path)["status"]["numberReady"] == len(selected), timeout=60, what="numberReady to recover"
     )
+
+
+def test_ack_nodes_run_the_static_device_plugin_pod_not_the_daemonsets(cluster: LocalCluster):
+    plugin = cluster.fleet["device_plugin"]
+    static_nodes = ack.static_nodes(cluster.fleet)
+    assert static_nodes
+    for node in static_nodes:
+        uid = cluster.get(f"/api/v1/nodes/{node}")["metadata"]["uid"]
+        pod = cluster.get(f"/api/v1/namespaces/{ack.NAMESPACE}/pods/{ack.mirror_pod_name(node)}")
+        metadata = pod["metadata"]
+        assert metadata["annotations"]["kubernetes.io/config.source"] == "file"
+        assert "kubernetes.io/config.mirror" in metadata["annotations"]
+        assert [(o["kind"], o["name"], o["uid"]) for o in metadata["ownerReferences"]] == [("Node", node, uid)]
+        assert pod["spec"]["nodeName"] == node
+        assert pod["status"]["phase"] == "Running"
+        assert any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"])
+        on_node = cluster.get(f"/api/v1/namespaces/{plugin['namespace']}/pods?fieldSelector=spec.nodeName%3D{node}")
+        owners = {o["name"] for p in on_node["items"] for o in p["metadata"].get("ownerReferences", [])}
+        assert plugin["name"] not in owners, f"the DaemonSet runs a pod on {node} too"

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import LocalCluster, ansible_env, wait_until, write_token_kubeconfig
+from conftest import LocalCluster, ansible_env, run_ansible_module, wait_until, write_token_kubeconfig
 
 pytestmark = pytest.mark.cluster
 
@@ -379,6 +379,24 @@ def test_sample_workload_passes_with_its_namespace_role(cluster: LocalCluster, i
         assert cluster.api.request("GET", f"/api/v1/namespaces/{SAMPLE_NAMESPACE}/pods/{SAMPLE_POD}")[0] == 404
     finally:
         sample_pod_gone(cluster)
+
+
+def test_admission_policy_passes_with_its_roles(cluster: LocalCluster, identities):
+    identity = identities.make(
+        "admission",
+        cluster_roles=("kubegpu-admission-policy",),
+        roles=(("kube-system", "kubegpu-admission-policy"),),
+    )
+    wait_until(
+        lambda: allowed(cluster, identity, "create", "configmaps", namespace="kube-system"),
+        what="the admission policy bindings",
+    )
+    try:
+        assert_passes(run_playbook(identity, "admission_policy.yml"))
+        assert "changed=0" in run_playbook(identity, "admission_policy.yml").stdout
+        assert_passes(run_playbook(identity, "admission_policy.yml", {"admission_policy_state": "absent"}))
+    finally:
+        run_ansible_module(cluster.kubeconfig, "gpu_admission_policy", {"state": "absent"})
 
 
 def test_site_playbook_passes_with_every_shipped_role(cluster: LocalCluster, identities, unlabeled_nodes):

@@ -35,6 +35,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules 
 )
 from ansible_collections.kubegpu.scheduling.plugins.modules import (
     gpu_device_plugin_check,
+    gpu_fleet_report,
     gpu_node_facts,
     gpu_node_label,
     gpu_pod_validate,
@@ -102,7 +103,9 @@ def test_every_connection_option_of_kubernetes_core_is_taken_or_its_absence_expl
         assert environment_variables(doc) <= set(AUTH_ENV_VARS.get(option, ())), option
 
 
-@pytest.mark.parametrize("module", [gpu_node_facts, gpu_device_plugin_check, gpu_node_label, gpu_pod_validate])
+@pytest.mark.parametrize(
+    "module", [gpu_node_facts, gpu_device_plugin_check, gpu_node_label, gpu_pod_validate, gpu_fleet_report]
+)
 def test_module_argument_spec_defaults_are_the_documented_ones(module):
     documented = options_of(module.DOCUMENTATION)
     for option, spec in module.argument_spec().items():

@@ -29,6 +29,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
     devices_by_node,
     is_gpu_class,
     pool_nodes,
+    with_rule_taints,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 
@@ -66,20 +67,21 @@ def _missing_allocations(
 
 def dra_fleet(dra: DraObjects) -> DraFleet:
     pools = current_pools(dra.slices)
+    current = with_rule_taints(pools.slices, dra.taint_rules)
     slice_counts: dict[str, int] = defaultdict(int)
-    for item in pools.slices:
+    for item in current:
         if item["node"]:
             slice_counts[item["node"]] += 1
-    published = {device_key(d["driver"], d["pool"], d["name"]) for s in pools.slices for d in s["devices"]}
+    published = {device_key(d["driver"], d["pool"], d["name"]) for s in current for d in s["devices"]}
     return DraFleet(
         readable=dra.available,
-        devices=devices_by_node(pools.slices),
+        devices=devices_by_node(current),
         holders=claims_by_device(dra.claims),
         classes=dra.classes,
         claims={(c["namespace"], c["name"]): c for c in dra.claims},
         slice_counts=dict(slice_counts),
-        missing=_missing_allocations(dra.claims, published, pool_nodes(pools.slices)),
-        notes=([dra.unavailable] if dra.unavailable else []) + pools.incomplete,
+        missing=_missing_allocations(dra.claims, published, pool_nodes(current)),
+        notes=[n for n in (dra.unavailable, dra.taint_rules_unavailable) if n] + pools.incomplete,
     )
 
 

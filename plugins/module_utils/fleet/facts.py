@@ -44,6 +44,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models impo
     label_gpu_count,
     label_signals,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import location_facts
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS, FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 
@@ -272,6 +273,7 @@ def node_facts(
         "ready": node["ready"],
         "schedulable": node["schedulable"],
         "taints": node["taints"],
+        **location_facts(node),
         "driver_version": driver_version(labels),
         "cuda_version": cuda_version(labels),
         "ack_scheduling_mode": labels.get(ACK_SCHEDULE_LABEL),

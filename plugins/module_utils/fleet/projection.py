@@ -57,13 +57,19 @@ def visible_devices_findings(spec: Mapping[str, Any]) -> list[str]:
     return findings
 
 
-def pod_role(namespace: str, labels: Mapping[str, str], options: FleetOptions) -> str:
+def pod_role(
+    namespace: str, labels: Mapping[str, str], options: FleetOptions, spec: Mapping[str, Any] | None = None
+) -> str:
+    """The pod's role by its labels; a pod that runs a known GPU system component (judged by its
+    images and commands, see gpu/components.py) is exempt whatever its labels."""
     in_plugin_namespace = not options.plugin_namespaces or namespace in options.plugin_namespaces
     if in_plugin_namespace and any(s.matches(labels) for s in options.plugin_selectors):
         return ROLE_DEVICE_PLUGIN
     if any(s.matches(labels) for s in options.dra_plugin_selectors):
         return ROLE_DRA_PLUGIN
     if any(s.matches(labels) for s in options.exempt_selectors):
+        return ROLE_EXEMPT
+    if spec is not None and options.components.recognise(spec) is not None:
         return ROLE_EXEMPT
     return ROLE_WORKLOAD
 
@@ -131,7 +137,7 @@ def project_pod(pod: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[st
     if not isinstance(node, str) or not node:
         return _unallocatable_pod(metadata, spec, status, options)
     namespace = as_text(metadata.get("namespace"))
-    role = pod_role(namespace, string_map(metadata.get("labels")), options)
+    role = pod_role(namespace, string_map(metadata.get("labels")), options, spec)
     served_by_dra = dra_served_resources(status)
     gpus = {name: count for name, count in pod_gpus(spec, options.is_gpu).items() if name not in served_by_dra}
     claims = claim_names(spec, status)

@@ -12,6 +12,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import project_pod
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
     DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
     RESOURCE_API_VERSION,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
@@ -19,6 +20,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
     project_claim,
     project_device_class,
     project_slice,
+    project_taint_rule,
+    taint_rules_unavailable_note,
     unavailable_note,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
@@ -30,6 +33,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import ACTIVE_POD_FIELD_SELECTOR
 
 MAX_WARNED_NAMES = 10
+# The resource.k8s.io lists the facts read, in order.
+DRA_LISTS = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, DEVICE_TAINT_RULES)
 
 
 def node_field_selector(names: list[str] | None) -> str | None:
@@ -63,10 +68,12 @@ def _projected(
 
 
 def read_dra(client: KubeClient, page_size: int) -> DraObjects:
-    """DeviceClasses, GPU ResourceSlices and ResourceClaims, one paginated list each.
+    """DeviceClasses, GPU ResourceSlices, ResourceClaims and DeviceTaintRules, one paginated list each.
 
     A cluster that does not serve resource.k8s.io/v1 (404), or a reader that may not list it
     (403), gives no DRA objects and a note saying which; the lists after it are not sent.
+    DeviceTaintRules are read last: where they are not served or not allowed, the other objects
+    still count, with a note.
     """
     dra = DraObjects()
     for resource, project, into in (
@@ -81,6 +88,12 @@ def read_dra(client: KubeClient, page_size: int) -> DraObjects:
             if note is None:
                 raise
             return DraObjects(unavailable=note)
+    try:
+        dra.taint_rules += _projected(client, DEVICE_TAINT_RULES, project_taint_rule, page_size)
+    except ClusterError as exc:
+        dra.taint_rules_unavailable = taint_rules_unavailable_note(exc.status)
+        if dra.taint_rules_unavailable is None:
+            raise
     return dra
 
 
@@ -88,7 +101,8 @@ def read_fleet(
     client: KubeClient, options: FleetOptions, label_selector: str | None, names: list[str] | None, page_size: int
 ) -> tuple[list[dict[str, Any]], list[Any], list[Any], DraObjects]:
     """The compact nodes, the GPU pods, the device-plugin and DRA kubelet-plugin pods, and the DRA
-    objects: one list each of nodes, pods, DeviceClasses, ResourceSlices and ResourceClaims."""
+    objects: one list each of nodes, pods, DeviceClasses, ResourceSlices, ResourceClaims and
+    DeviceTaintRules."""
     with error_context("cannot read the GPU fleet"), gc_paused():
         node_items = client.list_items(
             api_path("v1", "nodes"),

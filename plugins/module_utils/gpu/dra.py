@@ -30,6 +30,9 @@ RESOURCE_API_GROUP = "resource.k8s.io"
 DEVICE_CLASSES = "deviceclasses"
 RESOURCE_SLICES = "resourceslices"
 RESOURCE_CLAIMS = "resourceclaims"
+# Served in resource.k8s.io/v1 by Kubernetes 1.37 (KEP-5055); older clusters serve it in an alpha
+# or beta version behind the DRADeviceTaintRule feature gate, or not at all.
+DEVICE_TAINT_RULES = "devicetaintrules"
 
 NVIDIA_GPU_DRIVER = "gpu.nvidia.com"
 GPU_DRIVERS = frozenset({NVIDIA_GPU_DRIVER})
@@ -183,6 +186,52 @@ def device_key(driver: str, pool: str, device: str) -> tuple[str, str, str]:
 def pool_nodes(slices: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
     """(driver, pool) -> the node its slices name."""
     return {(s["driver"], s["pool"]): s["node"] for s in slices if s["node"]}
+
+
+# --- DeviceTaintRules --------------------------------------------------------------------------------
+
+
+def project_taint_rule(item: object) -> dict[str, Any] | None:
+    """A DeviceTaintRule: the devices its selector picks (driver, pool, device name; unset picks any)
+    and its one taint. A rule without a selector picks no device, so it is left out."""
+    metadata = as_mapping(as_mapping(item).get("metadata"))
+    spec = as_mapping(as_mapping(item).get("spec"))
+    name, selector, taint = metadata.get("name"), spec.get("deviceSelector"), as_mapping(spec.get("taint"))
+    if (
+        not isinstance(name, str)
+        or not name
+        or not isinstance(selector, Mapping)
+        or not isinstance(taint.get("key"), str)
+    ):
+        return None
+    picks = {key: as_text(selector.get(key)) or None for key in ("driver", "pool", "device")}
+    return {
+        "name": name,
+        **picks,
+        "taint": {"key": taint["key"], "value": taint.get("value"), "effect": taint.get("effect")},
+    }
+
+
+def rule_selects(rule: Mapping[str, Any], device: Mapping[str, Any]) -> bool:
+    return all(
+        rule[key] in (None, device[field])
+        for key, field in (("driver", "driver"), ("pool", "pool"), ("device", "name"))
+    )
+
+
+def with_rule_taints(slices: Sequence[Mapping[str, Any]], rules: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The slices with the taint of every rule that picks a device added to that device's own, as the
+    scheduler applies them: a rule's taint counts the same as one the driver wrote into the slice."""
+    if not rules:
+        return [dict(s) for s in slices]
+    tainted = []
+    for item in slices:
+        devices = []
+        for device in item["devices"]:
+            added = [dict(rule["taint"]) for rule in rules if rule_selects(rule, device)]
+            devices.append({**device, "taints": [*device["taints"], *added]} if added else device)
+        tainted.append({**item, "devices": devices})
+    return tainted
 
 
 # --- the model of a node, from its devices ---------------------------------------------------------
@@ -382,6 +431,9 @@ class DraObjects:
     slices: list[dict[str, Any]] = field(default_factory=list)
     claims: list[dict[str, Any]] = field(default_factory=list)
     unavailable: str | None = None
+    taint_rules: list[dict[str, Any]] = field(default_factory=list)
+    # Why DeviceTaintRules could not be read (not served, or not allowed): the rest still counts.
+    taint_rules_unavailable: str | None = None
 
     @property
     def available(self) -> bool:
@@ -400,4 +452,19 @@ def unavailable_note(
         return f"this cluster does not serve {RESOURCE_API_VERSION} ({resource}: 404): {consequence}"
     if status == 403:
         return f'not allowed to list "{resource}" (apiGroup "{RESOURCE_API_GROUP}"): {consequence}; {grant}'
+    return None
+
+
+def taint_rules_unavailable_note(status: int | None) -> str | None:
+    """Why DeviceTaintRules could not be listed, for a 404 or a 403; None for any other failure."""
+    consequence = "devices count as tainted only by the taints their ResourceSlices carry"
+    if status == 404:
+        return f"this cluster does not serve {DEVICE_TAINT_RULES} in {RESOURCE_API_VERSION}: {consequence}"
+    if status == 403:
+        return unavailable_note(
+            status,
+            DEVICE_TAINT_RULES,
+            consequence,
+            f"grant list on {DEVICE_TAINT_RULES} (the kubegpu-reader role in rbac/ does)",
+        )
     return None

@@ -1,7 +1,7 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which resources count as GPUs and which pods are the device plugin's: the options every
-fleet-wide check shares."""
+"""Which resources count as GPUs, which pods are the device plugin's and which are GPU system
+components: the options every fleet-wide check shares."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import (
+    BUILTIN_CATALOGUE,
+    ComponentCatalogue,
+    catalogue_from_option,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
     DEFAULT_DRA_PLUGIN_SELECTORS,
@@ -44,6 +49,7 @@ class FleetOptions:
         parse_label_selector(s) for s in DEFAULT_DRA_PLUGIN_SELECTORS
     )
     is_gpu: Callable[[str], bool] = field(default=gpu_resource_matcher(), compare=False)
+    components: ComponentCatalogue = field(default=BUILTIN_CATALOGUE, compare=False)
 
     def counts(self, resource: str) -> bool:
         """Whether a resource counts as whole GPUs in capacity, allocatable and allocated."""
@@ -73,6 +79,7 @@ def options_from_params(
     model_label_keys: object = None,
     device_plugin: object = None,
     exempt_pod_selectors: object = None,
+    system_components: object = None,
 ) -> FleetOptions:
     """Module parameters as FleetOptions; None means the default. Raises OptionError."""
     names = tuple(_string_list(resource_names, "resource_names")) or (NVIDIA_GPU,)
@@ -99,6 +106,7 @@ def options_from_params(
         plugin_selectors=tuple(parse_label_selector(s) for s in plugin_selectors),
         exempt_selectors=tuple(parse_label_selector(s) for s in exempt_texts),
         is_gpu=gpu_resource_matcher(names),
+        components=catalogue_from_option(system_components),
     )
 
 

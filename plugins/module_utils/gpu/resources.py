@@ -61,17 +61,46 @@ def pod_gpus(spec: Mapping[str, Any], is_gpu: Callable[[str], bool]) -> dict[str
 
 NVIDIA_GPU = "nvidia.com/gpu"
 
-# Whole GPUs, MIG slices, other vendors' whole GPUs, and the shared-GPU resources that
-# ACK, the GPU Operator and HAMi advertise: all of them are scheduler-visible GPU use.
+# Every extended resource by which a pod asks a device plugin for a GPU or a share of one. They
+# answer "does it request a GPU"; only whole GPUs (FleetOptions.counts: nvidia.com/gpu and the MIG
+# profiles) are added up as GPU counts, never MiB or percentages. Sources, as the projects name them:
+# - NVIDIA/k8s-device-plugin: nvidia.com/gpu; nvidia.com/gpu.shared when time-slicing or MPS renames
+#   shared replicas (renameByDefault); nvidia.com/mig-<profile> with the mixed MIG strategy.
+# - AliyunContainerService/gpushare-device-plugin and gpushare-scheduler-extender (pkg/utils/const.go):
+#   aliyun.com/gpu-mem (GiB of one GPU's memory) and aliyun.com/gpu-count; ACK's cGPU adds
+#   aliyun.com/gpu-core.percentage (a percentage of one GPU's compute).
+# - volcano-sh/devices (pkg/apis/const.go): volcano.sh/gpu-memory (MiB) and volcano.sh/gpu-number for
+#   GPU sharing; its vGPU plugin: volcano.sh/vgpu-number, vgpu-memory (MiB), vgpu-memory-percentage
+#   and vgpu-cores (percent).
+# - Project-HAMi/HAMi (cmd/device-plugin flags, charts' device-config): nvidia.com/gpumem (MiB),
+#   nvidia.com/gpumem-percentage and nvidia.com/gpucores (percent), beside nvidia.com/gpu.
+# - ROCm/k8s-device-plugin: amd.com/gpu. Other vendors' whole GPUs are matched by */gpu.
+# - intel/intel-device-plugins-for-kubernetes (cmd/gpu_plugin/README.md): gpu.intel.com/i915 and
+#   gpu.intel.com/xe (one per GPU, by kernel driver); gpu.intel.com/millicores and
+#   gpu.intel.com/memory.max (bytes), node labels that NFD turns into extended resources for sharing.
+# The API server holds every one of them to the extended-resource rule: a whole number, and a request
+# equal to the limit; so `aliyun.com/gpu-mem: 1024` and `nvidia.com/gpucores: 30` are valid quantities.
 DEFAULT_GPU_RESOURCE_PATTERNS = (
-    "nvidia.com/gpu",
+    NVIDIA_GPU,
     "nvidia.com/gpu.shared",
-    "nvidia.com/mig-*",
+    MIG_RESOURCE_PATTERN,
     "*/gpu",
     "aliyun.com/gpu-mem",
+    "aliyun.com/gpu-count",
     "aliyun.com/gpu-core.percentage",
+    "volcano.sh/gpu-memory",
+    "volcano.sh/gpu-number",
+    "volcano.sh/vgpu-number",
+    "volcano.sh/vgpu-memory",
+    "volcano.sh/vgpu-memory-percentage",
+    "volcano.sh/vgpu-cores",
     "nvidia.com/gpumem",
+    "nvidia.com/gpumem-percentage",
     "nvidia.com/gpucores",
+    "gpu.intel.com/i915",
+    "gpu.intel.com/xe",
+    "gpu.intel.com/millicores",
+    "gpu.intel.com/memory.max",
 )
 
 

@@ -148,6 +148,20 @@ class KubeClient:
         """JSON merge patch (RFC 7386), as ``kubectl label`` sends; a null value removes a key."""
         return self._json("PATCH", path, body=body, content_type="application/merge-patch+json")
 
+    def patch_json(self, path: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        """JSON patch (RFC 6902): the operations apply in order, all or none; a failed `test` is a 422."""
+        return self._json("PATCH", path, body=operations, content_type="application/json-patch+json")
+
+    def apply(self, path: str, body: dict[str, Any], field_manager: str, *, dry_run: bool = False) -> dict[str, Any]:
+        """Server-side apply, taking over fields another manager set (``kubectl apply --server-side
+        --force-conflicts``); with ``dry_run`` the API server answers what it would store."""
+        query: dict[str, Any] = {"fieldManager": field_manager, "force": True}
+        if dry_run:
+            query["dryRun"] = "All"
+        # The body is YAML to the API server; JSON is YAML, sent as text.
+        text = json.dumps(body)
+        return self._json("PATCH", path, body=text, query=query, content_type="application/apply-patch+yaml")
+
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._json("POST", path, body=body, content_type="application/json")
 

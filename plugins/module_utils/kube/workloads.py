@@ -2,10 +2,13 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Walk Kubernetes objects to the pod specs they carry, with the JSON path of each.
 
-Only the built-in kinds whose pod template the API server validates are walked, and the
-ResourceClaims and ResourceClaimTemplates of Dynamic Resource Allocation, whose device requests
-are checked on their own. Every other object is reported as not checked, with the reason, so
-that nothing passes silently.
+The built-in kinds whose pod template the API server validates are walked by their template
+keys; the custom resources of ML platforms by the table in `workload_kinds.py`; the
+ResourceClaims and ResourceClaimTemplates of Dynamic Resource Allocation are checked on their
+own. Any other object is searched by shape for embedded pod specs (a `containers` list of
+mappings with an `image`), bounded; each one found is checked and marked as found by shape.
+An object with none is reported as not checked, with the reason, so that nothing passes
+silently.
 """
 
 from __future__ import annotations
@@ -16,6 +19,17 @@ from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping, as_text
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import FINISHED_POD_PHASES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workload_kinds import (
+    ARGO_TEMPLATE,
+    CONTAINER_FIELDS,
+    EACH_ITEM,
+    EACH_VALUE,
+    POD_SPEC,
+    WORKLOAD_KIND_BY_NAME,
+    WORKLOAD_KINDS,
+    TemplatePath,
+    WorkloadKind,
+)
 
 # (API group, kind) -> keys from the object to its PodTemplateSpec (None: the object is a Pod).
 _TEMPLATE_KEYS: dict[tuple[str, str], tuple[str, ...] | None] = {
@@ -36,10 +50,14 @@ _CLAIM_SPEC_KEYS: dict[tuple[str, str], tuple[str, ...]] = {
     ("resource.k8s.io", "ResourceClaimTemplate"): ("spec", "spec"),
 }
 
+_NOT_BUILT_IN = ("not a built-in kind",)  # a sentinel: None in _TEMPLATE_KEYS means a Pod
 # Groups that served the same kinds in older releases.
 _GROUP_ALIASES = {"extensions": "apps"}
 _KEYS_BY_KIND = {kind: keys for (_group, kind), keys in _TEMPLATE_KEYS.items()}
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+# An Argo template's container lists; `containerSet.containers` is nested (a dotted name).
+ARGO_CONTAINER_LISTS = ("initContainers", "containerSet.containers", "sidecars")
+ARGO_SINGLE_CONTAINERS = ("container", "script")
 
 # Bounds for searching an unknown object for an embedded pod spec: the document may be hostile.
 _SEARCH_MAX_NODES = 20_000
@@ -56,6 +74,44 @@ LIVE_WORKLOAD_PATHS = (
     ("v1", "ReplicationController", "replicationcontrollers"),
     ("v1", "PodTemplate", "podtemplates"),
 )
+
+# Live mode, where the cluster serves them: DRA claims (checked on their own) and the custom
+# resources of the table, each at the first of its versions that the cluster serves.
+LIVE_CLAIM_KINDS = (
+    ("resource.k8s.io", "ResourceClaim", "resourceclaims", ("v1",)),
+    ("resource.k8s.io", "ResourceClaimTemplate", "resourceclaimtemplates", ("v1",)),
+)
+
+
+@dataclass(frozen=True)
+class LiveList:
+    """A collection the live audit lists once discovery says the cluster serves its group-version."""
+
+    api_version: str
+    kind: str
+    resource: str
+    namespaced: bool = True
+
+
+def served_group_versions(discovery: Any) -> set[str]:
+    """The group-versions an APIGroupList (the answer to GET /apis) names."""
+    return {
+        as_text(as_mapping(version).get("groupVersion"))
+        for group in as_list(as_mapping(discovery).get("groups"))
+        for version in as_list(as_mapping(group).get("versions"))
+    } - {""}
+
+
+def live_custom_lists(served: set[str]) -> list[LiveList]:
+    """The claim kinds and custom workload kinds to list, at the first version the cluster serves."""
+    wanted = [(group, kind, resource, versions, True) for group, kind, resource, versions in LIVE_CLAIM_KINDS]
+    wanted += [(k.group, k.kind, k.resource, k.versions, k.namespaced) for k in WORKLOAD_KINDS]
+    chosen = []
+    for group, kind, resource, versions, namespaced in wanted:
+        version = next((v for v in versions if f"{group}/{v}" in served), None)
+        if version is not None:
+            chosen.append(LiveList(f"{group}/{version}", kind, resource, namespaced))
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -85,6 +141,8 @@ class PodSpecSite:
     container_lists: tuple[str, ...] = CONTAINER_LISTS
     pod_level: bool = True  # False: only the listed containers are checked, not the pod's own fields
     claim_spec: Mapping[str, Any] | None = None  # the ResourceClaimSpec of a claim or claim template, at `path`
+    single_containers: tuple[str, ...] = ()  # keys of `spec` that hold one container each (Argo, KServe)
+    by_shape: bool = False  # found by the shape search in an object of a kind the walker does not know
 
     @property
     def api_path(self) -> str:
@@ -171,27 +229,173 @@ def walk_document(
             for index in range(len(items) - 1, -1, -1):
                 pending.append((items[index], f"{join_path(prefix, 'items')}[{index}]"))
             continue
-        site = pod_spec_site(obj, ref, prefix)
-        if isinstance(site, PodSpecSite):
-            sites.append(site)
-        else:
-            skipped.append(site)
+        keys = _TEMPLATE_KEYS.get((api_group(ref.api_version), ref.kind), _NOT_BUILT_IN)
+        if keys is not _NOT_BUILT_IN:  # the fast path: built-in kinds pay for nothing else
+            site = built_in_site(obj, ref, keys, prefix)
+            if isinstance(site, PodSpecSite):
+                sites.append(site)
+            else:
+                skipped.append(site)
+            continue
+        found, not_found = object_sites(obj, ref, prefix)
+        sites += found
+        skipped += not_found
     return sites, skipped
 
 
-def pod_spec_site(obj: Mapping[str, Any], ref: ObjectRef, prefix: str = "") -> PodSpecSite | NotChecked:
-    """The pod spec of one object, or why it is not checked."""
-    if not ref.kind:
-        return NotChecked(ref, "no kind: not a Kubernetes object", prefix)
+def object_sites(
+    obj: Mapping[str, Any], ref: ObjectRef, prefix: str = ""
+) -> tuple[list[PodSpecSite], list[NotChecked]]:
+    """The pod specs of one object, by kind (built-in, claim, table of custom resources) or by shape."""
     group = api_group(ref.api_version)
-    if (group, ref.kind) in _CLAIM_SPEC_KEYS:
-        return claim_site(obj, ref, _CLAIM_SPEC_KEYS[(group, ref.kind)], prefix)
-    if (group, ref.kind) in _TEMPLATE_KEYS:
-        keys = _TEMPLATE_KEYS[(group, ref.kind)]
-    elif ref.kind in _KEYS_BY_KIND and not ref.api_version:
-        keys = _KEYS_BY_KIND[ref.kind]  # a snippet without apiVersion: judged by its kind
-    else:
-        return _not_walked(obj, ref, group, prefix)
+    key = (group, ref.kind)
+    if key in _TEMPLATE_KEYS:  # the fast path: built-in kinds pay for nothing else
+        return _one(built_in_site(obj, ref, _TEMPLATE_KEYS[key], prefix))
+    if key in _CLAIM_SPEC_KEYS:
+        return _one(claim_site(obj, ref, _CLAIM_SPEC_KEYS[key], prefix))
+    if not ref.api_version and ref.kind in _KEYS_BY_KIND:
+        return _one(built_in_site(obj, ref, _KEYS_BY_KIND[ref.kind], prefix))  # a snippet: judged by its kind
+    if not ref.kind:
+        return [], [NotChecked(ref, "no kind: not a Kubernetes object", prefix)]
+    known = WORKLOAD_KIND_BY_NAME.get(key)
+    if known is not None:
+        return custom_resource_sites(obj, ref, known, prefix)
+    sites = shape_sites(obj, ref, prefix)
+    return (sites, []) if sites else ([], [_not_walked(obj, ref, group, prefix)])
+
+
+def follow(node: Any, steps: tuple[str, ...], path: str) -> list[tuple[Any, str]]:
+    """The values at the end of a template path, with their paths, fanning out over maps and lists."""
+    frontier: list[tuple[Any, str]] = [(node, path)]
+    for step in steps:
+        reached: list[tuple[Any, str]] = []
+        for value, where in frontier:
+            if step == EACH_VALUE and isinstance(value, dict):
+                reached += [(v, member_path(where, k)) for k, v in value.items() if isinstance(k, str)]
+            elif step == EACH_ITEM and isinstance(value, list):
+                reached += [(v, f"{where}[{index}]") for index, v in enumerate(value)]
+            elif isinstance(value, dict) and step in value:
+                reached.append((value[step], join_path(where, step)))
+        frontier = reached
+    return frontier
+
+
+def member_path(base: str, key: str) -> str:
+    """A map key as a path step: dotted when it is a plain name, bracketed otherwise."""
+    return join_path(base, key) if key.isidentifier() else key_path(base, key)
+
+
+def custom_resource_sites(
+    obj: Mapping[str, Any], ref: ObjectRef, known: WorkloadKind, prefix: str
+) -> tuple[list[PodSpecSite], list[NotChecked]]:
+    object_metadata = as_mapping(obj.get("metadata"))
+    sites: list[PodSpecSite] = []
+    skipped: list[NotChecked] = []
+    for template in known.templates:
+        for value, path in follow(obj, template.steps, prefix):
+            site = template_site(value, path, template, ref, object_metadata, prefix)
+            if isinstance(site, PodSpecSite):
+                sites.append(site)
+            else:
+                skipped.append(site)
+    if not sites and not skipped:
+        where = " or ".join(t.text() for t in known.templates)
+        skipped.append(NotChecked(ref, f"{ref.kind} ({known.group}) has no pod template at {where}", prefix))
+    return sites, skipped
+
+
+def template_site(
+    value: Any, path: str, template: TemplatePath, ref: ObjectRef, object_metadata: Mapping[str, Any], prefix: str
+) -> PodSpecSite | NotChecked:
+    """One pod template of a custom resource, in the form its table row names."""
+    if not isinstance(value, dict):
+        return NotChecked(ref, f"{ref.kind} has no {template.form} mapping at {path}", path)
+    if template.form == ARGO_TEMPLATE:
+        return PodSpecSite(
+            ref,
+            value,
+            path,
+            as_mapping(value.get("metadata")),
+            object_metadata,
+            join_path(path, "metadata"),
+            prefix,
+            ARGO_CONTAINER_LISTS,
+            single_containers=ARGO_SINGLE_CONTAINERS,
+        )
+    if template.form == POD_SPEC:
+        # KServe: the component's own `annotations` and `labels` reach its pods.
+        return PodSpecSite(
+            ref, value, path, value, object_metadata, path, prefix, single_containers=template.containers
+        )
+    if template.form == CONTAINER_FIELDS:
+        if not any(isinstance(value.get(key), dict) for key in template.containers):
+            fields = " or ".join(join_path(path, key) for key in template.containers)
+            return NotChecked(
+                ref, f"{ref.kind} sets no {fields}: its pods are those of the runtime it names, checked there", path
+            )
+        return PodSpecSite(
+            ref,
+            _trainer_fields(value, template.containers),
+            path,
+            {},
+            object_metadata,
+            join_path(prefix, "metadata"),
+            prefix,
+            (),
+            pod_level=False,
+            single_containers=template.containers,
+        )
+    spec = value.get("spec")
+    if not isinstance(spec, dict):
+        return NotChecked(ref, f"{ref.kind} has no pod template spec mapping", join_path(path, "spec"))
+    return PodSpecSite(
+        ref,
+        spec,
+        join_path(path, "spec"),
+        as_mapping(value.get("metadata")),
+        object_metadata,
+        join_path(path, "metadata"),
+        prefix,
+    )
+
+
+def _trainer_fields(spec: Mapping[str, Any], keys: tuple[str, ...]) -> Mapping[str, Any]:
+    """A TrainJob's trainer as a container: its `resourcesPerNode` are each node's container resources.
+
+    Findings on those resources name `resources` in the path, where the TrainJob says `resourcesPerNode`.
+    """
+    view = dict(spec)
+    for key in keys:
+        fields = spec.get(key)
+        if isinstance(fields, dict) and "resourcesPerNode" in fields and "resources" not in fields:
+            view[key] = {**fields, "resources": fields["resourcesPerNode"]}
+    return view
+
+
+def shape_sites(obj: Mapping[str, Any], ref: ObjectRef, prefix: str) -> list[PodSpecSite]:
+    """Every embedded mapping shaped like a pod spec, as a site marked `by_shape`."""
+    object_metadata = as_mapping(obj.get("metadata"))
+    sites = []
+    for spec, path, parent in find_pod_spec_shapes(obj):
+        full = join_path(prefix, path)
+        template = path == "spec" or path.endswith(".spec")
+        pod_metadata: Any = parent.get("metadata") if parent is not None and template else None
+        if isinstance(pod_metadata, dict):
+            metadata_path = join_path(prefix, path[: -len("spec")] + "metadata")
+        else:
+            pod_metadata, metadata_path = {}, join_path(full, "metadata")
+        sites.append(PodSpecSite(ref, spec, full, pod_metadata, object_metadata, metadata_path, prefix, by_shape=True))
+    return sites
+
+
+def _one(site: PodSpecSite | NotChecked) -> tuple[list[PodSpecSite], list[NotChecked]]:
+    return ([site], []) if isinstance(site, PodSpecSite) else ([], [site])
+
+
+def built_in_site(
+    obj: Mapping[str, Any], ref: ObjectRef, keys: tuple[str, ...] | None, prefix: str = ""
+) -> PodSpecSite | NotChecked:
+    """The pod spec of a built-in kind, at its template keys (None: the object is a Pod)."""
     object_metadata = as_mapping(obj.get("metadata"))
     if keys is None:
         spec = obj.get("spec")
@@ -243,7 +447,7 @@ def _not_walked(obj: Mapping[str, Any], ref: ObjectRef, group: str, prefix: str)
     if ref.kind in _KEYS_BY_KIND:
         reason = (
             f"custom resource: kind {ref.kind} in group {group or 'core'} is not the built-in "
-            f"{ref.kind}, so its pod specs are not validated"
+            f"{ref.kind}, and nothing in it is shaped like a pod spec (containers with an image)"
         )
         embedded = find_embedded_pod_spec(obj)
         return NotChecked(ref, reason, join_path(prefix, embedded) if embedded else prefix)
@@ -251,12 +455,17 @@ def _not_walked(obj: Mapping[str, Any], ref: ObjectRef, group: str, prefix: str)
     if embedded is not None:
         return NotChecked(
             ref,
-            f"{ref.kind} ({ref.api_version or 'no apiVersion'}) embeds a pod spec at {embedded}; "
-            "pod specs inside custom resources are not validated until their controller "
-            "creates the pods (live mode checks those pods)",
+            f"{ref.kind} ({ref.api_version or 'no apiVersion'}) has containers at {embedded}, none with an "
+            "image, so nothing there is known to run as a pod (live mode checks the pods its controller creates)",
             join_path(prefix, embedded),
         )
     return NotChecked(ref, f"{ref.kind} carries no pod spec", prefix)
+
+
+def _nested(node: Any, dotted: str) -> Any:
+    for key in dotted.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
 
 
 def find_embedded_pod_spec(obj: Any) -> str | None:
@@ -287,9 +496,59 @@ def find_embedded_pod_spec(obj: Any) -> str | None:
     return None
 
 
+def looks_like_pod_spec(node: Mapping[str, Any]) -> bool:
+    """A `containers` list of mappings, at least one of them with an `image`."""
+    containers = node.get("containers")
+    return (
+        isinstance(containers, list)
+        and bool(containers)
+        and all(isinstance(c, dict) for c in containers)
+        and any("image" in c for c in containers)
+    )
+
+
+def find_pod_spec_shapes(obj: Any) -> list[tuple[dict[str, Any], str, dict[str, Any] | None]]:
+    """Every mapping below the root shaped like a pod spec, with its path and parent mapping, breadth-first.
+
+    The object's own `metadata` and `status` are not searched, nor the inside of a pod spec found.
+    Bounded in nodes and depth, and safe for shared or cyclic structures that YAML aliases build.
+    """
+    found: list[tuple[dict[str, Any], str, dict[str, Any] | None]] = []
+    seen: set[int] = set()
+    queue: list[tuple[Any, str, int, dict[str, Any] | None]] = [(obj, "", 0, None)]
+    head = 0
+    while head < len(queue) and head < _SEARCH_MAX_NODES:
+        node, path, depth, parent = queue[head]
+        head += 1
+        if id(node) in seen or depth > _SEARCH_MAX_DEPTH:
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict):
+            if path and looks_like_pod_spec(node):
+                found.append((node, path, parent))
+                continue
+            for key, value in node.items():
+                if (
+                    isinstance(value, (dict, list))
+                    and isinstance(key, str)
+                    and (path or key not in ("metadata", "status"))
+                ):
+                    queue.append((value, member_path(path, key) if path else key, depth + 1, node))
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                if isinstance(value, (dict, list)):
+                    queue.append((value, f"{path}[{index}]", depth + 1, None))
+    return found
+
+
 def iter_containers(site: PodSpecSite) -> Iterator[ContainerSite]:
+    if site.single_containers:
+        for key in site.single_containers:
+            container = site.spec.get(key)
+            if isinstance(container, dict):
+                yield ContainerSite(container, as_text(container.get("name")) or key, key, join_path(site.path, key))
     for list_name in site.container_lists:
-        containers = site.spec.get(list_name)
+        containers = site.spec.get(list_name) if "." not in list_name else _nested(site.spec, list_name)
         if not isinstance(containers, list):
             continue
         base = join_path(site.path, list_name)

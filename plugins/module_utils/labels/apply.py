@@ -15,6 +15,7 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
     MAX_CONFLICT_ATTEMPTS,
     CompactNode,
+    JsonPatch,
     LabelingOptions,
     NodePlan,
     Outcome,
@@ -40,6 +41,10 @@ class NodeResult:
 # client's retries) mean the API server cannot take writes now, so sending more is pointless.
 _NODE_GONE = 404
 _NODE_ONLY_STATUSES = frozenset({400, 409, 422})
+# The node changed since it was read: 409 Conflict, or 422 when a `test` of the patch failed (the
+# API server answers a JSON patch that does not apply with 422, as it answers an invalid object).
+_PATCH_REFUSED = 422
+_CHANGED_STATUSES = frozenset({409, _PATCH_REFUSED})
 
 
 def _error_status(exc: BaseException) -> int | None:
@@ -49,7 +54,7 @@ def _error_status(exc: BaseException) -> int | None:
 
 def _apply_one(
     plan: NodePlan,
-    send: Callable[[str, dict[str, Any]], object],
+    send: Callable[[str, JsonPatch], object],
     reread: Callable[[str], CompactNode | None],
     replan: Callable[[CompactNode], NodePlan],
     stop: threading.Event,
@@ -68,14 +73,18 @@ def _apply_one(
                 return NodeResult(
                     replace(plan, outcome=Outcome.SKIP, after=None, reason="node was deleted", patch=None)
                 )
-            if status != 409:
+            if status not in _CHANGED_STATUSES:
                 if status not in _NODE_ONLY_STATUSES:
                     stop.set()
                 return NodeResult(plan, ApplyStatus.FAILED, str(exc))
             if attempt >= MAX_CONFLICT_ATTEMPTS:
-                message = f"the node kept changing while it was being labeled (409 Conflict, {attempt} attempts)"
+                message = (
+                    "the node's label or ownership record kept changing while it was being labeled "
+                    f"({status}, the patch no longer applied; {attempt} attempts)"
+                )
                 return NodeResult(plan, ApplyStatus.FAILED, message)
-        # 409: the node changed since it was read. Decide again on what it is now.
+            refused, error = (plan.patch if status == _PATCH_REFUSED else None), str(exc)
+        # The node changed since it was read. Decide again on what it is now.
         try:
             node = reread(plan.name)
         except errors as exc:
@@ -84,7 +93,11 @@ def _apply_one(
             return NodeResult(plan, ApplyStatus.FAILED, str(exc))
         if node is None:
             return NodeResult(replace(plan, outcome=Outcome.SKIP, after=None, reason="node was deleted", patch=None))
-        plan = replan(node)
+        replanned = replan(node)
+        if refused is not None and replanned.patch == refused:
+            # Nothing the patch depends on changed: the server refused the patch itself (an invalid value).
+            return NodeResult(plan, ApplyStatus.FAILED, error)
+        plan = replanned
         if plan.patch is None:
             return NodeResult(plan)
         attempt += 1
@@ -92,7 +105,7 @@ def _apply_one(
 
 def apply_plans(
     plans: Sequence[NodePlan],
-    send: Callable[[str, dict[str, Any]], object],
+    send: Callable[[str, JsonPatch], object],
     reread: Callable[[str], CompactNode | None],
     replan: Callable[[CompactNode], NodePlan],
     *,
@@ -101,8 +114,9 @@ def apply_plans(
 ) -> list[NodeResult]:
     """Send every plan's patch, `parallelism` at a time; plans without a patch pass through.
 
-    `send(name, patch)` patches one node, `reread(name)` reads it again after a 409 (None when it
-    is gone) and `replan(node)` decides again. A failure that is not about one node (the API
+    `send(name, patch)` patches one node, `reread(name)` reads it again when the patch no longer
+    applies (409, or 422 from a failed `test`; None when it is gone) and `replan(node)` decides
+    again; a patch refused again unchanged fails the node. A failure that is not about one node (the API
     server is down, throttles beyond the retries, or forbids the write) stops the sending: the
     patches already in flight finish, and the rest are returned as not attempted.
     """

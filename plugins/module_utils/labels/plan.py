@@ -37,6 +37,10 @@ _MEMORY_TOKEN = re.compile(r"^\d+gb$")
 _BRAND_TOKENS = frozenset({"nvidia", "tesla", "geforce", "quadro"})
 
 
+# A JSON patch (RFC 6902): operations the API server applies in order, all or none.
+JsonPatch = list[dict[str, Any]]
+
+
 class Outcome(str, Enum):
     LABEL = "label"
     UNLABEL = "unlabel"
@@ -62,7 +66,8 @@ class CompactNode:
     name: str
     labels: Mapping[str, str]
     ownership: str | None = None
-    resource_version: str | None = None
+    # Whether metadata has an annotations map at all (the API server leaves an empty one out).
+    has_annotations: bool = False
     gpu_capacity: Mapping[str, int] = field(default_factory=dict)
     # The model the node's DRA devices name (their productName), for nodes without a model label.
     dra_model: str | None = None
@@ -78,7 +83,7 @@ class NodePlan:
     after: str | None
     desired: str | None = None
     reason: str = ""
-    patch: dict[str, Any] | None = None
+    patch: JsonPatch | None = None
     models: tuple[tuple[str, str], ...] = ()
     forced: bool = False
 
@@ -150,12 +155,11 @@ def compact_node(item: object, is_gpu: Callable[[str], bool]) -> CompactNode | N
     status = item.get("status")
     capacity = status.get("capacity") if isinstance(status, dict) else None
     gpus = {str(k): gpu_count(v) for k, v in capacity.items() if is_gpu(str(k))} if isinstance(capacity, dict) else {}
-    version = metadata.get("resourceVersion")
     return CompactNode(
         name=metadata["name"],
         labels=string_map(metadata.get("labels")),
         ownership=annotations.get(OWNERSHIP_ANNOTATION),
-        resource_version=version if isinstance(version, str) and version else None,
+        has_annotations=bool(annotations),
         gpu_capacity=gpus,
     )
 
@@ -240,18 +244,49 @@ def describe_models(names: Sequence[tuple[str, str]]) -> str:
     return ", ".join(f"{key}={value}" for key, value in names)
 
 
-def merge_patch(node: CompactNode, key: str, value: str | None, records: Mapping[str, str]) -> dict[str, Any]:
-    """One merge patch that sets (or, with None, removes) the label and records it as ours."""
+def json_pointer(*keys: str) -> str:
+    """The JSON pointer (RFC 6901) to a member by its keys: `~` becomes `~0` and `/` becomes `~1`."""
+    return "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in keys)
+
+
+def _member_ops(
+    present: bool, map_key: str, key: str, before: str | None, after: str | None
+) -> tuple[JsonPatch, JsonPatch]:
+    """The guard and the write for one string of metadata.labels or metadata.annotations.
+
+    The guard holds the value as read, so the patch applies only while it is unchanged. The API
+    server's `test` of a missing member against null passes, so null guards an absent value; a
+    missing map fails any test below it, so an absent map is guarded (null) and written whole.
+    """
+    if not present:
+        guard = [{"op": "test", "path": json_pointer("metadata", map_key), "value": None}]
+        write = (
+            [] if after is None else [{"op": "add", "path": json_pointer("metadata", map_key), "value": {key: after}}]
+        )
+        return guard, write
+    path = json_pointer("metadata", map_key, key)
+    guard = [{"op": "test", "path": path, "value": before}]
+    if after is not None:
+        return guard, [{"op": "add", "path": path, "value": after}]
+    return guard, [{"op": "remove", "path": path}] if before is not None else []
+
+
+def label_patch(node: CompactNode, key: str, value: str | None, records: Mapping[str, str]) -> JsonPatch:
+    """One JSON patch that sets (or, with None, removes) the label and records it as ours.
+
+    It depends only on the label and the ownership annotation as read: it fails (and the node is
+    read again) when either changed meanwhile, and applies whatever else changed, such as the
+    status a node's heartbeat writes.
+    """
     updated = {k: v for k, v in records.items() if k != key}
     if value is not None:
         updated[key] = value
-    metadata: dict[str, Any] = {
-        "labels": {key: value},
-        "annotations": {OWNERSHIP_ANNOTATION: ownership_annotation(updated)},
-    }
-    if node.resource_version:
-        metadata["resourceVersion"] = node.resource_version
-    return {"metadata": metadata}
+    label_guard, label_write = _member_ops(bool(node.labels), "labels", key, node.labels.get(key), value)
+    annotated = node.has_annotations or node.ownership is not None
+    record_guard, record_write = _member_ops(
+        annotated, "annotations", OWNERSHIP_ANNOTATION, node.ownership, ownership_annotation(updated)
+    )
+    return label_guard + record_guard + label_write + record_write
 
 
 def _desired_value(
@@ -295,11 +330,11 @@ def plan_node(node: CompactNode, options: LabelingOptions, is_gpu: Callable[[str
         if not owned:
             reason = f"not a GPU node, but {key}={current} was not set by this collection: left in place"
             return NodePlan(node.name, Outcome.CONFLICT, current, current, reason=reason)
-        return NodePlan(node.name, Outcome.UNLABEL, current, None, patch=merge_patch(node, key, None, records))
+        return NodePlan(node.name, Outcome.UNLABEL, current, None, patch=label_patch(node, key, None, records))
     if current == desired:
         return NodePlan(node.name, Outcome.UNCHANGED, current, current, desired, models=mixed)
     if current is None or owned or options.force:
-        patch = merge_patch(node, key, desired, records)
+        patch = label_patch(node, key, desired, records)
         forced = current is not None and not owned
         return NodePlan(node.name, Outcome.LABEL, current, desired, desired, patch=patch, models=mixed, forced=forced)
     reason = f"{key}={current} was not set by this collection (the model says {desired}); force: true overwrites it"

@@ -1,8 +1,8 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What labeling reads and writes: one paginated node list, one of GPU ResourceSlices (the model
-of nodes whose GPUs come through DRA), a node read again after a conflict, and a JSON merge
-patch per node that needs one."""
+of nodes whose GPUs come through DRA), a node read again when its patch no longer applies, and
+a JSON patch per node that needs one."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources i
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import CompactNode, compact_node
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import CompactNode, JsonPatch, compact_node
 
 
 def read_nodes(
@@ -52,8 +52,8 @@ def reread_node(client: KubeClient, name: str) -> CompactNode | None:
     return compact_node(item, gpu_resource_matcher())
 
 
-def patch_node(client: KubeClient, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-    return client.patch_merge(api_path("v1", "nodes", name), patch)
+def patch_node(client: KubeClient, name: str, patch: JsonPatch) -> dict[str, Any]:
+    return client.patch_json(api_path("v1", "nodes", name), patch)
 
 
 def read_dra_models(client: KubeClient) -> tuple[dict[str, str], str | None]:

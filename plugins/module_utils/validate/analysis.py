@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the rules read about one pod spec, worked out once: per container its GPU resources and
 quantities, the DRA claims it uses, its environment as the kubelet builds it, its image's
-environment, its device mounts and its privileges; for the pod whether it holds GPUs and how it
-is annotated; for a ResourceClaim or ResourceClaimTemplate the requests that ask for admin access."""
+environment, its device mounts and its privileges; for the pod whether it holds GPUs, how it is
+annotated and whether it is a known GPU system component (the allow decision); for a
+ResourceClaim or ResourceClaimTemplate the requests that ask for admin access."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import (
+    NO_CATALOGUE,
+    Component,
+    ComponentCatalogue,
+    component_reason,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import admin_access_requests
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import DEVICE_VARIABLES
@@ -97,6 +104,15 @@ class PodFacts:
     allow_reason: str = ""
     allow_path: str | None = None  # where the allow annotation is, if the object carries it
     admin_requests: list[tuple[str, str]] = field(default_factory=list)  # (request, path) with admin access
+    component: Component | None = None  # the GPU system component the pod spec runs, if it is one
+
+    @property
+    def allowed_because(self) -> str:
+        """Why the pod's allowable findings are allowed ("" when they are not): the reason in its
+        allow annotation, else the known GPU system component it runs."""
+        if self.allow_reason:
+            return self.allow_reason
+        return component_reason(self.component) if self.component is not None else ""
 
 
 def analyse(
@@ -105,6 +121,7 @@ def analyse(
     sources: EnvSources,
     images: ImageCatalogue,
     allow_annotation: str,
+    components: ComponentCatalogue = NO_CATALOGUE,
 ) -> PodFacts:
     volumes = gpu_host_path_volumes(site.spec)
     pod_claims = pod_claim_names(site.spec)
@@ -114,7 +131,9 @@ def analyse(
     has_gpu = any(c.has_gpu for c in containers) or bool(pod_claims)
     reason, path = allow_annotation_of(site, allow_annotation)
     admin = admin_access_requests(site.claim_spec, site.path) if site.claim_spec is not None else []
-    return PodFacts(site, containers, has_gpu, is_gpu, allow_annotation, reason, path, admin)
+    # Recognised by every container of the spec, the ephemeral ones a debug session adds included.
+    component = components.recognise(site.spec) if containers else None
+    return PodFacts(site, containers, has_gpu, is_gpu, allow_annotation, reason, path, admin, component)
 
 
 def pod_claim_names(spec: Mapping[str, Any]) -> set[str]:

@@ -1,7 +1,8 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The rules run over one pod spec: its facts worked out once, every rule of the table applied,
-skipped rules dropped, and findings allowed where the object gives a reason."""
+skipped rules dropped, and findings allowed where the object gives a reason or runs a known GPU
+system component."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import (
+    BUILTIN_CATALOGUE,
+    ComponentCatalogue,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import PodSpecSite
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analysis import analyse
@@ -27,6 +32,7 @@ class RuleConfig:
     image_env: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     allow_annotation: str = DEFAULT_ALLOW_ANNOTATION
     skip_rules: frozenset[str] = frozenset()
+    components: ComponentCatalogue = field(default=BUILTIN_CATALOGUE, compare=False)
 
 
 def unknown_rules(rule_ids: Iterable[str]) -> list[str]:
@@ -52,13 +58,14 @@ class PodChecker:
         return known
 
     def check(self, site: PodSpecSite) -> tuple[list[Finding], list[Allowed]]:
-        pod = analyse(site, self.is_gpu, self.sources, self.images, self.config.allow_annotation)
+        config = self.config
+        pod = analyse(site, self.is_gpu, self.sources, self.images, config.allow_annotation, config.components)
         hits = [(rule, hit) for rule in self.rules for hit in rule.check(pod)]
         if len(pod.containers) > 1 and len(hits) > 1:
             # Container by container, the pod's own findings last; the table's order within each.
             order = {id(c.site): index for index, c in enumerate(pod.containers)}
             hits.sort(key=lambda pair: order.get(id(pair[1].container), len(order)))
-        ref, reason = site.ref, pod.allow_reason
+        ref, reason = site.ref, pod.allowed_because
         findings = [
             Finding(
                 rule.id,

@@ -7,20 +7,27 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, BinaryIO, TextIO
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import (
+    ComponentCatalogue,
+    catalogue_from_option,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.batches import MANY_FILES, default_jobs
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig, unknown_rules
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import image_env_map
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.junit import junit_xml
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import (
     DEFAULT_MAX_FILE_SIZE,
     HAS_YAML,
+    STDIN_PATH,
     ManifestError,
     load_manifests,
     parse_text,
     read_text,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.parallel import usable_cpus
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report import (
     FAIL_ON_CHOICES,
     ReportWriteError,
@@ -50,7 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find GPU use that bypasses the Kubernetes scheduler in manifests: NVIDIA_VISIBLE_DEVICES "
         "in env, device mounts, privileged GPU containers, malformed GPU quantities and more.",
     )
-    parser.add_argument("paths", nargs="*", help="manifest files, directories or globs (YAML or JSON)")
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        help="manifest files, directories or globs (YAML or JSON); - reads standard input, e.g. helm template ... | "
+        "gpu-pod-validate -",
+    )
     parser.add_argument(
         "--fail-on",
         choices=FAIL_ON_CHOICES,
@@ -81,11 +93,30 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"annotation that allows an object's findings, with a reason (default: {DEFAULT_ALLOW_ANNOTATION})",
     )
     parser.add_argument(
+        "--system-components",
+        metavar="FILE",
+        help="a YAML or JSON list of more GPU system components ({name, images, commands}) whose findings are "
+        "allowed, or a map {builtin: true|false, extra: [...]}",
+    )
+    parser.add_argument(
+        "--no-system-components",
+        action="store_true",
+        help="judge the known GPU system components (device plugins, GPU Operator operands...) like any workload",
+    )
+    parser.add_argument(
         "--max-file-size",
         type=int,
         default=DEFAULT_MAX_FILE_SIZE,
         metavar="BYTES",
         help=f"skip larger files with an error (default: {DEFAULT_MAX_FILE_SIZE})",
+    )
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        metavar="N",
+        help=f"files parsed and checked in N worker processes, with the same output (default: the CPU count from "
+        f"{MANY_FILES} files on, else 1)",
     )
     parser.add_argument("--sarif", metavar="FILE", help="write a SARIF 2.1.0 report")
     parser.add_argument("--json", metavar="FILE", dest="json_file", help="write a JSON report")
@@ -105,15 +136,34 @@ def split_ids(values: Sequence[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
-def load_image_env(path: str, max_size: int) -> dict[str, dict[str, str]]:
+def read_data_file(path: str, max_size: int, flag: str, empty: Any) -> Any:
+    """The first document of a YAML or JSON file a flag names (`empty` for an empty file)."""
     try:
         documents, error = parse_text(read_text(path, max_size), path, as_json=path.lower().endswith(".json"))
     except ManifestError as exc:
-        raise UsageError(f"--image-env {path}: {exc.message}") from exc
+        raise UsageError(f"{flag} {path}: {exc.message}") from exc
     if error:
-        raise UsageError(f"--image-env {path}: {error.message}")
-    data = documents[0].data if documents else {}
-    return image_env_map(data, f"--image-env {path}")
+        raise UsageError(f"{flag} {path}: {error.message}")
+    return documents[0].data if documents else empty
+
+
+def load_image_env(path: str, max_size: int) -> dict[str, dict[str, str]]:
+    return image_env_map(read_data_file(path, max_size, "--image-env", {}), f"--image-env {path}")
+
+
+def load_system_components(args: argparse.Namespace) -> ComponentCatalogue:
+    """The catalogue the flags choose: the built-in one unless --no-system-components, plus the file's."""
+    option: dict[str, Any] = {"builtin": not args.no_system_components}
+    if args.system_components:
+        path = args.system_components
+        where = f"--system-components {path}"
+        data = read_data_file(path, args.max_file_size, "--system-components", [])
+        if isinstance(data, dict):
+            option = {**data, "builtin": False} if args.no_system_components else dict(data)
+        else:
+            option["extra"] = data
+        return catalogue_from_option(option, where)
+    return catalogue_from_option(option, "--no-system-components")
 
 
 def rule_config(args: argparse.Namespace) -> RuleConfig:
@@ -127,10 +177,16 @@ def rule_config(args: argparse.Namespace) -> RuleConfig:
         image_env=image_env,
         allow_annotation=args.allow_annotation,
         skip_rules=frozenset(skip),
+        components=load_system_components(args),
     )
 
 
-def run(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+def run(
+    argv: Sequence[str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    stdin: BinaryIO | None = None,
+) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     parser = build_parser()
@@ -146,6 +202,8 @@ def run(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr:
             raise UsageError("no paths given")
         if args.max_file_size <= 0:
             raise UsageError("--max-file-size must be positive")
+        if args.jobs is not None and args.jobs < 1:
+            raise UsageError("--jobs must be 1 or more")
         if not HAS_YAML:
             raise UsageError("PyYAML is required (pip install PyYAML)")
         config = rule_config(args)
@@ -153,7 +211,11 @@ def run(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr:
         stderr.write(f"gpu-pod-validate: error: {exc}\n")
         return EXIT_USAGE
 
-    report = offline_report(load_manifests(args.paths, None, args.max_file_size), config)
+    if stdin is None and STDIN_PATH in args.paths:
+        stdin = sys.stdin.buffer
+    manifests = load_manifests(args.paths, None, args.max_file_size, stdin)
+    jobs = args.jobs if args.jobs is not None else default_jobs(len(manifests.paths), usable_cpus())
+    report = offline_report(manifests, config, jobs)
     summary = summarize(report)
     try:
         if args.json_file:

@@ -50,6 +50,7 @@ class ValidationResult:
     not_checked: list[NotChecked] = field(default_factory=list)
     objects_checked: int = 0
     documents: int = 0
+    notes: list[str] = field(default_factory=list)  # one per pod spec checked by shape
 
     def extend(self, other: ValidationResult) -> None:
         self.findings += other.findings
@@ -57,6 +58,23 @@ class ValidationResult:
         self.not_checked += other.not_checked
         self.objects_checked += other.objects_checked
         self.documents += other.documents
+        self.notes += other.notes
+
+
+def shape_note(site: PodSpecSite) -> str:
+    """What the report says of a pod spec found by its shape in an object of a kind not in the tables."""
+    ref = site.ref
+    name = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name or "(unnamed)"
+    where = f"{ref.source} document {ref.document}" if ref.document is not None else ref.source or "(input)"
+    return f"checked by shape: {ref.kind} {name} ({ref.api_version or 'no apiVersion'}) in {where}: pod spec at {site.path}"
+
+
+def walk(data: Any, result: ValidationResult, **where: Any) -> list[PodSpecSite]:
+    """The pod specs of one document; what is not checked, and what was found by shape, go to `result`."""
+    sites, skipped = walk_document(data, **where)
+    result.not_checked += skipped
+    result.notes += [shape_note(site) for site in sites if site.by_shape]
+    return sites
 
 
 def _objects_of(data: Any) -> list[Any]:
@@ -89,6 +107,55 @@ def check_sites(checker: PodChecker, sites: Iterable[PodSpecSite], result: Valid
         result.objects_checked += 1
 
 
+@dataclass
+class DocumentScan:
+    """Documents read so far: counts and objects not checked in `result`, one part per pod spec in input
+    order (its findings), and the pod specs that wait for every ConfigMap and Secret of the run."""
+
+    result: ValidationResult = field(default_factory=ValidationResult)
+    parts: list[ValidationResult] = field(default_factory=list)
+    deferred: list[tuple[ValidationResult, PodSpecSite]] = field(default_factory=list)
+
+
+def scan_documents(
+    documents: Iterable[DocumentLike],
+    checker: PodChecker,
+    own_sources: DocumentEnvSources | None,
+    scan: DocumentScan | None = None,
+) -> DocumentScan:
+    """Check the pod specs of the documents; with `own_sources`, index their ConfigMaps and Secrets there
+    and defer the pod specs whose env may need them (finish_scan checks those)."""
+    scan = scan if scan is not None else DocumentScan()
+    result = scan.result
+    for doc in documents:
+        result.documents += 1
+        if doc.data is None:
+            continue
+        if own_sources is not None:
+            index_env_sources([doc], own_sources)
+        sites = walk(doc.data, result, source=doc.source, document=doc.index, line=doc.line)
+        result.objects_checked += len(sites)
+        for site in sites:
+            part = ValidationResult()
+            if own_sources is not None and needs_env_sources(site):
+                scan.deferred.append((part, site))
+            else:
+                check_sites(checker, [site], part)
+            scan.parts.append(part)
+    return scan
+
+
+def finish_scan(scan: DocumentScan, checker: PodChecker) -> ValidationResult:
+    """Check the deferred pod specs, now that every source is known, and gather the findings in input order."""
+    for part, site in scan.deferred:
+        check_sites(checker, [site], part)
+    result = scan.result
+    for part in scan.parts:
+        result.findings += part.findings
+        result.allowed += part.allowed
+    return result
+
+
 def validate_documents(
     documents: Iterable[DocumentLike], config: RuleConfig | None = None, sources: EnvSources | None = None
 ) -> ValidationResult:
@@ -100,31 +167,7 @@ def validate_documents(
     """
     own_sources = DocumentEnvSources() if sources is None else None
     checker = PodChecker(config, own_sources if own_sources is not None else sources)
-    result = ValidationResult()
-    parts: list[ValidationResult] = []  # per pod spec with findings, in input order
-    deferred: list[tuple[ValidationResult, PodSpecSite]] = []
-    for doc in documents:
-        result.documents += 1
-        if doc.data is None:
-            continue
-        if own_sources is not None:
-            index_env_sources([doc], own_sources)
-        sites, skipped = walk_document(doc.data, source=doc.source, document=doc.index, line=doc.line)
-        result.not_checked += skipped
-        result.objects_checked += len(sites)
-        for site in sites:
-            part = ValidationResult()
-            if own_sources is not None and needs_env_sources(site):
-                deferred.append((part, site))
-            else:
-                check_sites(checker, [site], part)
-            parts.append(part)
-    for part, site in deferred:
-        check_sites(checker, [site], part)
-    for part in parts:
-        result.findings += part.findings
-        result.allowed += part.allowed
-    return result
+    return finish_scan(scan_documents(documents, checker, own_sources), checker)
 
 
 def with_line(finding: Finding, line: int | None) -> Finding:

@@ -95,6 +95,10 @@ class DocumentEnvSources:
             data = SourceData(secret_values(obj), f"Secret {name} ({where})", secret=True)
         self._objects[(str(kind), namespace, name)] = data
 
+    def update(self, later: DocumentEnvSources) -> None:
+        """Add the objects of documents read after these; as within one run, the later object wins."""
+        self._objects.update(later._objects)  # pylint: disable=protected-access
+
     def _lookup(self, kind: str, namespace: str, name: str) -> SourceData | None:
         return self._objects.get((kind, namespace, name)) or self._objects.get((kind, "", name))
 

@@ -30,6 +30,12 @@ KNOWN_IMAGE_FAMILIES = (
     ImageFamily(re.compile(r"^pytorch/pytorch$"), "the PyTorch image"),
     ImageFamily(re.compile(r"^tensorflow/tensorflow$"), "the TensorFlow GPU image", re.compile(r"gpu")),
     ImageFamily(re.compile(r"^vllm/vllm-openai$"), "the vLLM image, built on the CUDA base image"),
+    # ray-project/ray docker/base-deps: the GPU tags (-cu121, -gpu) are built FROM the nvidia/cuda images.
+    ImageFamily(
+        re.compile(r"^rayproject/ray(?:-ml|-llm)?$"),
+        "a Ray GPU image, built on the CUDA base image",
+        re.compile(r"(?:^|-)(?:cu\d{2,3}|gpu)(?:-|$)"),
+    ),
 )
 
 

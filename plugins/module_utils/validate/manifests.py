@@ -13,7 +13,7 @@ import stat
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError
 
@@ -30,6 +30,8 @@ except ImportError:  # pragma: no cover - PyYAML is a requirement of the collect
 
 
 DEFAULT_MAX_FILE_SIZE = 32 * 1024 * 1024
+STDIN_PATH = "-"  # as a path: read standard input
+STDIN_SOURCE = "<stdin>"  # its name in findings and reports
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 # A document whose aliases expand its text beyond this many characters (or ten times its own
@@ -83,32 +85,70 @@ class Manifests:
     """The documents of `src` and `definition`, loaded one file at a time as they are iterated.
 
     Iterate once. Afterwards `errors`, `files` and the document line spans are filled in; the
-    documents themselves are not kept, so memory stays flat however large the input is.
+    documents themselves are not kept, so memory stays flat however large the input is. A path
+    of `-` reads `stdin` (a binary stream), whose text is kept for locating lines.
     """
 
     def __init__(
-        self, src: Iterable[str] = (), definition: Any = None, max_file_size: int = DEFAULT_MAX_FILE_SIZE
+        self,
+        src: Iterable[str] = (),
+        definition: Any = None,
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        stdin: BinaryIO | None = None,
     ) -> None:
         self.paths, self.errors = expand_sources(src)
         self.definition = definition
         self.max_file_size = max_file_size
+        self.stdin = stdin
         self.files: list[str] = []
         self.spans: dict[tuple[str, int], tuple[int, int | None]] = {}
-        self.texts: dict[str, str] = {}  # inline YAML definitions, for locating lines
+        self.texts: dict[str, str] = {}  # standard input and inline YAML definitions, for locating lines
+        self._stdin_error: ManifestError | None = None
+
+    @classmethod
+    def of_files(cls, paths: Iterable[str], max_file_size: int, stdin: BinaryIO | None = None) -> Manifests:
+        """Sources already expanded (files, and STDIN_SOURCE for standard input), taken as they are."""
+        manifests = cls((), None, max_file_size, stdin)
+        manifests.paths = list(paths)
+        return manifests
 
     def __iter__(self) -> Iterator[Document]:
         for path in self.paths:
-            self.files.append(path)
-            try:
-                text = read_text(path, self.max_file_size)
-            except ManifestError as exc:
-                self.errors.append(LoadError(path, exc.message, None, exc.line))
-                continue
-            yield from self._recorded(text_documents(text, path, self.errors, as_json=path.lower().endswith(".json")))
+            yield from self.file_documents(path)
+        yield from self.definition_documents()
+
+    def file_documents(self, path: str) -> Iterator[Document]:
+        self.files.append(path)
+        try:
+            text = self.read_stdin_text() if path == STDIN_SOURCE else read_text(path, self.max_file_size)
+        except ManifestError as exc:
+            self.errors.append(LoadError(path, exc.message, None, exc.line))
+            return
+        if path == STDIN_SOURCE:
+            documents = stdin_documents(text, self.errors)
+        else:
+            documents = text_documents(text, path, self.errors, as_json=path.lower().endswith(".json"))
+        yield from self._recorded(documents)
+
+    def definition_documents(self) -> Iterator[Document]:
         if self.definition is not None:
             if isinstance(self.definition, str):
                 self.texts["definition"] = self.definition
             yield from self._recorded(definition_documents(self.definition, self.errors))
+
+    def read_stdin_text(self) -> str:
+        """Standard input, read once (later calls return the same text). Raises ManifestError."""
+        if STDIN_SOURCE in self.texts:
+            return self.texts[STDIN_SOURCE]
+        if self._stdin_error is None:
+            try:
+                if self.stdin is None:
+                    raise ManifestError("standard input cannot be read here; give files or a definition")
+                self.texts[STDIN_SOURCE] = decode_text(read_limited(self.stdin, self.max_file_size))
+                return self.texts[STDIN_SOURCE]
+            except ManifestError as exc:
+                self._stdin_error = exc
+        raise ManifestError(self._stdin_error.message, line=self._stdin_error.line)
 
     def _recorded(self, documents: Iterable[Document]) -> Iterator[Document]:
         for document in documents:
@@ -132,6 +172,9 @@ def expand_sources(patterns: Iterable[str]) -> tuple[list[str], list[LoadError]]
     for pattern in patterns:
         if not isinstance(pattern, str) or not pattern:
             errors.append(LoadError(str(pattern), "not a path"))
+            continue
+        if pattern == STDIN_PATH:
+            add(STDIN_SOURCE)
             continue
         pattern = os.path.expanduser(pattern)
         if os.path.isdir(pattern):
@@ -176,6 +219,17 @@ def read_text(path: str, max_size: int = DEFAULT_MAX_FILE_SIZE) -> str:
     if len(data) > max_size:
         raise ManifestError(f"the file has more than {max_size} bytes, the limit (max_file_size)")
     return decode_text(data)
+
+
+def read_limited(stream: BinaryIO, max_size: int) -> bytes:
+    """All of a stream, refused beyond `max_size` bytes."""
+    try:
+        data = stream.read(max_size + 1)
+    except OSError as exc:
+        raise ManifestError(f"cannot read standard input: {exc.strerror or exc}") from exc
+    if len(data) > max_size:
+        raise ManifestError(f"standard input has more than {max_size} bytes, the limit (max_file_size)")
+    return data
 
 
 def decode_text(data: bytes) -> str:
@@ -322,6 +376,39 @@ def json_documents(text: str, source: str = "") -> list[Document]:
     return [Document(source, 0, data, 1, text.count("\n") + 1)]
 
 
+def json_stream_documents(text: str, source: str) -> Iterator[Document]:
+    """One or more JSON values one after another (`kubectl get -o json` output, concatenated)."""
+    decoder = json.JSONDecoder()
+    position, index = 0, 0
+    while True:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position == len(text):
+            return
+        line = text.count("\n", 0, position) + 1
+        try:
+            data, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as exc:
+            raise ManifestError(
+                f"JSON error in document {index} at line {exc.lineno}, column {exc.colno}: {exc.msg}", index, exc.lineno
+            ) from exc
+        except RecursionError as exc:
+            raise ManifestError(f"JSON document {index} is nested too deeply to load", index) from exc
+        yield Document(source, index, data, line, text.count("\n", 0, end) + 1)
+        position, index = end, index + 1
+
+
+def stdin_documents(text: str, errors: list[LoadError], source: str = STDIN_SOURCE) -> Iterator[Document]:
+    """Standard input: JSON when it starts as JSON does, else a YAML stream. A parse error ends it."""
+    try:
+        if text.lstrip()[:1] in ("{", "["):
+            yield from json_stream_documents(text, source)
+        else:
+            yield from yaml_documents(text, source)
+    except ManifestError as exc:
+        errors.append(LoadError(source, exc.message, exc.document, exc.line))
+
+
 def text_documents(text: str, source: str, errors: list[LoadError], *, as_json: bool = False) -> Iterator[Document]:
     """The documents of one text as they parse; a parse error ends them and is added to `errors`."""
     try:
@@ -355,9 +442,12 @@ def definition_documents(definition: Any, errors: list[LoadError], source: str =
 
 
 def load_manifests(
-    src: Iterable[str] = (), definition: Any = None, max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    src: Iterable[str] = (),
+    definition: Any = None,
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+    stdin: BinaryIO | None = None,
 ) -> Manifests:
-    return Manifests(src, definition, max_file_size)
+    return Manifests(src, definition, max_file_size, stdin)
 
 
 def path_tokens(path: str) -> list[str | int]:

@@ -44,7 +44,7 @@ def quantity_issues(raw: Any, api_path: str, path: str, resource: str) -> tuple[
     if not is_whole(value):
         if server_admits_fraction(value):
             message = (
-                f"{resource} quantity {raw!r} is not a whole number of GPUs. The API server admits it (its "
+                f"{resource} quantity {raw!r} is not a whole number. The API server admits it (its "
                 "integer check rounds milli-units up) and stores it as "
                 f"{int(value.to_integral_value(rounding=ROUND_CEILING))}."
             )

@@ -10,10 +10,12 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path, collection_paths
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
     LIVE_WORKLOAD_PATHS,
+    LiveList,
     PodSpecSite,
+    live_custom_lists,
     object_ref,
     select_live_objects,
-    walk_document,
+    served_group_versions,
     with_kind,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import PodChecker, RuleConfig
@@ -22,6 +24,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.docume
     ValidationResult,
     check_sites,
     pod_site,
+    walk,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import (
     SourceData,
@@ -69,12 +72,61 @@ class ClusterEnvSources:
         return self._fetch("Secret", "secrets", namespace, name) if namespace and name else None
 
 
-def live_report(client: Any, config: RuleConfig, namespaces: Iterable[str] | None = None) -> Report:
-    """Audit the cluster: top-level workload templates, and the pods they do not cover.
+def _status(exc: Exception) -> Any:
+    return getattr(exc, "status", None)
 
-    `client` needs `list_items(path)` (paginated) and `get(path)`; its errors propagate.
+
+def _problem(exc: Exception) -> str:
+    return str(getattr(exc, "message", None) or exc)
+
+
+def custom_resources(client: Any, chosen: list[str] | None, notes: list[str]) -> list[dict[str, Any]]:
+    """The claims and ML custom resources whose APIs the cluster serves (one GET of /apis to know).
+
+    An API the cluster does not serve is skipped; a list the identity may not read is a note.
+    """
+    try:
+        served = served_group_versions(client.get("/apis"))
+    except Exception as exc:  # noqa: BLE001 - the client's own error types; only "forbidden" and "not found" are expected
+        if _status(exc) == 404:
+            return []
+        if _status(exc) != 403:
+            raise
+        notes.append(f"live: cannot read the API discovery (/apis), so no custom resource was listed: {_problem(exc)}")
+        return []
+    found: list[dict[str, Any]] = []
+    for wanted in live_custom_lists(served):
+        found += _list_custom(client, wanted, chosen, notes)
+    return found
+
+
+def _list_custom(client: Any, wanted: LiveList, chosen: list[str] | None, notes: list[str]) -> list[dict[str, Any]]:
+    if not wanted.namespaced and chosen:
+        return []  # cluster-scoped: not part of an audit restricted to namespaces
+    items: list[dict[str, Any]] = []
+    for path in collection_paths(wanted.api_version, wanted.resource, chosen if wanted.namespaced else None):
+        try:
+            items += [
+                with_kind(i, wanted.api_version, wanted.kind) for i in client.list_items(path) if isinstance(i, dict)
+            ]
+        except Exception as exc:  # noqa: BLE001 - the client's own error types; only "forbidden" and "not found" are expected
+            if _status(exc) == 403:
+                notes.append(
+                    f"live: not allowed to list {wanted.kind} ({path}), so their pod templates were not checked"
+                )
+            elif _status(exc) != 404:
+                raise
+    return items
+
+
+def live_report(client: Any, config: RuleConfig, namespaces: Iterable[str] | None = None) -> Report:
+    """Audit the cluster: top-level workload templates (custom resources included), and the pods they do not cover.
+
+    `client` needs `list_items(path)` (paginated) and `get(path)`; its errors propagate, except a
+    forbidden or missing custom resource API, which is noted or skipped.
     """
     chosen = sorted(set(namespaces)) if namespaces else None
+    access_notes: list[str] = []
     workloads = [
         with_kind(item, api_version, kind)
         for api_version, kind, resource in LIVE_WORKLOAD_PATHS
@@ -82,6 +134,7 @@ def live_report(client: Any, config: RuleConfig, namespaces: Iterable[str] | Non
         for item in client.list_items(path)
         if isinstance(item, dict)
     ]
+    workloads += custom_resources(client, chosen, access_notes)
     pods = [
         with_kind(item, "v1", "Pod")
         for path in collection_paths("v1", "pods", chosen)
@@ -93,9 +146,7 @@ def live_report(client: Any, config: RuleConfig, namespaces: Iterable[str] | Non
     checker = PodChecker(config, sources)
     result = ValidationResult()
     for obj in selection.workloads + selection.pods:
-        sites, skipped = walk_document(obj, source="cluster")
-        result.not_checked += skipped
-        check_sites(checker, sites, result)
+        check_sites(checker, walk(obj, result, source="cluster"), result)
     ephemeral: list[PodSpecSite] = []
     for pod in selection.ephemeral_only_pods:
         site = pod_site(pod, object_ref(pod, source="cluster"), ephemeral_only=True)
@@ -108,6 +159,8 @@ def live_report(client: Any, config: RuleConfig, namespaces: Iterable[str] | Non
             f"ephemeral containers of {len(ephemeral)} pods; {selection.skipped_workloads} workloads are covered "
             f"by their owner's template and {selection.finished_pods} finished pods were not checked"
         ),
+        *access_notes,
+        *result.notes,
         *sources.problems,
     ]
     return Report(result.findings, result.allowed, result.not_checked, [], 0, 0, result.objects_checked, notes)

@@ -21,15 +21,17 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.docume
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.findings import Allowed, Finding
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import LineLocator, Manifests
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.parallel import parallel_validate
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES, TOOL_NAME, TOOL_VERSION
 
 FAIL_ON_CHOICES = ("error", "warning", "never")
 
 
-def offline_report(manifests: Manifests, config: RuleConfig) -> Report:
-    """Check the manifests as they load, then place each finding on its line."""
+def offline_report(manifests: Manifests, config: RuleConfig, jobs: int = 1) -> Report:
+    """Check the manifests as they load (with `jobs` worker processes: the same report), then place
+    each finding on its line."""
     with gc_paused():
-        result = validate_documents(manifests, config)
+        result = parallel_validate(manifests, config, jobs) if jobs > 1 else validate_documents(manifests, config)
     locator = LineLocator(manifests)
     findings = [with_line(f, locator.line_of(f.ref.source, f.ref.document, f.path)) for f in result.findings]
     allowed = [
@@ -47,6 +49,7 @@ def offline_report(manifests: Manifests, config: RuleConfig) -> Report:
         len(manifests.files),
         result.documents,
         result.objects_checked,
+        result.notes,
     )
 
 

@@ -43,9 +43,14 @@ TOOL_VERSION = "1.0.0"
 TOOL_URI = "https://github.com/kubegpu/scheduling"
 DEFAULT_ALLOW_ANNOTATION = "kubegpu.io/allow-bypass"
 
-_GPU_WORDS = re.compile(r"cuda|nvidia|nvcc|dcgm|tensorrt|triton|gpu", re.IGNORECASE)
+# `cu121`: the CUDA build tag of Ray, PyTorch wheels and many images (rayproject/ray:2.9.0-py310-cu121).
+_GPU_WORDS = re.compile(r"cuda|nvidia|nvcc|dcgm|tensorrt|triton|gpu|\bcu\d{2,3}\b", re.IGNORECASE)
 _DEVICE_ANNOTATION_PREFIXES = ("cdi.k8s.io/", "devices.nri.io/")
 _DEVICE_ANNOTATION_KEYS = ("io.kubernetes.cri-o.Devices",)
+# GKE's NRI device injector (GoogleCloudPlatform/container-engine-accelerators, nri_device_injector):
+# `devices.gke.io/container.<name>` lists device nodes (`- path: /dev/nvidia0`) to create in that container.
+GKE_DEVICE_ANNOTATION_PREFIX = "devices.gke.io/container."
+_NVIDIA_DEVICE_NODE = re.compile(r"/dev/nvidia[\w-]*")
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,20 @@ Check = Callable[[PodFacts], Iterable[Hit]]
 
 
 @dataclass(frozen=True)
+class Admission:
+    """How an admission policy decides a rule. ``findings`` is a CEL expression over the variables
+    the policy defines (admission/cel.py: spec, containers, deviceEnv, gpuHostVolumes, podHasGpu,
+    podAnnotations) that gives one line per finding, naming the container; it is empty when
+    admission cannot decide the rule, and ``unseen`` says why."""
+
+    findings: str = ""
+    unseen: str = ""
+
+
+API_SERVER_REFUSES = Admission(unseen="the API server's own validation refuses it before admission policies run")
+
+
+@dataclass(frozen=True)
 class Rule:
     id: str
     name: str
@@ -68,6 +87,7 @@ class Rule:
     message: str  # a finding's message: str.format over its hit's fields
     check: Check
     allowable: bool = True
+    admission: Admission | None = None  # None: not yet said whether admission can decide it
 
     def describe(self, hit: Hit) -> str:
         return self.message.format(**hit.fields)
@@ -113,7 +133,18 @@ def gpu_mounts(pod: PodFacts, host_path: bool) -> Iterator[Hit]:
         for mount in c.mounts:
             if (mount.host_path is not None) == host_path:
                 fields = dict(who=c.who, volume=mount.volume, mount_path=mount.mount_path, host_path=mount.host_path)
-                yield Hit(c.site, mount.path, fields)
+                yield Hit(c.site, mount.path, dict(fields, effect=_host_path_effect(c)))
+
+
+def _host_path_effect(c: ContainerFacts) -> str:
+    if c.has_gpu:
+        return (
+            "the NVIDIA container toolkit already injects the driver files and the device nodes of the GPUs it "
+            "requests; device nodes reached through the host are not limited to those GPUs"
+        )
+    return (
+        "it requests no GPU, so the GPU device nodes or driver files it reaches this way bypass the scheduler's count"
+    )
 
 
 # --- privileged containers ------------------------------------------------------------------------
@@ -245,6 +276,21 @@ def nvidia_runtime_class_without_gpu(pod: PodFacts) -> Iterator[Hit]:
         yield Hit(None, f"{pod.site.path}.runtimeClassName", dict(runtime=runtime))
 
 
+def gke_device_injection_without_gpu(pod: PodFacts) -> Iterator[Hit]:
+    """GKE's injector annotation naming a container that requests no GPU, with NVIDIA device nodes."""
+    if not pod.site.pod_level:
+        return
+    by_name = {c.site.name: c for c in pod.containers}
+    for key, value in as_mapping(pod.site.pod_metadata.get("annotations")).items():
+        if not isinstance(key, str) or not key.startswith(GKE_DEVICE_ANNOTATION_PREFIX):
+            continue
+        c = by_name.get(key[len(GKE_DEVICE_ANNOTATION_PREFIX) :])
+        devices = sorted(set(_NVIDIA_DEVICE_NODE.findall(value))) if isinstance(value, str) else []
+        if c is not None and not c.has_gpu and devices:
+            where = key_path(f"{pod.site.metadata_path}.annotations", key)
+            yield Hit(c.site, where, dict(key=key, who=c.who, devices=", ".join(devices)))
+
+
 def device_annotation_without_gpu(pod: PodFacts) -> Iterator[Hit]:
     if not pod.site.pod_level or pod.has_gpu:
         return
@@ -283,6 +329,10 @@ RULES: dict[str, Rule] = {
             "{shown} in {who} (from {origin}) {verb} {what}, but the container requests no GPU: the scheduler does "
             "not count them and places other GPU pods on the same cards",
             partial(gpu_selections, with_gpu=False),
+            admission=Admission(
+                'variables.deviceEnv.filter(e, !e.gpu && e.selecting.size() > 0).map(e, "container \'" + e.name + '
+                '"\': " + e.selecting.join(\', \') + " selects GPUs, but the container requests none")'
+            ),
         ),
         Rule(
             "KGPU102",
@@ -295,6 +345,10 @@ RULES: dict[str, Rule] = {
             "{shown} in {who} (from {origin}) overrides the GPUs {assigner} assigned for its {request}: it {verb} "
             "{what}, including GPUs the scheduler gave to other pods",
             partial(gpu_selections, with_gpu=True),
+            admission=Admission(
+                'variables.deviceEnv.filter(e, e.gpu && e.selecting.size() > 0).map(e, "container \'" + e.name + '
+                '"\': " + e.selecting.join(\', \') + " overrides the GPUs assigned for its GPU limit or claim")'
+            ),
         ),
         Rule(
             "KGPU103",
@@ -305,17 +359,26 @@ RULES: dict[str, Rule] = {
             "{variable} in {who} comes from {origin}, whose value cannot be known here ({note}); if it names GPUs, "
             "the container gets them without the scheduler counting them",
             visible_devices_unknown,
+            admission=Admission(
+                'variables.deviceEnv.filter(e, e.unknown.size() > 0).map(e, "container \'" + e.name + "\': " + '
+                "e.unknown.join(', ') + \" comes from valueFrom, whose value admission cannot know\")"
+            ),
         ),
         Rule(
             "KGPU201",
             "gpu-device-host-path",
             ERROR,
             "A hostPath volume of GPU device nodes or driver files is mounted into a container",
-            "Remove the hostPath volume and request GPUs in resources.limits; the NVIDIA runtime injects devices and "
-            "driver files for the GPUs the scheduler assigned.",
-            "{who} mounts hostPath {host_path} (volume {volume!r}) at {mount_path}: GPU device nodes or driver files "
-            "reached this way bypass the scheduler's GPU count",
+            "Remove the hostPath volume and mount; request GPUs in resources.limits if the container has none: the "
+            "NVIDIA container toolkit injects the driver files and the device nodes of exactly the GPUs the scheduler "
+            "assigned.",
+            "{who} mounts hostPath {host_path} (volume {volume!r}) at {mount_path}: {effect}",
             partial(gpu_mounts, host_path=True),
+            admission=Admission(
+                "variables.containers.filter(c, c.?volumeMounts.orValue([]).exists(m, m.name in variables.gpuHostVolumes))"
+                '.map(c, "container \'" + c.name + "\' mounts hostPath volume " + '
+                "c.volumeMounts.filter(m, m.name in variables.gpuHostVolumes).map(m, m.name).join(', '))"
+            ),
         ),
         Rule(
             "KGPU202",
@@ -327,6 +390,11 @@ RULES: dict[str, Rule] = {
             "{who} mounts volume {volume!r} at {mount_path}: with accept-nvidia-visible-devices-as-volume-mounts the "
             "NVIDIA runtime reads this as a request for the GPUs named under it, which the scheduler does not count",
             partial(gpu_mounts, host_path=False),
+            admission=Admission(
+                "variables.containers.filter(c, c.?volumeMounts.orValue([]).exists(m, "
+                'm.mountPath.matches(variables.deviceListMountRegex))).map(c, "container \'" + c.name + "\' mounts " + '
+                "c.volumeMounts.filter(m, m.mountPath.matches(variables.deviceListMountRegex)).map(m, m.mountPath).join(', '))"
+            ),
         ),
         Rule(
             "KGPU301",
@@ -338,6 +406,9 @@ RULES: dict[str, Rule] = {
             "{who} runs with {how} and shows GPU intent ({signs}): a privileged container sees every /dev/nvidia* "
             "device of its node, so it can use GPUs the scheduler gave to other pods",
             partial(privileged_containers, with_intent=True),
+            admission=Admission(
+                unseen="GPU intent reads the image's configuration; Pod Security's baseline level forbids privileged"
+            ),
         ),
         Rule(
             "KGPU302",
@@ -348,6 +419,9 @@ RULES: dict[str, Rule] = {
             "reason for system components.",
             "{who} runs with {how}; it shows no sign of GPU use, but on a GPU node it can reach every GPU",
             partial(privileged_containers, with_intent=False),
+            admission=Admission(
+                unseen="GPU intent reads the image's configuration; Pod Security's baseline level forbids privileged"
+            ),
         ),
         Rule(
             "KGPU401",
@@ -359,6 +433,7 @@ RULES: dict[str, Rule] = {
             "requested without a limit)",
             request_without_limit,
             allowable=False,
+            admission=API_SERVER_REFUSES,
         ),
         Rule(
             "KGPU402",
@@ -369,16 +444,19 @@ RULES: dict[str, Rule] = {
             '{api_path}.requests: Invalid value: "{value}": must be equal to {name} limit of {limit}',
             request_not_equal_limit,
             allowable=False,
+            admission=API_SERVER_REFUSES,
         ),
         Rule(
             "KGPU403",
             "gpu-quantity-not-whole",
             ERROR,
             "A GPU quantity is not a whole number",
-            "Request whole GPUs (1, 2, ...); for a share of a GPU use a shared-GPU or MIG resource.",
+            "Request whole GPUs (1, 2, ...), and whole units of a sharing resource (MiB, GiB or percent, as its "
+            "device plugin counts them); for a share of a GPU use a shared-GPU or MIG resource.",
             "{message}",
             quantity_issue("KGPU403"),
             allowable=False,
+            admission=API_SERVER_REFUSES,
         ),
         Rule(
             "KGPU404",
@@ -389,6 +467,7 @@ RULES: dict[str, Rule] = {
             "{message}",
             quantity_issue("KGPU404"),
             allowable=False,
+            admission=API_SERVER_REFUSES,
         ),
         Rule(
             "KGPU405",
@@ -399,6 +478,7 @@ RULES: dict[str, Rule] = {
             "{message}",
             quantity_issue("KGPU405"),
             allowable=False,
+            admission=API_SERVER_REFUSES,
         ),
         Rule(
             "KGPU406",
@@ -409,6 +489,7 @@ RULES: dict[str, Rule] = {
             '{api_path}.resources.{section}[{name}]: Unsupported value: "{name}": supported values: "cpu", "memory"',
             pod_level_gpu_resources,
             allowable=False,
+            admission=API_SERVER_REFUSES,
         ),
         Rule(
             "KGPU407",
@@ -419,6 +500,7 @@ RULES: dict[str, Rule] = {
             "{api_path}: Forbidden: cannot be set for an Ephemeral Container",
             ephemeral_container_gpu_resources,
             allowable=False,
+            admission=API_SERVER_REFUSES,
         ),
         Rule(
             "KGPU501",
@@ -428,6 +510,9 @@ RULES: dict[str, Rule] = {
             "Set NVIDIA_VISIBLE_DEVICES=void in the container env, or request the GPU in resources.limits.",
             "image {image} ({source}) {problem}",
             image_selects_gpus,
+            admission=Admission(
+                unseen="an image's configuration is not part of the object; the mutating policy covers it"
+            ),
         ),
         Rule(
             "KGPU601",
@@ -438,6 +523,10 @@ RULES: dict[str, Rule] = {
             "runtimeClassName {runtime} runs the pod with the NVIDIA runtime, but no container requests a GPU; with "
             "an image or env that selects GPUs it gets them without the scheduler counting them",
             nvidia_runtime_class_without_gpu,
+            admission=Admission(
+                "!variables.podHasGpu && string(variables.spec.?runtimeClassName.orValue('')).lowerAscii().contains('nvidia') ? "
+                '["runtimeClassName " + variables.spec.runtimeClassName + " runs the pod with the NVIDIA runtime"] : []'
+            ),
         ),
         Rule(
             "KGPU602",
@@ -448,6 +537,30 @@ RULES: dict[str, Rule] = {
             "annotation {key} asks the container runtime to inject devices, which are not privilege-gated and not "
             "counted by the scheduler; no container in the pod requests a GPU",
             device_annotation_without_gpu,
+            admission=Admission(
+                "variables.podHasGpu ? [] : variables.podAnnotations.filter(k, "
+                + " || ".join(
+                    [f"k.startsWith('{p}')" for p in _DEVICE_ANNOTATION_PREFIXES]
+                    + [f"k == '{k}'" for k in _DEVICE_ANNOTATION_KEYS]
+                )
+                + ').map(k, "annotation " + k + " asks the container runtime to inject devices")'
+            ),
+        ),
+        Rule(
+            "KGPU603",
+            "gke-device-injection-without-gpu",
+            ERROR,
+            "GKE's device injection annotation gives NVIDIA device nodes to a container that requests no GPU",
+            "Remove the devices.gke.io/container.<name> annotation and request GPUs in the container's "
+            "resources.limits.",
+            "annotation {key} has GKE's device injector create {devices} in {who}, which requests no GPU: it uses "
+            "GPUs the scheduler does not count",
+            gke_device_injection_without_gpu,
+            admission=Admission(
+                "variables.deviceEnv.filter(e, !e.gpu && string(variables.podAnnotations[?"
+                f"{GKE_DEVICE_ANNOTATION_PREFIX!r} + e.name].orValue('')).matches('/dev/nvidia')).map(e, "
+                f'"container \'" + e.name + "\' gets NVIDIA device nodes from annotation {GKE_DEVICE_ANNOTATION_PREFIX}" + e.name)'
+            ),
         ),
         Rule(
             "KGPU701",
@@ -460,6 +573,7 @@ RULES: dict[str, Rule] = {
             "{kind} request {request} asks for admin access in {where}: it reaches devices already allocated to "
             "other pods, which the scheduler does not count as used",
             admin_access_outside_system_namespaces,
+            admission=Admission(unseen="Kubernetes grants admin access only in namespaces labeled for it"),
         ),
         Rule(
             "KGPU901",
@@ -469,6 +583,7 @@ RULES: dict[str, Rule] = {
             'Give the reason as the annotation value, for example: "NVIDIA device plugin".',
             "annotation {annotation} is set without a reason, so the findings of this object stand",
             allow_annotation_without_reason,
+            admission=Admission(unseen="admission exempts namespaces, not annotated objects"),
         ),
     )
 }

@@ -111,7 +111,7 @@ def test_legitimate_manifests_pass_and_report_what_was_allowed_and_not_checked(i
     assert code == 0 and "failed" not in result and result["changed"] is False
     assert result["findings"] == []
     assert [a["rule"] for a in result["allowed"]] == ["KGPU101", "KGPU201", "KGPU301"]
-    assert [n["kind"] for n in result["not_checked"]] == ["ConfigMap", "ConfigMap", "RayCluster", "Service", "Job"]
+    assert [n["kind"] for n in result["not_checked"]] == ["ConfigMap", "ConfigMap", "Service", "TrainJob"]
     assert result["errors"] == []
 
 

@@ -36,6 +36,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
     project_claim,
     project_device_class,
     project_slice,
+    project_taint_rule,
+    rule_selects,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS
@@ -496,11 +498,12 @@ def test_a_forbidden_list_is_a_note_and_any_other_failure_stops_the_run():
         raise AssertionError("a 500 must not pass as a missing API")
 
 
-def test_three_lists_one_each():
+def test_four_lists_one_each():
     items = {
         "deviceclasses": chart_classes(),
         "resourceslices": [resource_slice("n", [full_gpu(0, "n")])],
         "resourceclaims": [claim("c", "n", ["gpu-0"])],
+        "devicetaintrules": taint_rules(),
     }
     client = ListingClient(items=items)
     dra = read_dra(client, 500)
@@ -508,10 +511,100 @@ def test_three_lists_one_each():
         "/apis/resource.k8s.io/v1/deviceclasses",
         "/apis/resource.k8s.io/v1/resourceslices",
         "/apis/resource.k8s.io/v1/resourceclaims",
+        "/apis/resource.k8s.io/v1/devicetaintrules",
     ]
-    assert (len(dra.classes), len(dra.slices), len(dra.claims)) == (4, 1, 1)
+    # The rule without a selector matches no device and is left out.
+    assert (len(dra.classes), len(dra.slices), len(dra.claims), len(dra.taint_rules)) == (4, 1, 1, 3)
 
 
 def test_dra_fleet_of_nothing_is_empty():
     fleet = dra_fleet(DraObjects())
     assert (fleet.readable, dict(fleet.devices), list(fleet.notes)) == (True, {}, [])
+
+
+# --- DeviceTaintRules (fixtures/dra/devicetaintrules.example.yaml, with its source) -------------------
+
+
+def taint_rules() -> list[dict]:
+    return yaml.safe_load((FIXTURES / "devicetaintrules.example.yaml").read_text())["items"]
+
+
+def facts_with_rules(rules, slices, nodes, pods=(), claims=(), unavailable=None):
+    dra = DraObjects(
+        slices=[s for s in map(project_slice, slices) if s],
+        claims=[c for c in map(project_claim, claims) if c],
+        taint_rules=[r for r in map(project_taint_rule, rules) if r],
+        taint_rules_unavailable=unavailable,
+    )
+    projected, plugins = split_pods(project_pod(p, DEFAULT_OPTIONS) for p in pods)
+    compact = [project_node(n, DEFAULT_OPTIONS) for n in nodes]
+    return summarise([n for n in compact if n], projected, plugins, DEFAULT_OPTIONS, dra)
+
+
+def test_a_rule_tainting_a_device_counts_the_same_as_a_slice_taint():
+    devices = [full_gpu(i, "dra-h100") for i in range(4)]
+    by_rule = facts_with_rules(
+        taint_rules(), [resource_slice("dra-h100", devices)], [make_node("dra-h100")], [dra_plugin("dra-h100")]
+    )
+    slice_taint = [{"key": "example.com/maintenance", "value": "hbm-errors", "effect": "NoExecute"}]
+    in_slice = facts_of(
+        [make_node("dra-h100")],
+        [dra_plugin("dra-h100")],
+        [resource_slice("dra-h100", [*devices[:3], full_gpu(3, "dra-h100", taints=slice_taint)])],
+    )
+    node, same = by_name(by_rule)["dra-h100"], by_name(in_slice)["dra-h100"]
+    counts = ("capacity", "allocatable", "unhealthy", "allocated", "free")
+    assert [node[k] for k in counts] == [same[k] for k in counts] == [4, 3, 1, 0, 3]
+    assert kinds(node) == kinds(same) == [PROBLEM_DRA_DEVICE_TAINTED]
+    # The NoExecute rule on gpu-3 counts; the effect-None rule on gpu-0 is shown but keeps no pod away.
+    assert node["problems"][0]["reason"] == "gpu-3 (example.com/maintenance=hbm-errors:NoExecute)"
+    gpu0 = next(d for d in node["dra"]["devices"] if d["name"] == "gpu-0")
+    assert gpu0["taints"] == [{"key": "example.com/maintenance", "value": None, "effect": "None"}]
+    assert by_rule["notes"] == []
+
+
+def test_a_rule_for_a_whole_pool_taints_only_that_pool():
+    slices = [
+        resource_slice("dra-a100", [full_gpu(i, "dra-a100", product=A100) for i in range(2)]),
+        resource_slice("other", [full_gpu(i, "other") for i in range(2)]),
+    ]
+    nodes = [make_node("dra-a100"), make_node("other")]
+    facts = facts_with_rules(taint_rules(), slices, nodes, [dra_plugin("dra-a100"), dra_plugin("other")])
+    assert (by_name(facts)["dra-a100"]["allocatable"], by_name(facts)["dra-a100"]["free"]) == (0, 0)
+    assert (by_name(facts)["other"]["allocatable"], kinds(by_name(facts)["other"])) == (2, [])
+
+
+def test_rule_selectors_as_the_api_defines_them():
+    device = project_slice(resource_slice("n", [full_gpu(1, "n")]))["devices"][0]
+    every = project_taint_rule(
+        {"metadata": {"name": "all"}, "spec": {"deviceSelector": {}, "taint": {"key": "k", "effect": "NoSchedule"}}}
+    )
+    other_driver = project_taint_rule(
+        {"metadata": {"name": "x"}, "spec": {"deviceSelector": {"driver": "x.example.com"}, "taint": {"key": "k"}}}
+    )
+    assert rule_selects(every, device) and not rule_selects(other_driver, device)
+    assert project_taint_rule({"metadata": {"name": "no-taint"}, "spec": {"deviceSelector": {}}}) is None
+
+
+def test_device_taint_rules_not_served_or_forbidden_are_a_note_and_the_rest_still_counts():
+    items = {
+        "resourceslices": [resource_slice("n", [full_gpu(0, "n")])],
+        "resourceclaims": [claim("c", "n", ["gpu-0"])],
+    }
+    for status, text in ((404, "does not serve devicetaintrules"), (403, 'not allowed to list "devicetaintrules"')):
+        dra = read_dra(ListingClient(fail_on="devicetaintrules", status=status, items=items), 500)
+        assert dra.available and (len(dra.slices), len(dra.claims), dra.taint_rules) == (1, 1, [])
+        assert text in dra.taint_rules_unavailable
+        facts = summarise([project_node(make_node("n"))], [], [], DEFAULT_OPTIONS, dra)
+        assert facts["notes"] == [dra.taint_rules_unavailable]
+        assert (by_name(facts)["n"]["capacity"], by_name(facts)["n"]["allocated"], facts["dra"]["readable"]) == (
+            1,
+            1,
+            True,
+        )
+    try:
+        read_dra(ListingClient(fail_on="devicetaintrules", status=500, items=items), 500)
+    except ClusterError as exc:
+        assert exc.status == 500
+    else:
+        raise AssertionError("a 500 must not pass as a missing API")

@@ -195,6 +195,7 @@ def test_project_node_keeps_only_what_the_facts_need():
         "ready": True,
         "schedulable": False,
         "taints": [{"key": "nvidia.com/gpu", "value": None, "effect": "NoSchedule"}],
+        "location": ((), None, "z1", None, None),
     }
 
 

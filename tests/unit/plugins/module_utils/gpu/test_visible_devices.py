@@ -59,6 +59,8 @@ class PodsOnly:
         return iter([self.item] if path == "/api/v1/pods" else [])
 
     def get(self, path):
+        if path == "/apis":
+            return {"kind": "APIGroupList", "groups": []}  # discovery: no custom resource API served
         raise AssertionError(f"unexpected read of {path}")
 
 

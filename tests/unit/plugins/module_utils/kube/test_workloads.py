@@ -101,7 +101,8 @@ def test_typed_lists_from_the_api_are_walked():
         ({"apiVersion": "v1", "kind": "List", "items": "nope"}, "has no items list"),
         ("just a string", "the document is a str"),
         ([1, 2], "the document is a list"),
-        ({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "spec": {}}, "custom resource: kind Job"),
+        ({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "spec": {}}, "has no pod template at spec.tasks[]"),
+        ({"apiVersion": "example.com/v1", "kind": "Job", "spec": {}}, "custom resource: kind Job in group example.com"),
     ],
 )
 def test_objects_without_a_walkable_pod_spec_are_reported_with_the_reason(document, reason):
@@ -112,16 +113,17 @@ def test_objects_without_a_walkable_pod_spec_are_reported_with_the_reason(docume
     assert entry.to_dict()["reason"] == entry.reason
 
 
-def test_custom_resources_that_embed_pod_specs_name_where():
-    ray = {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
+def test_unknown_kinds_with_containers_but_no_image_name_where():
+    widget = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
         "metadata": {"name": "r"},
-        "spec": {"workerGroupSpecs": [{"template": {"spec": {"containers": [{"name": "w"}]}}}]},
+        "spec": {"groups": [{"template": {"spec": {"containers": [{"name": "w"}]}}}]},
     }
-    _sites, [entry] = walk_document(ray)
-    assert entry.path == "spec.workerGroupSpecs[0].template.spec"
-    assert "embeds a pod spec at spec.workerGroupSpecs[0].template.spec" in entry.reason
+    sites, [entry] = walk_document(widget)
+    assert sites == []
+    assert entry.path == "spec.groups[0].template.spec"
+    assert "has containers at spec.groups[0].template.spec, none with an image" in entry.reason
     assert entry.ref.name == "r"
 
 

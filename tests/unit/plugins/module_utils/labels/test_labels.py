@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -33,12 +34,14 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan imp
     Outcome,
     build_options,
     compact_node,
+    json_pointer,
     label_key_problem,
     plan_node,
     plan_nodes,
     read_ownership,
     same_model,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.reads import patch_node
 
 IS_GPU = gpu_resource_matcher()
 DEFAULTS = build_options()
@@ -76,26 +79,74 @@ def plan_for(item: dict[str, Any], **options: Any) -> NodePlan:
     return plan_node(compact(item), build_options(**options) if options else DEFAULTS, IS_GPU)
 
 
-def merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch, as the API server applies it."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
+class PatchRefused(Exception):
+    """The API server's 422 for a JSON patch that does not apply."""
+
+
+def server_json(item: dict[str, Any]) -> dict[str, Any]:
+    """The node as the API server encodes it: Go leaves an empty labels or annotations map out."""
+    encoded = copy.deepcopy(item)
+    for key in ("labels", "annotations"):
+        if not encoded["metadata"].get(key):
+            encoded["metadata"].pop(key, None)
+    return encoded
+
+
+def json_patch(item: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
+    """RFC 6902 as kube-apiserver applies it, all or none. Observed on kube-apiserver v1.37.2 (a
+    ConfigMap's metadata, the code path of every resource): a `test` of a missing member against
+    null passes, a missing map fails every operation below it, `add` replaces a present member,
+    `remove` of a missing member fails; a failed operation is a 422."""
+    doc = server_json(item)
+    for operation in operations:
+        *parents, last = [part.replace("~1", "/").replace("~0", "~") for part in operation["path"].split("/")[1:]]
+        target = doc
+        for part in parents:
+            if not isinstance(target, dict) or part not in target:
+                raise PatchRefused(f"{operation['path']}: missing {part}")
+            target = target[part]
+        if operation["op"] == "test":
+            if target.get(last) != operation["value"]:
+                raise PatchRefused(f"test of {operation['path']} failed")
+        elif operation["op"] == "add":
+            target[last] = copy.deepcopy(operation["value"])
+        elif operation["op"] == "remove":
+            if last not in target:
+                raise PatchRefused(f"remove of {operation['path']}: missing")
+            del target[last]
         else:
-            result[key] = merge(result.get(key), value)
-    return result
+            raise AssertionError(f"unexpected operation {operation}")
+    return server_json(doc)
 
 
 def apply(item: dict[str, Any], plan: NodePlan) -> dict[str, Any]:
     """The node after the API server applies the plan's patch (with a new resourceVersion)."""
     assert plan.patch is not None
-    assert plan.patch["metadata"].get("resourceVersion") == item["metadata"]["resourceVersion"]
-    patched = merge(item, plan.patch)
+    patched = json_patch(item, plan.patch)
     patched["metadata"]["resourceVersion"] = str(int(item["metadata"]["resourceVersion"]) + 1)
     return patched
+
+
+RECORD_PATH = "/metadata/annotations/kubegpu.io~1managed-labels"
+# Every path a labeling patch may name, with the default label key.
+PATCH_PATHS = {"/metadata/labels", "/metadata/labels/accelerator", "/metadata/annotations", RECORD_PATH}
+
+
+def owned_record(plan: NodePlan) -> str | None:
+    """The ownership record the plan's patch writes."""
+    assert plan.patch is not None
+    for operation in plan.patch:
+        if operation["op"] == "add" and operation["path"] == RECORD_PATH:
+            return str(operation["value"])
+        if operation["op"] == "add" and operation["path"] == "/metadata/annotations":
+            return str(operation["value"][OWNERSHIP_ANNOTATION])
+    return None
+
+
+def heartbeat(item: dict[str, Any]) -> None:
+    """What a kubelet's (here KWOK's) status update does to a node: new conditions, a new resourceVersion."""
+    item.setdefault("status", {})["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "now"}]
+    item["metadata"]["resourceVersion"] = str(int(item["metadata"]["resourceVersion"]) + 1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -158,7 +209,7 @@ def test_compact_node_keeps_only_what_labeling_needs() -> None:
     node = compact(item)
     assert node.labels == {ACK: "NVIDIA-A10"}
     assert node.ownership == json.dumps({"accelerator": "NVIDIA-A10"})
-    assert node.resource_version == "100"
+    assert node.has_annotations
     assert node.gpu_capacity == {"nvidia.com/gpu": 8, "nvidia.com/mig-1g.5gb": 0}
 
 
@@ -176,13 +227,17 @@ def test_an_unlabeled_gpu_node_gets_the_model_and_an_ownership_record_in_one_pat
     plan = plan_for(node_item(labels={ACK: "Tesla-V100-SXM2-16GB"}, gpus=4))
     assert plan.outcome is Outcome.LABEL
     assert (plan.before, plan.after) == (None, "Tesla-V100-SXM2-16GB")
-    assert plan.patch == {
-        "metadata": {
-            "resourceVersion": "100",
-            "labels": {"accelerator": "Tesla-V100-SXM2-16GB"},
-            "annotations": {OWNERSHIP_ANNOTATION: '{"accelerator":"Tesla-V100-SXM2-16GB"}'},
-        }
-    }
+    # Guards first (the label absent, no annotations at all), then the label and its record.
+    assert plan.patch == [
+        {"op": "test", "path": "/metadata/labels/accelerator", "value": None},
+        {"op": "test", "path": "/metadata/annotations", "value": None},
+        {"op": "add", "path": "/metadata/labels/accelerator", "value": "Tesla-V100-SXM2-16GB"},
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {OWNERSHIP_ANNOTATION: '{"accelerator":"Tesla-V100-SXM2-16GB"}'},
+        },
+    ]
 
 
 def test_labeling_is_idempotent() -> None:
@@ -210,7 +265,8 @@ def test_an_owned_value_follows_the_model() -> None:
     plan = plan_for(item)
     assert plan.outcome is Outcome.LABEL and not plan.forced
     assert (plan.before, plan.after) == ("Tesla-T4", "NVIDIA-A10")
-    assert read_ownership(plan.patch["metadata"]["annotations"][OWNERSHIP_ANNOTATION]) == {"accelerator": "NVIDIA-A10"}
+    assert read_ownership(owned_record(plan)) == {"accelerator": "NVIDIA-A10"}
+    assert {"op": "test", "path": "/metadata/labels/accelerator", "value": "Tesla-T4"} in plan.patch
 
 
 def test_a_foreign_value_is_a_conflict_and_left_alone() -> None:
@@ -249,8 +305,7 @@ def test_a_malformed_ownership_record_is_no_licence_to_overwrite() -> None:
 def test_other_ownership_records_are_kept() -> None:
     item = node_item(labels={ACK: "NVIDIA-A10"}, owned={"example.com/pool": "a"}, gpus=8)
     plan = plan_for(item)
-    records = read_ownership(plan.patch["metadata"]["annotations"][OWNERSHIP_ANNOTATION])
-    assert records == {"example.com/pool": "a", "accelerator": "NVIDIA-A10"}
+    assert read_ownership(owned_record(plan)) == {"example.com/pool": "a", "accelerator": "NVIDIA-A10"}
 
 
 def test_value_overrides_match_the_raw_or_the_sanitized_model() -> None:
@@ -377,23 +432,66 @@ def test_the_own_label_does_not_make_a_node_look_like_a_gpu_node() -> None:
     item = node_item(labels={"accelerator": "Tesla-T4"}, owned={"accelerator": "Tesla-T4"}, gpus=0)
     plan = plan_for(item, remove_from_non_gpu=True)
     assert plan.outcome is Outcome.UNLABEL
-    assert plan.patch == {
-        "metadata": {
-            "resourceVersion": "100",
-            "labels": {"accelerator": None},
-            "annotations": {OWNERSHIP_ANNOTATION: None},
-        }
-    }
+    record = json.dumps({"accelerator": "Tesla-T4"})
+    assert plan.patch == [
+        {"op": "test", "path": "/metadata/labels/accelerator", "value": "Tesla-T4"},
+        {"op": "test", "path": "/metadata/annotations/kubegpu.io~1managed-labels", "value": record},
+        {"op": "remove", "path": "/metadata/labels/accelerator"},
+        {"op": "remove", "path": "/metadata/annotations/kubegpu.io~1managed-labels"},
+    ]
     removed = apply(item, plan)
-    assert "accelerator" not in removed["metadata"]["labels"]
-    assert OWNERSHIP_ANNOTATION not in removed["metadata"]["annotations"]
+    assert "labels" not in removed["metadata"] and "annotations" not in removed["metadata"], "they were the only ones"
     assert plan_for(removed, remove_from_non_gpu=True).outcome is Outcome.UNCHANGED
 
 
 def test_removal_keeps_other_ownership_records() -> None:
     item = node_item(labels={"accelerator": "T4"}, owned={"accelerator": "T4", "example.com/pool": "a"})
     plan = plan_for(item, remove_from_non_gpu=True)
-    assert read_ownership(plan.patch["metadata"]["annotations"][OWNERSHIP_ANNOTATION]) == {"example.com/pool": "a"}
+    assert read_ownership(owned_record(plan)) == {"example.com/pool": "a"}
+
+
+@pytest.mark.parametrize(
+    ("keys", "pointer"),
+    [
+        (("metadata", "labels", "accelerator"), "/metadata/labels/accelerator"),
+        (("a~b/c",), "/a~0b~1c"),
+        (("~1",), "/~01"),
+    ],
+)
+def test_json_pointers_escape_tilde_then_slash(keys: tuple[str, ...], pointer: str) -> None:
+    assert json_pointer(*keys) == pointer
+
+
+def test_a_label_key_with_a_prefix_is_escaped_in_the_patch() -> None:
+    item = node_item(labels={ACK: "NVIDIA-A10", "example.com/gpu-model": "old"}, gpus=8)
+    item["metadata"]["annotations"]["other"] = "kept"
+    item["metadata"]["annotations"][OWNERSHIP_ANNOTATION] = json.dumps({"example.com/gpu-model": "old"})
+    plan = plan_for(item, label_key="example.com/gpu-model")
+    assert plan.patch is not None
+    assert plan.patch[0] == {"op": "test", "path": "/metadata/labels/example.com~1gpu-model", "value": "old"}
+    after = apply(item, plan)
+    assert after["metadata"]["labels"]["example.com/gpu-model"] == "NVIDIA-A10"
+    assert after["metadata"]["annotations"]["other"] == "kept"
+    assert read_ownership(after["metadata"]["annotations"][OWNERSHIP_ANNOTATION]) == {
+        "example.com/gpu-model": "NVIDIA-A10"
+    }
+
+
+def test_a_node_without_labels_or_annotations_gets_both_maps() -> None:
+    # A node whose model comes from its DRA devices may carry no label and no annotation at all.
+    item = {"metadata": {"name": "bare", "resourceVersion": "5"}, "status": {}}
+    plan = plan_node(replace(compact(item), dra_model="NVIDIA-A10"), DEFAULTS, IS_GPU)
+    assert plan.patch is not None
+    assert plan.patch[:2] == [
+        {"op": "test", "path": "/metadata/labels", "value": None},
+        {"op": "test", "path": "/metadata/annotations", "value": None},
+    ]
+    after = apply(item, plan)
+    assert after["metadata"]["labels"] == {"accelerator": "NVIDIA-A10"}
+    assert read_ownership(after["metadata"]["annotations"][OWNERSHIP_ANNOTATION]) == {"accelerator": "NVIDIA-A10"}
+    # A label written meanwhile (the map now exists) stops it.
+    with pytest.raises(PatchRefused):
+        json_patch({"metadata": {"name": "bare", "labels": {"accelerator": "theirs"}}}, plan.patch)
 
 
 def test_a_foreign_label_on_a_node_without_gpus_is_never_removed() -> None:
@@ -447,13 +545,21 @@ def test_any_node_converges_in_one_patch_that_touches_only_the_owned_key(
         assert plan.outcome in (Outcome.UNCHANGED, Outcome.CONFLICT, Outcome.SKIP)
         assert plan.after == plan.before
         return
-    assert set(plan.patch["metadata"]) == {"resourceVersion", "labels", "annotations"}
-    assert set(plan.patch["metadata"]["labels"]) == {"accelerator"}
-    assert set(plan.patch["metadata"]["annotations"]) == {OWNERSHIP_ANNOTATION}
+    assert {op["path"] for op in plan.patch} <= PATCH_PATHS
+    # Two guards (the label and the ownership record as read) before any write.
+    assert [op["op"] for op in plan.patch[:2]] == ["test", "test"]
+    assert all(op["op"] != "test" for op in plan.patch[2:])
+    # Someone else's label or record written meanwhile stops the patch; a heartbeat does not.
+    for key, meddle in (("labels", "accelerator"), ("annotations", OWNERSHIP_ANNOTATION)):
+        meddled = copy.deepcopy(item)
+        meddled["metadata"][key][meddle] = "changed-meanwhile"
+        with pytest.raises(PatchRefused):
+            json_patch(meddled, plan.patch)
+    heartbeat(item)
     after = apply(item, plan)
     others = {k: v for k, v in labels.items() if k != "accelerator"}
-    assert {k: v for k, v in after["metadata"]["labels"].items() if k != "accelerator"} == others
-    assert after["metadata"]["labels"].get("accelerator") == plan.after
+    assert {k: v for k, v in after["metadata"].get("labels", {}).items() if k != "accelerator"} == others
+    assert after["metadata"].get("labels", {}).get("accelerator") == plan.after
     if plan.after is not None:
         assert is_valid_label_value(plan.after)
     again = plan_for(after, **options)
@@ -472,16 +578,16 @@ class FakeApiError(Exception):
 
 
 class FakeNodes:
-    """Nodes on a fake API server that applies merge patches with a resourceVersion precondition."""
+    """Nodes on a fake API server that applies JSON patches as kube-apiserver does (`json_patch`)."""
 
     def __init__(self, items: list[dict[str, Any]]) -> None:
-        self.items = {item["metadata"]["name"]: item for item in items}
+        self.items = {item["metadata"]["name"]: server_json(item) for item in items}
         self.sent: list[str] = []
         self.lock = threading.Lock()
         self.fail: dict[str, FakeApiError] = {}
         self.before_patch: dict[str, Any] = {}
 
-    def send(self, name: str, patch: dict[str, Any]) -> None:
+    def send(self, name: str, patch: list[dict[str, Any]]) -> None:
         with self.lock:
             self.sent.append(name)
             if name in self.fail:
@@ -491,10 +597,12 @@ class FakeNodes:
             item = self.items.get(name)
             if item is None:
                 raise FakeApiError(f'nodes "{name}" not found', 404)
-            wanted = patch["metadata"].get("resourceVersion")
-            if wanted and wanted != item["metadata"]["resourceVersion"]:
-                raise FakeApiError("the object has been modified", 409)
-            self.items[name] = merge(item, patch)
+            try:
+                self.items[name] = json_patch(item, patch)
+            except PatchRefused as exc:
+                raise FakeApiError(
+                    f"the server rejected our request due to an error in our request ({exc})", 422
+                ) from exc
             self.items[name]["metadata"]["resourceVersion"] = str(int(item["metadata"]["resourceVersion"]) + 1)
 
     def reread(self, name: str) -> CompactNode | None:
@@ -540,15 +648,35 @@ def test_a_label_written_by_someone_else_meanwhile_is_not_overwritten() -> None:
     assert result.status is ApplyStatus.DONE
     assert result.plan.outcome is Outcome.CONFLICT
     assert fake.items["gpu-000"]["metadata"]["labels"]["accelerator"] == "theirs"
+    assert fake.sent == ["gpu-000"], "the refused patch is not sent again"
 
 
-def test_a_node_that_changed_meanwhile_is_decided_again_and_labeled() -> None:
+def test_heartbeats_between_read_and_write_cost_no_second_patch() -> None:
+    fake = FakeNodes(gpu_fleet(20))
+    for name in fake.items:
+        fake.before_patch[name] = heartbeat
+    results = fake.run()
+    assert sorted(fake.sent) == sorted(fake.items), "one patch per node"
+    assert all(r.status is ApplyStatus.DONE and r.plan.outcome is Outcome.LABEL for r in results)
+    assert all(i["status"]["conditions"] for i in fake.items.values()), "the heartbeats stay"
+
+
+def test_an_ownership_record_written_meanwhile_is_decided_again_and_kept() -> None:
     fake = FakeNodes(gpu_fleet(1))
-    fake.before_patch["gpu-000"] = lambda item: item["metadata"].update(resourceVersion="150")
+
+    def other_record(item: dict[str, Any]) -> None:
+        item["metadata"].setdefault("annotations", {})[OWNERSHIP_ANNOTATION] = json.dumps({"example.com/pool": "a"})
+
+    fake.before_patch["gpu-000"] = other_record
     [result] = fake.run()
     assert result.status is ApplyStatus.DONE and result.plan.outcome is Outcome.LABEL
     assert fake.sent == ["gpu-000", "gpu-000"]
-    assert fake.items["gpu-000"]["metadata"]["labels"]["accelerator"] == "NVIDIA-A10"
+    metadata = fake.items["gpu-000"]["metadata"]
+    assert metadata["labels"]["accelerator"] == "NVIDIA-A10"
+    assert read_ownership(metadata["annotations"][OWNERSHIP_ANNOTATION]) == {
+        "example.com/pool": "a",
+        "accelerator": "NVIDIA-A10",
+    }
 
 
 def test_a_node_that_keeps_changing_fails_after_bounded_attempts() -> None:
@@ -575,6 +703,7 @@ def test_an_invalid_patch_fails_that_node_only() -> None:
     results = fake.run()
     assert [r.status for r in results].count(ApplyStatus.DONE) == 4
     assert [r.plan.name for r in results if r.status is ApplyStatus.FAILED] == ["gpu-002"]
+    assert fake.sent.count("gpu-002") == 1, "a patch refused again unchanged is not sent again"
     message = failure_message(results)
     assert message is not None and "gpu-002: invalid" in message and "changed 4 node(s)" in message
 
@@ -631,3 +760,15 @@ def test_summary_and_diff_show_only_the_managed_label() -> None:
         "failed": 0,
         "not_attempted": 0,
     }
+
+
+def test_the_patch_goes_to_the_node_as_a_json_patch() -> None:
+    class Client:
+        def patch_json(self, path: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+            self.sent = (path, operations)
+            return {}
+
+    client = Client()
+    operations = [{"op": "test", "path": "/metadata/labels/accelerator", "value": None}]
+    patch_node(client, "gpu/odd name", operations)  # type: ignore[arg-type]
+    assert client.sent == ("/api/v1/nodes/gpu%2Fodd%20name", operations)

@@ -60,7 +60,7 @@ def test_offline_report_places_findings_on_their_lines(in_fixtures):
     assert lines[env_all.line - 1].strip() == "value: all"
     privileged = next(f for f in report.findings if f.rule == "KGPU301")
     assert Path("bad/privileged-gpu.yaml").read_text().splitlines()[privileged.line - 1].strip() == "privileged: true"
-    assert report.files == 12 and report.errors == []
+    assert report.files == 2 + len(list(Path("good").glob("*.yaml"))) and report.errors == []
     assert [a.finding.rule for a in report.allowed] == ["KGPU101", "KGPU201", "KGPU301"]
 
 
@@ -116,7 +116,7 @@ def test_result_fields_and_json_report_are_plain_json(in_fixtures):
     fields = result_fields(report)
     assert set(fields) == {"findings", "allowed", "not_checked", "errors", "summary"}
     assert fields["findings"][0]["rule"] == "KGPU101" and fields["findings"][0]["line"] == 21
-    assert [n["kind"] for n in fields["not_checked"]] == ["RayCluster", "Service", "Job"]
+    assert [n["kind"] for n in fields["not_checked"]] == ["Service", "TrainJob"]
     assert fields["errors"] == [
         {"source": "nope.yaml", "document": None, "line": None, "message": "no such file or directory"}
     ]
@@ -211,7 +211,7 @@ def test_text_output_names_file_line_rule_and_fix(in_fixtures):
     assert any(
         line.startswith("allowed KGPU201 DaemonSet kube-system/nvidia-device-plugin-daemonset") for line in lines
     )
-    assert any(line.startswith("not checked: RayCluster raycluster") for line in lines)
+    assert any(line.startswith("not checked: TrainJob example-train-job") for line in lines)
     assert lines[-1] == summary_line(summarize(report))
     assert "allowed KGPU" not in format_text(report, summarize(report))
 

@@ -95,6 +95,9 @@ BAD = {
     "cuda-image-no-gpu.yaml": {("KGPU501", "spec.template.spec.containers[0].image")},
     "runtime-class.yaml": {("KGPU601", "spec.runtimeClassName")},
     "cdi-annotation.yaml": {("KGPU602", "spec.jobTemplate.spec.template.metadata.annotations['cdi.k8s.io/gpu']")},
+    "gke-device-injection.yaml": {
+        ("KGPU603", "spec.template.metadata.annotations['devices.gke.io/container.main']"),
+    },
     "claim-admin-access.yaml": {("KGPU701", "spec.devices.requests[0].exactly.adminAccess")},
     "allow-no-reason.yaml": {
         ("KGPU101", "spec.containers[0].env[0].value"),
@@ -166,8 +169,7 @@ def test_a_json_list_is_walked_item_by_item():
 @pytest.mark.parametrize(
     "name, kind, path",
     [
-        ("raycluster.yaml", "RayCluster", "spec.headGroupSpec.template.spec"),
-        ("volcano-job.yaml", "Job", "spec.tasks[0].template.spec"),
+        ("trainjob.yaml", "TrainJob", "spec"),
         ("service.yaml", "Service", ""),
     ],
 )

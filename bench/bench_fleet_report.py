@@ -1,0 +1,197 @@
+"""playbooks/fleet_report.yml over 40 inventory clusters, with forks 1 and forks 10 side by side.
+
+The 40 clusters are served by two local control planes: the shared test cluster (`make cluster-up`)
+and a second instance on its own ports and state (tests/cluster/instance.py, the fleet of
+tests/cluster/fleet-second.yaml), stopped and removed at the end whatever happens. Each gets one
+kubeconfig with 20 contexts (all to its API server and admin user); each inventory host is one
+context. The runs alternate (bench/timing.py); each must exit 0 with a report of 40 clusters, none
+failed. The gpu_fleet_report step alone is timed from the JUnit callback's per-task times, and the
+report's model and three renders of the 40 clusters' results in process.
+
+Run under the cluster lock, the shared cluster up:
+
+    flock /tmp/kubegpu-cluster.lock sh -c 'make cluster-up >/dev/null && .venv/bin/python -m bench.bench_fleet_report'
+
+`--then 'COMMAND'` runs a shell command while both clusters are up, with INVENTORY, PLAYBOOK and
+REPORT_DIR in its environment (another timer over the same inventory, say).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import yaml
+
+from bench.timing import Contender, alternate
+from tests.cluster import cluster as local_cluster
+from tests.cluster import instance
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PLAYBOOK = REPO_ROOT / "playbooks" / "fleet_report.yml"
+BIN = Path(sys.executable).parent
+REPORT_STEP = "Write the fleet report"
+
+
+def many_contexts(kubeconfig: Path, prefix: str, count: int) -> dict:
+    """A kubeconfig whose `count` contexts all lead to the cluster and user of `kubeconfig`'s current context."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    current = next(c for c in config["contexts"] if c["name"] == config["current-context"])["context"]
+    contexts = [{"name": f"{prefix}-{index:02d}", "context": dict(current)} for index in range(count)]
+    return {**config, "contexts": contexts, "current-context": contexts[0]["name"]}
+
+
+def write_inventory(folder: Path, kubeconfigs: dict[str, Path], per_cluster: int) -> Path:
+    """One inventory host per context, across the clusters' generated kubeconfigs."""
+    hosts = {}
+    for prefix, source in kubeconfigs.items():
+        config = many_contexts(source, prefix, per_cluster)
+        path = folder / f"{prefix}.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        for context in config["contexts"]:
+            hosts[context["name"]] = {"kubegpu_kubeconfig": str(path), "kubegpu_context": context["name"]}
+    inventory = {
+        "all": {"hosts": hosts, "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}
+    }
+    path = folder / "clusters.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    return path
+
+
+def playbook_env(junit_dir: Path) -> dict[str, str]:
+    env = dict(
+        os.environ,
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_LOCALHOST_WARNING="0",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+        ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.junit",
+        JUNIT_OUTPUT_DIR=str(junit_dir),
+    )
+    for key in ("KUBECONFIG", "K8S_AUTH_KUBECONFIG"):
+        env.pop(key, None)
+    return env
+
+
+def report_step_seconds(junit_dir: Path) -> list[float]:
+    """The gpu_fleet_report task's time in each JUnit file the runs left."""
+    times = []
+    for path in sorted(junit_dir.glob("*.xml")):
+        for case in ET.parse(path).iter("testcase"):
+            if REPORT_STEP in (case.get("name") or ""):
+                times.append(float(case.get("time") or 0))
+    return times
+
+
+def table(contenders: list[Contender]) -> str:
+    rows = [
+        "| Run | Wall median (s) | Wall min (s) | Wall max (s) | CPU median (s) | Peak RSS (MB) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for c in contenders:
+        data = c.summary()
+        rows.append(
+            f"| {c.name} | {data['median']:.1f} | {data['min']:.1f} | {data['max']:.1f} | {data['cpu_median']:.1f} | "
+            f"{data['peak_rss_mb']:.0f} |"
+        )
+    return "\n".join(rows)
+
+
+def check_report(report_dir: Path, clusters: int):
+    def after(contender: Contender, _stdout: str) -> None:
+        report = json.loads((report_dir / "gpu-fleet-report.json").read_text())
+        read = report["totals"]["clusters"]
+        if contender.codes[-1] != 0 or read != clusters or report["failed_clusters"]:
+            raise SystemExit(
+                f"{contender.name}: exit {contender.codes[-1]}, {read} clusters, failed {report['failed_clusters']}"
+            )
+        contender.notes.setdefault("gpus", report["totals"]["capacity"])
+
+    return after
+
+
+def in_process_build(report_dir: Path, repeat: int) -> float:
+    """Median seconds to build the model and render it three ways, in process, from the last run's clusters
+    (the report's own cluster results are not the module's input, so the fixtures' real outputs are used,
+    one copy per cluster of the run)."""
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.files import FORMATS
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.model import build_report
+
+    fixtures = REPO_ROOT / "tests" / "unit" / "fixtures" / "report"
+    results = {
+        s: json.loads((fixtures / f"local-{s}.json").read_text()) for s in ("fleet", "device_plugin", "pod_audit")
+    }
+    names = [c["name"] for c in json.loads((report_dir / "gpu-fleet-report.json").read_text())["clusters"]]
+    clusters = [{"name": name, **results, "elapsed_seconds": 1.0} for name in names]
+    walls = []
+    for _round in range(repeat):
+        began = time.perf_counter()
+        report = build_report(clusters)
+        for _suffix, render in FORMATS.values():
+            render(report)
+        walls.append(time.perf_counter() - began)
+    return statistics.median(walls)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-cluster", type=int, default=20, help="contexts (inventory clusters) per local cluster")
+    parser.add_argument("--forks", default="1,10", help="the fork counts to compare")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--then", help="a shell command to run while both clusters are up")
+    args = parser.parse_args()
+
+    shared = local_cluster.Layout(local_cluster.state_dir())
+    if not local_cluster.running(shared):
+        raise SystemExit("the shared local cluster is not running: make cluster-up (under the cluster lock)")
+    work = Path(tempfile.mkdtemp(prefix="kubegpu-bench-fleet-report-"))
+    with instance.started(prefix="kubegpu-bench-second-") as second:
+        inventory = write_inventory(work, {"shared": shared.kubeconfig, "second": second.kubeconfig}, args.per_cluster)
+        clusters = 2 * args.per_cluster
+        contenders = []
+        for forks in (int(f) for f in args.forks.split(",")):
+            report_dir, junit_dir = work / f"report-forks-{forks}", work / f"junit-forks-{forks}"
+            command = [str(BIN / "ansible-playbook"), "-i", str(inventory), "--forks", str(forks), str(PLAYBOOK)]
+            command += ["-e", f"kubegpu_report_dir={report_dir}"]
+            contenders.append(
+                Contender(
+                    f"fleet_report.yml, {clusters} clusters, forks {forks}",
+                    [command],
+                    env=playbook_env(junit_dir),
+                    after=check_report(report_dir, clusters),
+                    notes={"junit": str(junit_dir), "report_dir": str(report_dir)},
+                )
+            )
+        alternate(contenders, args.repeat, log=lambda line: print(line, flush=True))
+        print(f"\n{clusters} inventory clusters (contexts) on 2 local clusters, {args.repeat} runs each:\n")
+        print(table(contenders))
+        base = statistics.median(contenders[0].walls)
+        for contender in contenders[1:]:
+            print(f"\n{contenders[0].name} / {contender.name}: {base / statistics.median(contender.walls):.2f}x wall")
+        for contender in contenders:
+            steps = report_step_seconds(Path(contender.notes["junit"]))
+            print(
+                f"gpu_fleet_report step ({contender.name}): median {statistics.median(steps):.2f} s over {len(steps)} runs"
+            )
+        last = Path(contenders[-1].notes["report_dir"])
+        print(
+            f"model + JSON, Markdown, HTML of {clusters} clusters in process: {in_process_build(last, 5) * 1000:.0f} ms"
+        )
+        if args.then:
+            env = dict(
+                os.environ, INVENTORY=str(inventory), PLAYBOOK=str(PLAYBOOK), REPORT_DIR=str(work / "report-then")
+            )
+            subprocess.run(args.then, shell=True, env=env, check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure decisions of the admission module: what of an object is compared, whether the policies
+are in force, and what the API server's type checking warns about."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.policy import API_GROUP
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping
+
+# kind: (apiVersion, resource, namespaced)
+RESOURCES = {
+    "ConfigMap": ("v1", "configmaps", True),
+    "ValidatingAdmissionPolicy": (f"{API_GROUP}/v1", "validatingadmissionpolicies", False),
+    "ValidatingAdmissionPolicyBinding": (f"{API_GROUP}/v1", "validatingadmissionpolicybindings", False),
+    "MutatingAdmissionPolicy": (f"{API_GROUP}/v1", "mutatingadmissionpolicies", False),
+    "MutatingAdmissionPolicyBinding": (f"{API_GROUP}/v1", "mutatingadmissionpolicybindings", False),
+}
+VALIDATING_RESOURCES = ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
+MUTATING_RESOURCES = ("mutatingadmissionpolicies", "mutatingadmissionpolicybindings")
+
+
+def comparable(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the module owns of an object: its labels, spec and data (server defaults included, as
+    a dry-run apply returns them, so that live and wanted compare alike)."""
+    if obj is None:
+        return None
+    metadata = as_mapping(obj.get("metadata"))
+    meta: dict[str, Any] = {"name": metadata.get("name"), "labels": metadata.get("labels")}
+    if metadata.get("namespace"):
+        meta["namespace"] = metadata["namespace"]
+    kept: dict[str, Any] = {"kind": obj.get("kind"), "metadata": meta}
+    for key in ("spec", "data"):
+        if key in obj:
+            kept[key] = obj[key]
+    return kept
+
+
+def missing_apis(served: list[str], mutating: bool) -> list[str]:
+    wanted = VALIDATING_RESOURCES + (MUTATING_RESOURCES if mutating else ())
+    return [r for r in wanted if r not in served]
+
+
+def type_checking_warnings(policy: Mapping[str, Any]) -> list[str]:
+    """The API server's type-checking warnings of a ValidatingAdmissionPolicy, one line each."""
+    checking = as_mapping(as_mapping(policy.get("status")).get("typeChecking"))
+    return [
+        f"{as_mapping(w).get('fieldRef')}: {as_mapping(w).get('warning')}"
+        for w in as_list(checking.get("expressionWarnings"))
+    ]
+
+
+def policy_in_force(policy: Mapping[str, Any] | None, binding: Mapping[str, Any] | None) -> list[str]:
+    """The validation actions a policy is enforced with: empty when it or its binding is missing."""
+    if policy is None or binding is None:
+        return []
+    return [str(a) for a in as_list(as_mapping(binding.get("spec")).get("validationActions"))]
+
+
+def type_checked(policy: Mapping[str, Any]) -> bool:
+    """Whether the API server has type-checked the policy's current generation."""
+    metadata, status = as_mapping(policy.get("metadata")), as_mapping(policy.get("status"))
+    return status.get("observedGeneration") == metadata.get("generation") and "typeChecking" in status

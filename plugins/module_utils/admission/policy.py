@@ -1,0 +1,236 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The admission objects generated from the rule table: a ValidatingAdmissionPolicy for the
+error rules and one for the warning rules that admission can decide, their bindings, the params
+ConfigMap of extra exempt namespaces, and the optional MutatingAdmissionPolicy that sets
+NVIDIA_VISIBLE_DEVICES=void on containers that request no GPU. Pure: objects in, objects out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.cel import (
+    MUTATING_VARIABLES,
+    VARIABLES,
+    cel_string,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import BUILTIN_CATALOGUE
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import GPU_SYSTEM_NAMESPACES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import VISIBLE_DEVICES, VOID
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES, Rule
+
+API_GROUP = "admissionregistration.k8s.io"
+API_VERSION = f"{API_GROUP}/v1"
+POLICY_NAME = "kubegpu-gpu-bypass"
+WARNINGS_POLICY_NAME = "kubegpu-gpu-bypass-warnings"
+MUTATING_POLICY_NAME = "kubegpu-gpu-void"
+PARAMS_NAME = "kubegpu-admission-exemptions"
+PARAMS_KEY = "namespaces"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "kubegpu.scheduling"}
+ENFORCEMENTS = ("warn", "deny")
+# Deny and Warn cannot be on one binding; Audit goes with both.
+VALIDATION_ACTIONS = {"warn": ["Warn", "Audit"], "deny": ["Deny", "Audit"]}
+
+POD_CONTROLLERS = (
+    ("apps", ("deployments", "statefulsets", "daemonsets", "replicasets")),
+    ("batch", ("jobs", "cronjobs")),
+)
+
+
+def default_exempt_namespaces() -> tuple[str, ...]:
+    """The namespaces the GPU system components are deployed in (their catalogue, and the DRA
+    drivers'): they set NVIDIA_VISIBLE_DEVICES=all without limits, privileged, by design."""
+    names = set(GPU_SYSTEM_NAMESPACES)
+    for component in BUILTIN_CATALOGUE.components:
+        names.update(component.namespaces)
+    return tuple(sorted(names))
+
+
+@dataclass(frozen=True)
+class AdmissionSettings:
+    enforcement: str = "warn"  # of the error rules
+    warnings_enforcement: str = "warn"  # of the warning rules
+    exempt_namespaces: tuple[str, ...] = ()  # through the bindings' namespace selector
+    extra_exempt_namespaces: tuple[str, ...] = ()  # through the params ConfigMap
+    params_namespace: str = "kube-system"
+    mutating: bool = False
+
+
+def admission_rules(severity: str, rules: Iterable[Rule] | None = None) -> list[Rule]:
+    """The rules of one severity that admission decides (those with CEL findings)."""
+    return [
+        r
+        for r in (RULES.values() if rules is None else rules)
+        if r.admission is not None and r.admission.findings and r.severity == severity
+    ]
+
+
+def _variable_name(rule: Rule) -> str:
+    return rule.id.lower()
+
+
+def message_expression(rule: Rule) -> str:
+    """One line naming the rule, what was found (each naming its container) and the remedy."""
+    head = cel_string(f"{rule.id} {rule.name}: ")
+    tail = cel_string(f". {rule.remedy}".replace("\n", " "))
+    return f"{head} + variables.{_variable_name(rule)}.join('; ') + {tail}"
+
+
+def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": dict(MANAGED_BY)}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    return metadata
+
+
+def _resource_rules() -> list[dict[str, Any]]:
+    rules = [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods/ephemeralcontainers"]},
+    ]
+    rules += [
+        {"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": list(kinds)}
+        for group, kinds in POD_CONTROLLERS
+    ]
+    return rules
+
+
+# Namespaces named in the params ConfigMap (comma or whitespace separated) are exempt too.
+_EXEMPT_BY_PARAMS = (
+    f"params != null && request.namespace in params.?data[?{cel_string(PARAMS_KEY)}].orValue('')"
+    ".replace(',', ' ').split(' ').filter(n, n != '')"
+)
+
+
+def validating_policy(name: str, rules: list[Rule]) -> dict[str, Any]:
+    variables = [{"name": n, "expression": e} for n, e in VARIABLES]
+    variables.append({"name": "exempt", "expression": _EXEMPT_BY_PARAMS})
+    variables += [{"name": _variable_name(r), "expression": r.admission.findings} for r in rules if r.admission]
+    validations = [
+        {
+            "expression": f"variables.exempt || variables.{_variable_name(r)}.size() == 0",
+            "messageExpression": message_expression(r),
+            "message": f"{r.id} {r.name}: {r.title}",
+            "reason": "Forbidden",
+        }
+        for r in rules
+    ]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": _metadata(name),
+        "spec": {
+            "failurePolicy": "Fail",
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConstraints": {"resourceRules": _resource_rules()},
+            "variables": variables,
+            "validations": validations,
+        },
+    }
+
+
+def _namespace_selector(exempt: Iterable[str]) -> dict[str, Any]:
+    names = sorted(set(exempt))
+    if not names:
+        return {}
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": names}]}
+
+
+def binding(policy: str, enforcement: str, settings: AdmissionSettings) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": _metadata(policy),
+        "spec": {
+            "policyName": policy,
+            "validationActions": list(VALIDATION_ACTIONS[enforcement]),
+            # Deny, not Allow: a missing ConfigMap must not switch the policy off silently.
+            "paramRef": {
+                "name": PARAMS_NAME,
+                "namespace": settings.params_namespace,
+                "parameterNotFoundAction": "Deny",
+            },
+            "matchResources": {"namespaceSelector": _namespace_selector(settings.exempt_namespaces)},
+        },
+    }
+
+
+def params_config_map(settings: AdmissionSettings) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(PARAMS_NAME, settings.params_namespace),
+        "data": {PARAMS_KEY: ",".join(sorted(set(settings.extra_exempt_namespaces)))},
+    }
+
+
+def _void_entries(list_name: str) -> str:
+    """Apply-configuration entries for one container list: the variable set to void (env merges by name)."""
+    env = f"Object.spec.{list_name}.env{{name: {cel_string(VISIBLE_DEVICES)}, value: {cel_string(VOID)}}}"
+    return (
+        f"object.spec.?{list_name}.orValue([]).filter(c, !(c.name in variables.gpuContainers))"
+        f".map(c, Object.spec.{list_name}{{name: c.name, env: [{env}]}})"
+    )
+
+
+def mutating_policy(settings: AdmissionSettings) -> dict[str, Any]:
+    has_init = "object.spec.?initContainers.orValue([]).exists(c, !(c.name in variables.gpuContainers))"
+    containers, init = _void_entries("containers"), _void_entries("initContainers")
+    expression = (
+        f"{has_init} ? Object{{spec: Object.spec{{containers: {containers}, initContainers: {init}}}}} : "
+        f"Object{{spec: Object.spec{{containers: {containers}}}}}"
+    )
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": _metadata(MUTATING_POLICY_NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+                ]
+            },
+            "variables": [{"name": n, "expression": e} for n, e in MUTATING_VARIABLES],
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": expression}}],
+        },
+    }
+
+
+def mutating_binding(settings: AdmissionSettings) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": _metadata(MUTATING_POLICY_NAME),
+        "spec": {
+            "policyName": MUTATING_POLICY_NAME,
+            "matchResources": {
+                "namespaceSelector": _namespace_selector(
+                    (*settings.exempt_namespaces, *settings.extra_exempt_namespaces)
+                )
+            },
+        },
+    }
+
+
+def admission_objects(settings: AdmissionSettings) -> list[dict[str, Any]]:
+    """Everything to apply, in order: the params before the bindings that read them."""
+    objects = [params_config_map(settings)]
+    for name, severity, enforcement in (
+        (POLICY_NAME, ERROR, settings.enforcement),
+        (WARNINGS_POLICY_NAME, WARNING, settings.warnings_enforcement),
+    ):
+        objects += [validating_policy(name, admission_rules(severity)), binding(name, enforcement, settings)]
+    if settings.mutating:
+        objects += [mutating_policy(settings), mutating_binding(settings)]
+    return objects
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    metadata = obj["metadata"]
+    where = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
+    return f"{obj['kind']} {where}{metadata['name']}"

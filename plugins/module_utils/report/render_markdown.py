@@ -1,0 +1,133 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet report as Markdown, for pull requests and wikis. Every text that comes from a cluster is
+escaped: it can neither break a table nor inject markup."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text import (
+    COUNT_COLUMNS,
+    NODE_COLUMNS,
+    cluster_status,
+    node_cells,
+    or_dash,
+    seconds,
+)
+
+# Inline markup and table cells; block markup (#, -, +, >) only counts at a line's start, where no
+# cluster text is ever put.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def md(value: Any) -> str:
+    """Plain text safe in a Markdown table cell: HTML characters as entities, Markdown punctuation
+    backslash-escaped, line breaks as spaces."""
+    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return " ".join(_MARKDOWN_SPECIAL.sub(r"\\\1", text).split())
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    numeric = [all(str(row[i]).isdigit() for row in rows) and bool(rows) for i in range(len(headers))]
+    lines = [
+        "| " + " | ".join(md(h) for h in headers) + " |",
+        "|" + "|".join("---:" if n else "---" for n in numeric) + "|",
+    ]
+    lines += ["| " + " | ".join(md(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+def _totals_rows(report: Mapping[str, Any]) -> list[list[Any]]:
+    return [
+        [
+            c["name"],
+            cluster_status(c),
+            seconds(c["elapsed_seconds"]),
+            c["totals"]["nodes"],
+            *(c["totals"][k] for k in COUNT_COLUMNS),
+            len(c["problems"]),
+            len(c["bypass"]),
+        ]
+        for c in report["clusters"]
+    ]
+
+
+def _cluster_section(cluster: Mapping[str, Any]) -> list[str]:
+    lines = [
+        "",
+        f"## Cluster {md(cluster['name'])}",
+        "",
+        f"Status: {md(cluster_status(cluster))}; time taken: {md(seconds(cluster['elapsed_seconds']))}.",
+    ]
+    if cluster["models"]:
+        lines += ["", "### Per model", ""]
+        lines += table(
+            ["model", "nodes", *COUNT_COLUMNS],
+            [[m["model"], m["nodes"], *(m[k] for k in COUNT_COLUMNS)] for m in cluster["models"]],
+        )
+    if cluster["nodes"]:
+        lines += ["", "### Nodes", ""]
+        lines += table(NODE_COLUMNS, [node_cells(node) for node in cluster["nodes"]])
+    if cluster["problems"]:
+        lines += ["", "### Problems and remedies", ""]
+        lines += table(
+            ["severity", "subject", "problem", "reason", "remedy"],
+            [
+                [
+                    or_dash(p["severity"]),
+                    or_dash(p["subject"]),
+                    or_dash(p["problem"]),
+                    or_dash(p["reason"]),
+                    or_dash(p["remedy"]),
+                ]
+                for p in cluster["problems"]
+            ],
+        )
+    if cluster["bypass"]:
+        lines += ["", "### GPU use that bypasses the scheduler", ""]
+        lines += table(
+            ["rule", "severity", "object", "container", "message", "remedy"],
+            [
+                [
+                    b["rule"],
+                    b["severity"],
+                    b["object"],
+                    or_dash(b["container"]),
+                    or_dash(b["message"]),
+                    or_dash(b["remedy"]),
+                ]
+                for b in cluster["bypass"]
+            ],
+        )
+    if cluster["notes"]:
+        lines += ["", "### Notes", ""] + [f"- {md(note)}" for note in cluster["notes"]]
+    return lines
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    totals = report["totals"]
+    lines = [f"# {md(report['title'])}", ""]
+    if report.get("generated_at"):
+        lines += [f"Generated {md(report['generated_at'])}.", ""]
+    summary = (
+        f"{totals['clusters']} clusters ({totals['clusters_failed']} failed), {totals['nodes']} GPU nodes, "
+        f"{totals['capacity']} GPUs, {totals['allocated']} allocated, {totals['free']} free, "
+        f"{totals['problems']} problems, {totals['bypass_findings']} bypass findings."
+    )
+    lines.append(md(summary))
+    if report["failed_clusters"]:
+        lines += ["", "Failed: " + ", ".join(md(name) for name in report["failed_clusters"]) + "."]
+    lines += ["", "## Clusters", ""]
+    lines += table(["cluster", "status", "time", "nodes", *COUNT_COLUMNS, "problems", "bypass"], _totals_rows(report))
+    if report["models"]:
+        lines += ["", "## Models", ""]
+        lines += table(
+            ["model", "clusters", "nodes", *COUNT_COLUMNS],
+            [[m["model"], m["clusters"], m["nodes"], *(m[k] for k in COUNT_COLUMNS)] for m in report["models"]],
+        )
+    for cluster in report["clusters"]:
+        lines += _cluster_section(cluster)
+    return "\n".join(lines) + "\n"

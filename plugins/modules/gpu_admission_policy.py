@@ -1,0 +1,302 @@
+#!/usr/bin/python
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_admission_policy
+short_description: Stop GPU bypasses at admission with ValidatingAdmissionPolicy, generated from the validator's rules
+description:
+  - Generates, from the rule table of M(kubegpu.scheduling.gpu_pod_validate), a
+    C(ValidatingAdmissionPolicy) for the error rules that admission can decide and one for the warning
+    rules, their bindings, and a params C(ConfigMap) of extra exempt namespaces; optionally a
+    C(MutatingAdmissionPolicy) that sets C(NVIDIA_VISIBLE_DEVICES=void) on every container that
+    requests no GPU in any form (limits or DRA claims).
+  - The policies match Pods (CREATE), C(pods/ephemeralcontainers) (UPDATE, as C(kubectl debug) sends),
+    and Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs and CronJobs (CREATE and UPDATE). A
+    denial names the rule id, the container and the remedy.
+  - Applies them with server-side apply, idempotently (a dry-run apply tells whether anything would
+    change), or renders them to files for GitOps with O(render_to), without contacting the cluster.
+  - Reports the API server's type-checking warnings of each policy and the actions it is in force with.
+  - Admission cannot see an image's environment nor the contents of C(envFrom) sources; the mutating
+    policy (O(mutating=true)) neutralises both, the live audit of M(kubegpu.scheduling.gpu_pod_validate)
+    reports them.
+version_added: 1.1.0
+author:
+  - kubegpu.scheduling contributors (@kubegpu)
+extends_documentation_fragment:
+  - kubegpu.scheduling.connection
+attributes:
+  check_mode:
+    support: full
+    description: Only reads and dry-run applies are sent; the result says what would change.
+  diff_mode:
+    support: full
+    description: Shows each changed object before and after.
+options:
+  state:
+    description:
+      - V(present) applies (or renders) the objects; V(absent) deletes every object the module makes.
+    type: str
+    choices: [present, absent]
+    default: present
+  enforcement:
+    description:
+      - How the error rules are enforced. V(warn) binds them with C(Warn) and C(Audit) (the first step of a
+        rollout), V(deny) with C(Deny) and C(Audit) once the audit is clean.
+    type: str
+    choices: [warn, deny]
+    default: warn
+  warnings_enforcement:
+    description:
+      - How the warning rules are enforced, as O(enforcement).
+    type: str
+    choices: [warn, deny]
+    default: warn
+  exempt_namespaces:
+    description:
+      - Namespaces the bindings leave out (their namespace selector), where the GPU system components run.
+      - Defaults to the namespaces of the GPU system components the collection knows (device plugins, GPU
+        Operator, DRA drivers, DCGM exporter, ...), returned in RV(exempt_namespaces).
+    type: list
+    elements: str
+  extra_exempt_namespaces:
+    description:
+      - More exempt namespaces, kept in the params C(ConfigMap), which can be edited without changing the
+        bindings. A missing C(ConfigMap) denies (C(parameterNotFoundAction=Deny)), never disables the policy.
+    type: list
+    elements: str
+    default: []
+  params_namespace:
+    description:
+      - Namespace of the params C(ConfigMap) C(kubegpu-admission-exemptions).
+    type: str
+    default: kube-system
+  mutating:
+    description:
+      - Also make the C(MutatingAdmissionPolicy) that sets C(NVIDIA_VISIBLE_DEVICES=void) on containers and
+        init containers that request no GPU, outside the exempt namespaces (Kubernetes 1.36 or later).
+      - With V(false) and O(state=present), a mutating policy made before is removed.
+    type: bool
+    default: false
+  render_to:
+    description:
+      - A directory to write the objects to, one YAML file each, instead of applying them.
+    type: path
+notes:
+  - Needs C(get), C(patch) and C(delete) on C(validatingadmissionpolicies),
+    C(validatingadmissionpolicybindings) (and the mutating ones with O(mutating=true)) and on C(configmaps)
+    in O(params_namespace).
+  - Exemptions go by namespace, never by a controller's service account, which would exempt everyone who
+    can create the workload.
+requirements:
+  - kubernetes >= 30.1.0
+"""
+
+EXAMPLES = r"""
+- name: Warn about GPU bypasses first
+  kubegpu.scheduling.gpu_admission_policy:
+    enforcement: warn
+
+- name: Deny them once the audit is clean
+  kubegpu.scheduling.gpu_admission_policy:
+    enforcement: deny
+    extra_exempt_namespaces: [ml-platform]
+  register: admission
+
+- name: Write the objects for a GitOps repository
+  kubegpu.scheduling.gpu_admission_policy:
+    enforcement: deny
+    render_to: "{{ playbook_dir }}/gitops/admission"
+
+- name: Remove everything
+  kubegpu.scheduling.gpu_admission_policy:
+    state: absent
+"""
+
+RETURN = r"""
+objects:
+  description: The objects the module manages, as C(Kind [namespace/]name).
+  returned: always
+  type: list
+  elements: str
+changes:
+  description: The objects created, changed or deleted (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+exempt_namespaces:
+  description: The namespaces the bindings leave out.
+  returned: always
+  type: list
+  elements: str
+in_force:
+  description: Per policy, the validation actions it is bound with; empty when it is not in force.
+  returned: when applied
+  type: dict
+type_checking:
+  description: Per policy, the API server's type-checking warnings (empty when there are none).
+  returned: when applied
+  type: dict
+files:
+  description: The files written (or that would be) with O(render_to).
+  returned: with O(render_to)
+  type: list
+  elements: str
+"""
+
+import os  # noqa: E402
+from dataclasses import replace  # noqa: E402
+from typing import Any  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission import (  # noqa: E402
+    plan,
+    policy,
+    reads,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (  # noqa: E402
+    api_module,
+    errors_fail,
+    module_client,
+    with_connection_options,
+)
+
+
+def argument_spec() -> dict[str, Any]:
+    return with_connection_options(
+        dict(
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            enforcement=dict(type="str", choices=list(policy.ENFORCEMENTS), default="warn"),
+            warnings_enforcement=dict(type="str", choices=list(policy.ENFORCEMENTS), default="warn"),
+            exempt_namespaces=dict(type="list", elements="str"),
+            extra_exempt_namespaces=dict(type="list", elements="str", default=[]),
+            params_namespace=dict(type="str", default="kube-system"),
+            mutating=dict(type="bool", default=False),
+            render_to=dict(type="path"),
+        )
+    )
+
+
+def settings_of(params: dict[str, Any]) -> policy.AdmissionSettings:
+    exempt = params["exempt_namespaces"]
+    return policy.AdmissionSettings(
+        enforcement=params["enforcement"],
+        warnings_enforcement=params["warnings_enforcement"],
+        exempt_namespaces=tuple(exempt) if exempt is not None else policy.default_exempt_namespaces(),
+        extra_exempt_namespaces=tuple(params["extra_exempt_namespaces"]),
+        params_namespace=params["params_namespace"],
+        mutating=params["mutating"],
+    )
+
+
+def render(module: AnsibleModule, objects: list[dict[str, Any]], directory: str) -> dict[str, Any]:
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    files, changes = [], []
+    for obj in objects:
+        path = os.path.join(directory, f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml")
+        text = yaml.safe_dump(obj, sort_keys=False, width=1000)
+        files.append(path)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                same = handle.read() == text
+        except FileNotFoundError:
+            same = False
+        if same:
+            continue
+        changes.append(policy.object_key(obj))
+        if not module.check_mode:
+            os.makedirs(directory, exist_ok=True)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+    return {"changed": bool(changes), "changes": changes, "files": files}
+
+
+def present(module: AnsibleModule, client: Any, objects: list[dict[str, Any]], stale: list[dict[str, Any]]) -> dict:
+    changes, diffs, applied = [], [], {}
+    for obj in objects:
+        key = policy.object_key(obj)
+        live = reads.read_object(client, obj)
+        wanted = reads.apply_object(client, obj, dry_run=True)
+        before, after = plan.comparable(live), plan.comparable(wanted)
+        if before != after:
+            changes.append(key)
+            diffs.append({"before_header": key, "after_header": key, "before": before or {}, "after": after})
+            if not module.check_mode:
+                wanted = reads.apply_object(client, obj, dry_run=False)
+        applied[obj["kind"], obj["metadata"]["name"]] = wanted if before != after else live
+    for obj in stale:
+        if reads.read_object(client, obj) is not None:
+            key = policy.object_key(obj)
+            changes.append(key)
+            diffs.append({"before_header": key, "after_header": key, "before": {"exists": True}, "after": {}})
+            if not module.check_mode:
+                reads.delete_object(client, obj)
+    in_force, checking = {}, {}
+    for obj in objects:
+        if obj["kind"] != "ValidatingAdmissionPolicy":
+            continue
+        name = obj["metadata"]["name"]
+        live_policy = applied.get(("ValidatingAdmissionPolicy", name))
+        if not module.check_mode and live_policy is not None:
+            live_policy = reads.wait_type_checked(client, obj, plan.type_checked) or live_policy
+        in_force[name] = plan.policy_in_force(live_policy, applied.get(("ValidatingAdmissionPolicyBinding", name)))
+        checking[name] = plan.type_checking_warnings(live_policy or {})
+    result: dict[str, Any] = {"changed": bool(changes), "changes": changes, "in_force": in_force}
+    result["type_checking"] = checking
+    for name, warnings in checking.items():
+        for warning in warnings:
+            module.warn(f"ValidatingAdmissionPolicy {name}: type checking: {warning}")
+    if module._diff and diffs:  # pylint: disable=protected-access
+        result["diff"] = diffs
+    return result
+
+
+def absent(module: AnsibleModule, client: Any, objects: list[dict[str, Any]]) -> dict[str, Any]:
+    changes = []
+    # Bindings first, so that no policy is left bound to missing params.
+    for obj in reversed(objects):
+        if reads.read_object(client, obj) is not None:
+            changes.append(policy.object_key(obj))
+            if not module.check_mode:
+                reads.delete_object(client, obj)
+    return {"changed": bool(changes), "changes": changes}
+
+
+def run(module: AnsibleModule) -> dict[str, Any]:
+    params = module.params
+    settings = settings_of(params)
+    objects = policy.admission_objects(settings)
+    everything = policy.admission_objects(replace(settings, mutating=True))
+    base = {"objects": [policy.object_key(o) for o in objects], "exempt_namespaces": list(settings.exempt_namespaces)}
+    if params["render_to"] and params["state"] == "present":
+        return {**base, **render(module, objects, params["render_to"])}
+    client = module_client(module)
+    if params["state"] == "absent":
+        return {**base, "objects": [policy.object_key(o) for o in everything], **absent(module, client, everything)}
+    reads.require_apis(client, settings.mutating)
+    kept = {policy.object_key(o) for o in objects}
+    stale = [o for o in everything if policy.object_key(o) not in kept]
+    if stale and not settings.mutating:
+        # The mutating API may not be served; then nothing of it can be left to remove.
+        try:
+            reads.require_apis(client, True)
+        except ClusterError:
+            stale = []
+    return {**base, **present(module, client, objects, list(reversed(stale)))}
+
+
+def main() -> None:
+    module = api_module(argument_spec())
+    with errors_fail(module):
+        result = run(module)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

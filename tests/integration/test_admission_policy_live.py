@@ -1,0 +1,298 @@
+"""gpu_admission_policy on the local cluster's real kube-apiserver: the bypass corpus judged by the
+policies bound in Deny (server-side dry run) as the offline validator judges it; a Deployment and a
+`kubectl debug` ephemeral container refused; GPU quantities read alike; idempotence, check mode and
+removal; the optional mutating policy. Everything the module makes is removed at the end."""
+
+from __future__ import annotations
+
+import copy
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import LocalCluster, run_ansible_module, wait_until
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission import policy
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import validate_documents
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import parse_text
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import API_SERVER_REFUSES, RULES
+
+CORPUS = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "manifests"
+MODULE = "gpu_admission_policy"
+DENY = {"enforcement": "deny", "warnings_enforcement": "deny"}
+POLICY_DENIAL = "ValidatingAdmissionPolicy"
+RULE_ID = re.compile(r"\bKGPU\d{3}\b")
+ADMISSION_OBJECTS = [
+    "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/kubegpu-gpu-bypass",
+    "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/kubegpu-gpu-bypass-warnings",
+    "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/kubegpu-gpu-bypass",
+    "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/kubegpu-gpu-bypass-warnings",
+    "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/kubegpu-gpu-void",
+    "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings/kubegpu-gpu-void",
+    f"/api/v1/namespaces/kube-system/configmaps/{policy.PARAMS_NAME}",
+]
+RUNTIME_CLASS = "/apis/node.k8s.io/v1/runtimeclasses/nvidia"
+
+
+def pod(name: str, *, env=None, limits=None, image="registry.example.com/ml/train:1.0", **spec) -> dict:
+    container: dict = {"name": "main", "image": image}
+    if env is not None:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    if limits is not None:
+        container["resources"] = {"limits": limits}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [container], **spec}}
+
+
+def collection(obj: dict, namespace: str) -> str:
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    base = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+    return f"{base}/namespaces/{namespace}/{kind.lower()}s"
+
+
+def dry_run(cluster: LocalCluster, obj: dict, namespace: str) -> tuple[int, str]:
+    status, reply = cluster.api.request("POST", collection(obj, namespace) + "?dryRun=All", obj)
+    return status, reply.get("message", "") if isinstance(reply, dict) else str(reply)
+
+
+def policy_rules(status: int, message: str) -> set[str]:
+    """The rules a policy denial names; empty when admitted or refused by something else."""
+    return set(RULE_ID.findall(message)) if status == 403 and POLICY_DENIAL in message else set()
+
+
+def run(cluster: LocalCluster, args: dict, *flags: str) -> tuple[str, dict]:
+    status, result, _done = run_ansible_module(cluster.kubeconfig, MODULE, args, *flags)
+    assert status in ("SUCCESS", "CHANGED"), result
+    return status, result
+
+
+def remove_everything(cluster: LocalCluster) -> None:
+    run_ansible_module(cluster.kubeconfig, MODULE, {"state": "absent"})
+    for path in ADMISSION_OBJECTS:  # whatever the module could not remove
+        cluster.api.request("DELETE", path)
+
+
+def wait_enforced(cluster: LocalCluster, namespace: str, denied: bool) -> None:
+    probe = pod(f"probe-{uuid.uuid4().hex[:6]}", env={"NVIDIA_VISIBLE_DEVICES": "all"})
+    wait_until(
+        lambda: bool(policy_rules(*dry_run(cluster, probe, namespace))) == denied,
+        timeout=30,
+        what=f"the policy to be {'in force' if denied else 'gone'}",
+    )
+
+
+def system_namespaces() -> set[str]:
+    names = set()
+    for path in (CORPUS / "system").glob("*.yaml"):
+        names.update(re.findall(r"^\s+namespace: (\S+)$", path.read_text(), re.MULTILINE))
+    return names
+
+
+@pytest.fixture(scope="module")
+def workspace(cluster: LocalCluster):
+    """A namespace, the GPU system namespaces the corpus runs in and the RuntimeClass it names;
+    whatever was made here is removed at the end."""
+    name = f"t-adm-{uuid.uuid4().hex[:8]}"
+    made = [n for n in sorted(system_namespaces()) if cluster.api.request("GET", f"/api/v1/namespaces/{n}")[0] == 404]
+    for namespace in [name, *made]:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        status, reply = cluster.create("/api/v1/namespaces", body)
+        assert status == 201, reply
+    made_runtime_class = cluster.api.request("GET", RUNTIME_CLASS)[0] == 404
+    if made_runtime_class:
+        runtime_class = {
+            "apiVersion": "node.k8s.io/v1",
+            "kind": "RuntimeClass",
+            "metadata": {"name": "nvidia"},
+            "handler": "nvidia",
+        }
+        assert cluster.create("/apis/node.k8s.io/v1/runtimeclasses", runtime_class)[0] == 201
+    try:
+        yield name
+    finally:
+        remove_everything(cluster)
+        if made_runtime_class:
+            cluster.api.request("DELETE", RUNTIME_CLASS)
+        for namespace in [name, *made]:
+            cluster.api.request("DELETE", f"/api/v1/namespaces/{namespace}")
+        for namespace in [name, *made]:
+            wait_until(
+                lambda n=namespace: cluster.api.request("GET", f"/api/v1/namespaces/{n}")[0] == 404,
+                timeout=60,
+                what=f"{namespace} to go",
+            )
+
+
+@pytest.fixture(scope="module")
+def denying(cluster: LocalCluster, workspace: str):
+    _status, result = run(cluster, DENY)
+    assert result["in_force"] == {policy.POLICY_NAME: ["Deny", "Audit"], policy.WARNINGS_POLICY_NAME: ["Deny", "Audit"]}
+    assert result["type_checking"] == {policy.POLICY_NAME: [], policy.WARNINGS_POLICY_NAME: []}
+    wait_enforced(cluster, workspace, denied=True)
+    return workspace
+
+
+def corpus_objects():
+    for folder in ("bad", "good", "system"):
+        for path in sorted((CORPUS / folder).glob("*.yaml")):
+            documents, error = parse_text(path.read_text(), path.name)
+            assert error is None
+            findings = validate_documents(documents, RuleConfig()).findings
+            for document in documents:
+                data = document.data
+                for obj in data.get("items", []) if data.get("kind") == "List" else [data]:
+                    if folder == "system":  # the GPU system components run in their own namespaces
+                        obj["metadata"].setdefault("namespace", "kube-system")
+                    mine = [f for f in findings if (f.ref.kind, f.ref.name) == (obj["kind"], obj["metadata"]["name"])]
+                    yield pytest.param(obj, mine, id=f"{folder}/{path.name}:{obj['kind']}/{obj['metadata']['name']}")
+
+
+def admission_sees(finding) -> bool:
+    """Whether admission can decide a finding: its rule has CEL, and its value is not read through envFrom."""
+    admission = RULES[finding.rule].admission
+    return bool(admission and admission.findings) and ".envFrom[" not in finding.path
+
+
+@pytest.mark.parametrize(("obj", "findings"), list(corpus_objects()))
+def test_the_policy_and_the_offline_validator_agree_on_the_corpus(cluster, denying, obj, findings):
+    obj = copy.deepcopy(obj)
+    namespace = obj["metadata"].get("namespace")
+    if namespace in policy.default_exempt_namespaces():
+        obj["metadata"]["name"] += "-dry-run"  # the fleet may run one of that name
+    else:
+        namespace = obj["metadata"]["namespace"] = denying
+    status, message = dry_run(cluster, obj, namespace)
+    named = policy_rules(status, message)
+    if any(RULES[f.rule].admission == API_SERVER_REFUSES for f in findings):
+        assert status >= 400 and not named, f"{status}: {message}"
+        return
+    expected = {f.rule for f in findings if admission_sees(f)}
+    assert bool(named) == bool(expected), f"offline {sorted(expected)}, API server {status}: {message}"
+    assert named <= expected, message
+    if expected:
+        containers = {f.container for f in findings if f.rule in named and f.container}
+        assert all(f"container '{c}'" in message for c in containers), message
+    elif not findings:
+        assert status in (200, 201), f"{status}: {message}"
+
+
+def test_a_deployment_with_the_bypass_is_refused_at_apply(cluster, denying):
+    template = pod("x", env={"NVIDIA_VISIBLE_DEVICES": "all"})
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "bypass"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "bypass"}},
+            "template": {"metadata": {"labels": {"app": "bypass"}}, "spec": template["spec"]},
+        },
+    }
+    status, reply = cluster.create(f"/apis/apps/v1/namespaces/{denying}/deployments", deployment)
+    assert status == 403, reply
+    assert "KGPU101" in reply["message"] and "container 'main'" in reply["message"]
+    assert "request GPUs in resources.limits" in reply["message"]
+    assert cluster.api.request("GET", f"/apis/apps/v1/namespaces/{denying}/deployments/bypass")[0] == 404
+
+
+def test_kubectl_debug_with_the_variable_is_refused(cluster, denying):
+    status, reply = cluster.create(f"/api/v1/namespaces/{denying}/pods", pod("debug-me"))
+    assert status == 201, reply
+    path = f"/api/v1/namespaces/{denying}/pods/debug-me/ephemeralcontainers"
+    debugger = {"name": "debugger", "image": "busybox:1.36", "targetContainerName": "main"}
+    patch = {
+        "spec": {"ephemeralContainers": [{**debugger, "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}
+    }
+    status, reply = cluster.api.request("PATCH", path, patch, content_type="application/strategic-merge-patch+json")
+    assert status == 403, reply
+    assert "KGPU101" in reply["message"] and "container 'debugger'" in reply["message"]
+    status, reply = cluster.api.request(
+        "PATCH",
+        path,
+        {"spec": {"ephemeralContainers": [debugger]}},
+        content_type="application/strategic-merge-patch+json",
+    )
+    assert status == 200, reply
+
+
+@pytest.mark.parametrize("quantity", [1, "1", "1000m"])
+def test_gpu_quantities_are_judged_alike(cluster, denying, quantity):
+    overriding = pod("quantity", env={"NVIDIA_VISIBLE_DEVICES": "all"}, limits={"nvidia.com/gpu": quantity})
+    assert policy_rules(*dry_run(cluster, overriding, denying)) == {"KGPU102"}
+    assert dry_run(cluster, pod("quantity", limits={"nvidia.com/gpu": quantity}), denying)[0] == 201
+
+
+def test_extra_exemptions_in_the_params_config_map(cluster, denying):
+    _status, result = run(cluster, {**DENY, "extra_exempt_namespaces": [denying]})
+    assert result["changes"] == [f"ConfigMap kube-system/{policy.PARAMS_NAME}"]
+    bypass = pod("exempt", env={"NVIDIA_VISIBLE_DEVICES": "all"})
+    wait_until(lambda: dry_run(cluster, bypass, denying)[0] == 201, timeout=30, what="the exemption to apply")
+    run(cluster, DENY)
+    wait_enforced(cluster, denying, denied=True)
+
+
+def test_a_rerun_changes_nothing_and_check_mode_writes_nothing(cluster, denying):
+    status, result = run(cluster, DENY)
+    assert status == "SUCCESS" and result["changes"] == [], result
+    status, result = run(cluster, {"enforcement": "warn"}, "--check", "--diff")
+    assert status == "CHANGED" and f"ValidatingAdmissionPolicyBinding {policy.POLICY_NAME}" in result["changes"]
+    binding = cluster.get(ADMISSION_OBJECTS[2])
+    assert binding["spec"]["validationActions"] == ["Deny", "Audit"]
+    status, result = run(cluster, {"state": "absent"}, "--check")
+    assert status == "CHANGED" and result["changes"]
+    assert cluster.api.request("GET", ADMISSION_OBJECTS[0])[0] == 200
+
+
+def test_removal_leaves_nothing_then_the_mutating_policy(cluster, denying, tmp_path):
+    status, result = run(cluster, {"state": "absent"})
+    assert status == "CHANGED"
+    assert all(cluster.api.request("GET", path)[0] == 404 for path in ADMISSION_OBJECTS)
+    assert run(cluster, {"state": "absent"})[0] == "SUCCESS"
+    wait_enforced(cluster, denying, denied=False)
+
+    # Rendering for GitOps contacts nothing and writes one file per object.
+    _status, rendered = run(cluster, {"render_to": str(tmp_path), "mutating": True})
+    assert len(rendered["files"]) == 7 and all(Path(f).is_file() for f in rendered["files"])
+    assert all(cluster.api.request("GET", path)[0] == 404 for path in ADMISSION_OBJECTS)
+
+    _status, result = run(cluster, {"mutating": True})
+    assert f"MutatingAdmissionPolicy {policy.MUTATING_POLICY_NAME}" in result["changes"]
+
+    def visible_devices(obj: dict, namespace: str) -> list:
+        status, reply = cluster.api.request("POST", collection(obj, namespace) + "?dryRun=All", obj)
+        assert status == 201, reply
+        return [
+            [e for e in c.get("env", []) if e["name"] == "NVIDIA_VISIBLE_DEVICES"] for c in reply["spec"]["containers"]
+        ]
+
+    void = [[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]]
+    baked = pod("baked", image="nvidia/cuda:12.4.1-base-ubuntu22.04")
+    wait_until(lambda: visible_devices(baked, denying) == void, timeout=30, what="the mutating policy")
+    assert visible_devices(pod("gpu", limits={"nvidia.com/gpu": "1"}), denying) == [[]]
+    claimed = pod("claimed", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}])
+    claimed["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    assert visible_devices(claimed, denying) == [[]]
+    system = pod("system-component-dry-run", env={"NVIDIA_VISIBLE_DEVICES": "all"})
+    assert visible_devices(system, "kube-system") == [[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]]
+
+    # Every pod of the good corpus is still admitted, its containers without a GPU told void, last.
+    for path in sorted((CORPUS / "good").glob("*.yaml")):
+        documents, _error = parse_text(path.read_text(), path.name)
+        for document in documents:
+            data = document.data
+            for obj in data.get("items", []) if data.get("kind") == "List" else [data]:
+                if obj["kind"] != "Pod" or obj["metadata"].get("namespace") in policy.default_exempt_namespaces():
+                    continue
+                obj = {**obj, "metadata": {**obj["metadata"], "namespace": denying}}
+                status, reply = cluster.api.request("POST", collection(obj, denying) + "?dryRun=All", obj)
+                assert status == 201, f"{path.name}: {reply}"
+                for container in reply["spec"]["containers"]:
+                    values = [e.get("value") for e in container.get("env", []) if e["name"] == "NVIDIA_VISIBLE_DEVICES"]
+                    has_gpu = container.get("resources", {}).get("limits") or container.get("resources", {}).get(
+                        "claims"
+                    )
+                    assert has_gpu or values[-1:] == ["void"], f"{path.name} {container['name']}: {values}"
+
+    status, result = run(cluster, {"mutating": False})
+    assert f"MutatingAdmissionPolicy {policy.MUTATING_POLICY_NAME}" in result["changes"]
+    assert cluster.api.request("GET", ADMISSION_OBJECTS[4])[0] == 404

@@ -1,0 +1,141 @@
+"""playbooks/fleet_report.yml over two local clusters at once: the shared one, and a second instance
+of the local control plane on its own ports and state directory with the small fleet of
+tests/cluster/fleet-second.yaml. One run reports both with the numbers the API gives; with the second
+stopped, the run fails naming it and still writes the first's report. The HTML page is then rendered
+by headless chromium; its screenshot is kept in tests/output/fleet-report/ (git-ignored)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ANSIBLE_BIN, GPU, REPO_ROOT, LocalCluster, ansible_env, local_cluster, pod_gpus
+
+from tests.browser import rendered_dom, screenshot
+from tests.cluster import fleet as fleet_file
+from tests.cluster import instance
+from tests.html_tables import assert_tables_hold_the_report, html_tables
+
+ARTEFACTS = REPO_ROOT / "tests" / "output" / "fleet-report"
+COUNTS = ("capacity", "allocatable", "allocated", "free")
+
+
+@dataclass
+class SecondCluster:
+    instance: instance.Instance
+    cluster: LocalCluster
+
+    def command(self, *args: str) -> subprocess.CompletedProcess:
+        return self.instance.command(*args)
+
+
+@pytest.fixture(scope="module")
+def second_cluster(cluster: LocalCluster):
+    """A second local cluster (tests/cluster/instance.py), stopped and its state removed whatever happens."""
+    try:
+        with instance.started() as second:
+            api = local_cluster.Api(second.layout)
+            yield SecondCluster(
+                second, LocalCluster(second.kubeconfig, fleet_file.load(second.fleet), api, second.layout)
+            )
+    except instance.InstanceError as exc:
+        pytest.fail(str(exc))
+
+
+def run_fleet_report(tmp_path: Path, clusters: dict[str, Path], report_dir: Path) -> subprocess.CompletedProcess:
+    inventory = {
+        "all": {
+            "hosts": {name: {"kubegpu_kubeconfig": str(kubeconfig)} for name, kubeconfig in clusters.items()},
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+        }
+    }
+    (tmp_path / "clusters.yml").write_text(yaml.safe_dump(inventory))
+    env = ansible_env(next(iter(clusters.values())))
+    env.pop("K8S_AUTH_KUBECONFIG")
+    command = [
+        str(ANSIBLE_BIN / "ansible-playbook"),
+        "-i",
+        str(tmp_path / "clusters.yml"),
+        "--forks",
+        "2",
+        str(REPO_ROOT / "playbooks" / "fleet_report.yml"),
+        "-e",
+        f"kubegpu_report_dir={report_dir}",
+    ]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=400, check=False)
+
+
+def api_gpus(cluster: LocalCluster) -> dict[str, dict[str, int]]:
+    """Per node with device-plugin GPUs: capacity, allocatable and allocated as the API has them."""
+    allocated: dict[str, int] = {}
+    for pod in cluster.get("/api/v1/pods")["items"]:
+        node = pod["spec"].get("nodeName")
+        if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+            allocated[node] = allocated.get(node, 0) + pod_gpus(pod["spec"])
+    gpus = {}
+    for node in cluster.get("/api/v1/nodes")["items"]:
+        status, name = node.get("status", {}), node["metadata"]["name"]
+        capacity = int(status.get("capacity", {}).get(GPU, 0))
+        if capacity:
+            allocatable = int(status.get("allocatable", {}).get(GPU, 0))
+            gpus[name] = {"capacity": capacity, "allocatable": allocatable, "allocated": allocated.get(name, 0)}
+    return gpus
+
+
+def assert_numbers_are_the_apis(entry: dict, cluster: LocalCluster) -> None:
+    nodes = {node["name"]: node for node in entry["nodes"]}
+    for name, gpus in api_gpus(cluster).items():
+        if "dra" in nodes[name]["gpu_sources"]:
+            continue  # DRA adds its devices; the DRA tests check those
+        assert {key: nodes[name][key] for key in gpus} == gpus, name
+        assert nodes[name]["free"] == max(0, gpus["allocatable"] - gpus["allocated"]), name
+
+
+def test_one_run_reports_both_clusters_and_a_stopped_one_with_its_error(cluster, second_cluster, tmp_path):
+    clusters = {"shared": cluster.kubeconfig, "second": second_cluster.cluster.kubeconfig}
+    report_dir = tmp_path / "report"
+
+    done = run_fleet_report(tmp_path, clusters, report_dir)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    # Per-host task output names the cluster.
+    assert "ok: [shared]" in done.stdout and "ok: [second]" in done.stdout
+    report = json.loads((report_dir / "gpu-fleet-report.json").read_text())
+    by_name = {entry["name"]: entry for entry in report["clusters"]}
+    assert sorted(by_name) == ["second", "shared"]
+    shared, second = by_name["shared"], by_name["second"]
+    assert report["failed_clusters"] == [] and shared["status"] == second["status"] == "ok"
+    assert all(entry["elapsed_seconds"] > 0 for entry in report["clusters"])
+    assert_numbers_are_the_apis(shared, cluster)
+    assert_numbers_are_the_apis(second, second_cluster.cluster)
+    assert second["totals"] == {"nodes": 2, "capacity": 6, "allocatable": 6, "allocated": 1, "free": 5, "unhealthy": 0}
+    assert {m["model"] for m in second["models"]} == {"NVIDIA-A100-SXM4-80GB", "NVIDIA-L4"}
+    assert report["totals"]["capacity"] == shared["totals"]["capacity"] + 6
+    assert "gfd-a100-noplugin" in (report_dir / "gpu-fleet-report.md").read_text()
+
+    # The page as a browser renders it holds the JSON's numbers; its screenshot is kept.
+    assert_tables_hold_the_report(html_tables(rendered_dom(report_dir / "gpu-fleet-report.html")), report)
+    # The second fleet's nodes carry their zone and instance type labels; the simulated nodes' address.
+    assert [(n["address"], n["zone"], n["instance_type"]) for n in second["nodes"]] == [
+        ("127.0.0.1", "eu-west-1a", "p4de.24xlarge"),
+        ("127.0.0.1", "eu-west-1b", "g6.12xlarge"),
+    ]
+    screenshot(report_dir / "gpu-fleet-report.html", ARTEFACTS / "two-clusters.png")
+
+    stopped = second_cluster.command("down")
+    assert stopped.returncode == 0, stopped.stderr
+    done = run_fleet_report(tmp_path, clusters, report_dir)
+    assert done.returncode != 0
+    assert "clusters that could not be read: second" in done.stdout
+    report = json.loads((report_dir / "gpu-fleet-report.json").read_text())
+    by_name = {entry["name"]: entry for entry in report["clusters"]}
+    shared, second = by_name["shared"], by_name["second"]
+    assert report["failed_clusters"] == ["second"]
+    assert second["status"] == "failed" and second["error"]["task"] == "Gather the GPU fleet facts"
+    assert "connection refused" in second["error"]["message"]
+    assert shared["status"] == "ok"
+    assert_numbers_are_the_apis(shared, cluster)

@@ -1,0 +1,253 @@
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission import cel, plan, policy, reads
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analysis import (
+    device_list_mount,
+    gpu_host_path,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
+from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_admission_policy as module
+
+DECIDED_AT_ADMISSION = {"KGPU101", "KGPU102", "KGPU103", "KGPU201", "KGPU202", "KGPU601", "KGPU602", "KGPU603"}
+
+
+def objects(**settings):
+    return {policy.object_key(o): o for o in policy.admission_objects(policy.AdmissionSettings(**settings))}
+
+
+def referenced_variables(expression):
+    return set(re.findall(r"variables\.(\w+)", expression))
+
+
+@pytest.mark.parametrize("rule_id", sorted(RULES))
+def test_every_rule_says_whether_admission_decides_it(rule_id):
+    admission = RULES[rule_id].admission
+    assert admission is not None, f"{rule_id}: give it admission CEL, or say in Admission(unseen=...) why not"
+    assert bool(admission.findings) != bool(admission.unseen), rule_id
+
+
+@pytest.mark.parametrize("rule_id", sorted(DECIDED_AT_ADMISSION))
+def test_rules_admission_can_decide_carry_cel(rule_id):
+    assert RULES[rule_id].admission.findings
+
+
+def test_each_decided_rule_is_in_the_policy_of_its_severity():
+    by_name = objects()
+    names = {
+        policy.POLICY_NAME: ERROR,
+        policy.WARNINGS_POLICY_NAME: WARNING,
+    }
+    seen = set()
+    for name, severity in names.items():
+        spec = by_name[f"ValidatingAdmissionPolicy {name}"]["spec"]
+        for validation in spec["validations"]:
+            rule = RULES[validation["message"].split()[0]]
+            assert rule.severity == severity
+            seen.add(rule.id)
+            assert validation["expression"] == f"variables.exempt || variables.{rule.id.lower()}.size() == 0"
+            assert (
+                rule.id in validation["messageExpression"]
+                and cel.cel_string(f". {rule.remedy}")[1:-1] in (validation["messageExpression"])
+            )
+    assert seen == {r.id for r in RULES.values() if r.admission and r.admission.findings}
+
+
+def test_variables_read_only_earlier_ones_and_rules_only_defined_ones():
+    spec = objects()[f"ValidatingAdmissionPolicy {policy.POLICY_NAME}"]["spec"]
+    defined = set()
+    for variable in spec["variables"]:
+        assert referenced_variables(variable["expression"]) <= defined, variable["name"]
+        defined.add(variable["name"])
+    for validation in spec["validations"]:
+        assert referenced_variables(validation["expression"] + validation["messageExpression"]) <= defined
+
+
+def test_pods_ephemeral_containers_and_controllers_are_matched():
+    rules = objects()[f"ValidatingAdmissionPolicy {policy.POLICY_NAME}"]["spec"]["matchConstraints"]["resourceRules"]
+    matched = {(r, tuple(rule["operations"])) for rule in rules for r in rule["resources"]}
+    assert ("pods", ("CREATE",)) in matched
+    assert ("pods/ephemeralcontainers", ("UPDATE",)) in matched
+    for kind in ("deployments", "statefulsets", "daemonsets", "replicasets", "jobs", "cronjobs"):
+        assert (kind, ("CREATE", "UPDATE")) in matched
+
+
+@pytest.mark.parametrize(("enforcement", "actions"), [("warn", ["Warn", "Audit"]), ("deny", ["Deny", "Audit"])])
+def test_bindings_never_combine_deny_and_warn(enforcement, actions):
+    by_name = objects(enforcement=enforcement)
+    binding = by_name[f"ValidatingAdmissionPolicyBinding {policy.POLICY_NAME}"]["spec"]
+    assert binding["validationActions"] == actions
+    warnings = by_name[f"ValidatingAdmissionPolicyBinding {policy.WARNINGS_POLICY_NAME}"]["spec"]
+    assert warnings["validationActions"] == ["Warn", "Audit"]
+
+
+def test_missing_params_deny_rather_than_switch_the_policy_off():
+    binding = objects()[f"ValidatingAdmissionPolicyBinding {policy.POLICY_NAME}"]["spec"]
+    assert binding["paramRef"]["parameterNotFoundAction"] == "Deny"
+    assert binding["paramRef"]["name"] == policy.PARAMS_NAME
+
+
+def test_exemptions_go_by_namespace_selector_and_params():
+    by_name = objects(exempt_namespaces=("gpu-operator", "kube-system"), extra_exempt_namespaces=("ml-b", "ml-a"))
+    selector = by_name[f"ValidatingAdmissionPolicyBinding {policy.POLICY_NAME}"]["spec"]["matchResources"]
+    assert selector["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gpu-operator", "kube-system"]}
+    ]
+    assert by_name[f"ConfigMap kube-system/{policy.PARAMS_NAME}"]["data"] == {policy.PARAMS_KEY: "ml-a,ml-b"}
+    assert "serviceAccount" not in str(by_name)
+
+
+def test_the_default_exemptions_are_the_gpu_system_namespaces():
+    exempt = policy.default_exempt_namespaces()
+    assert {"kube-system", "gpu-operator", "nvidia-dra-driver-gpu"} <= set(exempt)
+
+
+def test_the_mutating_policy_is_off_by_default():
+    assert not [k for k in objects() if k.startswith("Mutating")]
+    by_name = objects(mutating=True, exempt_namespaces=("kube-system",), extra_exempt_namespaces=("ml",))
+    mutating = by_name[f"MutatingAdmissionPolicy {policy.MUTATING_POLICY_NAME}"]["spec"]
+    expression = mutating["mutations"][0]["applyConfiguration"]["expression"]
+    assert '"NVIDIA_VISIBLE_DEVICES"' in expression and '"void"' in expression
+    selector = by_name[f"MutatingAdmissionPolicyBinding {policy.MUTATING_POLICY_NAME}"]["spec"]["matchResources"]
+    assert selector["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "ml"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
+        "nvidia.com/mig-1g.5gb",
+        "amd.com/gpu",
+        "aliyun.com/gpu-mem",
+        "nvidia.com/gpux",
+        "cpu",
+        "memory",
+        "example.com/gpus",
+        "nvidia.com/gpumem",
+        "nvidiaXcom/gpu",
+    ],
+)
+def test_the_gpu_resource_regex_matches_what_the_validator_counts(name):
+    assert bool(re.fullmatch(cel.GPU_RESOURCE_REGEX, name)) == gpu_resource_matcher()(name)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/dev",
+        "/dev/",
+        "/dev/nvidia0",
+        "/dev/nvidiactl",
+        "/dev/char",
+        "/run/nvidia/driver",
+        "/var/run/nvidia",
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+        "/usr/bin/nvidia-smi",
+        "/var/lib/kubelet/device-plugins",
+        "/dev/null",
+        "/run/nvidia-container-devices",
+        "/data",
+        "/usr/local/nvidia/lib64",
+        "/home/kubernetes/bin/nvidia",
+    ],
+)
+def test_the_host_path_regex_agrees_with_the_validator(path):
+    assert bool(re.fullmatch(cel.GPU_HOST_PATH_REGEX, path)) == gpu_host_path(path)
+
+
+@pytest.mark.parametrize("path", [*DEVICE_LIST_MOUNT_ROOTS, "/var/run/nvidia-container-devices/all", "/var/run/x"])
+def test_the_device_list_regex_agrees_with_the_validator(path):
+    assert bool(re.fullmatch(cel.DEVICE_LIST_MOUNT_REGEX, path)) == device_list_mount(path)
+
+
+def test_messages_are_one_line():
+    for rule in RULES.values():
+        assert "\n" not in policy.message_expression(rule)
+
+
+def test_type_checking_warnings_and_in_force():
+    live = {
+        "metadata": {"generation": 2},
+        "status": {
+            "observedGeneration": 2,
+            "typeChecking": {"expressionWarnings": [{"fieldRef": "spec.validations[0].expression", "warning": "x"}]},
+        },
+    }
+    assert plan.type_checking_warnings(live) == ["spec.validations[0].expression: x"]
+    assert plan.type_checked(live)
+    assert not plan.type_checked({"metadata": {"generation": 3}, "status": live["status"]})
+    binding = {"spec": {"validationActions": ["Deny", "Audit"]}}
+    assert plan.policy_in_force(live, binding) == ["Deny", "Audit"]
+    assert plan.policy_in_force(live, None) == []
+
+
+def test_missing_apis_name_the_resources():
+    served = ["validatingadmissionpolicies", "validatingadmissionpolicybindings"]
+    assert plan.missing_apis(served, mutating=False) == []
+    assert plan.missing_apis(served, mutating=True) == ["mutatingadmissionpolicies", "mutatingadmissionpolicybindings"]
+
+
+def test_comparable_keeps_what_the_module_owns():
+    live = {
+        "kind": "ConfigMap",
+        "metadata": {"name": "a", "namespace": "n", "resourceVersion": "7", "labels": {}},
+        "data": {"k": "v"},
+    }
+    assert plan.comparable(live) == {
+        "kind": "ConfigMap",
+        "metadata": {"name": "a", "namespace": "n", "labels": {}},
+        "data": {"k": "v"},
+    }
+    assert plan.comparable(None) is None
+
+
+def test_module_documents_its_defaults_and_the_role_follows():
+    documented = yaml.safe_load(module.DOCUMENTATION)["options"]
+    spec = module.argument_spec()
+    for option, doc in documented.items():
+        assert spec[option].get("default") == doc.get("default"), option
+        assert spec[option]["type"] == doc["type"], option
+    assert set(documented) <= set(spec)
+    role = Path(__file__).resolve().parents[5] / "roles" / "admission_policy" / "defaults" / "main.yml"
+    defaults = yaml.safe_load(role.read_text())
+    for option in ("enforcement", "warnings_enforcement", "extra_exempt_namespaces", "params_namespace", "mutating"):
+        assert defaults[f"admission_policy_{option}"] == spec[option]["default"], option
+
+
+class DiscoveryClient:
+    """Answers the admissionregistration.k8s.io/v1 discovery document, or 404."""
+
+    def __init__(self, resources):
+        self.resources = resources
+
+    def get(self, path):
+        assert path == "/apis/admissionregistration.k8s.io/v1"
+        if self.resources is None:
+            raise ClusterError("404 Not Found", 404)
+        return {"resources": [{"name": r} for r in self.resources]}
+
+
+@pytest.mark.parametrize(
+    ("resources", "mutating", "missing"),
+    [
+        (None, False, "validatingadmissionpolicies, validatingadmissionpolicybindings"),
+        (["validatingadmissionpolicies", "validatingadmissionpolicybindings"], True, "mutatingadmissionpolicies"),
+    ],
+)
+def test_a_cluster_without_the_apis_gets_a_clear_error(resources, mutating, missing):
+    with pytest.raises(ClusterError) as raised:
+        reads.require_apis(DiscoveryClient(resources), mutating)
+    assert missing in raised.value.message and "1.30" in raised.value.message
+
+
+def test_a_cluster_with_the_apis_passes():
+    served = ["validatingadmissionpolicies", "validatingadmissionpolicybindings", "mutatingadmissionpolicies"]
+    reads.require_apis(DiscoveryClient([*served, "mutatingadmissionpolicybindings"]), mutating=True)

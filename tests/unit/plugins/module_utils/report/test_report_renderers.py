@@ -1,0 +1,128 @@
+"""The JSON, Markdown and HTML forms of the fleet report, from real module outputs of the local
+cluster (tests/unit/fixtures/report, see its README) and from hostile cluster text."""
+
+import json
+import re
+from html import escape
+from pathlib import Path
+
+import jsonschema
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.model import build_report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.render_html import CSP, render_html
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.render_json import render_json
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.render_markdown import md, render_markdown
+from tests.html_tables import html_tables
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "report"
+SCHEMA_FILE = Path(__file__).resolve().parents[5] / "docs" / "fleet-report.schema.json"
+COUNTS = ("capacity", "allocatable", "allocated", "free", "unhealthy")
+HOSTILE = "<script>alert(1)</script> | *x* [y](javascript:z)"
+
+
+def local_cluster(name: str) -> dict:
+    sources = ("fleet", "device_plugin", "pod_audit")
+    return {
+        "name": name,
+        **{s: json.loads((FIXTURES / f"local-{s}.json").read_text()) for s in sources},
+        "elapsed_seconds": 1.5,
+    }
+
+
+def report_of_two() -> dict:
+    down = {"name": "us", "error": {"task": "Gather the GPU fleet facts", "message": "connection refused"}}
+    return build_report([local_cluster("eu"), down], generated_at="2025-01-01T00:00:00+00:00")
+
+
+def hostile_report() -> dict:
+    cluster = local_cluster(HOSTILE)
+    cluster["fleet"]["nodes"][0]["model"] = HOSTILE
+    cluster["pod_audit"]["findings"][0]["message"] = HOSTILE
+    return build_report([cluster], title=HOSTILE)
+
+
+def test_json_is_the_model_and_follows_the_documented_schema():
+    report = report_of_two()
+    assert json.loads(render_json(report)) == report
+    schema = json.loads(SCHEMA_FILE.read_text())
+    jsonschema.validate(report, schema)
+    jsonschema.validate(hostile_report(), schema)
+    assert set(schema["required"]) == set(report)
+    cluster_schema = schema["$defs"]["cluster"]
+    for entry in report["clusters"]:
+        assert set(cluster_schema["required"]) == set(entry)
+    assert set(schema["$defs"]["node"]["required"]) == set(report["clusters"][0]["nodes"][0])
+    assert set(schema["$defs"]["problem"]["required"]) == set(report["clusters"][0]["problems"][0])
+    assert set(schema["$defs"]["bypass"]["required"]) == set(report["clusters"][0]["bypass"][0])
+
+
+def markdown_rows(text: str, header: str) -> list[list[str]]:
+    """The rows of the first Markdown table whose header starts with `header`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header} |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]])
+    return rows
+
+
+def test_markdown_holds_the_numbers_of_the_model():
+    report = report_of_two()
+    text = render_markdown(report)
+    clusters = markdown_rows(text, "cluster")
+    assert [row[0] for row in clusters] == ["eu", "us"]
+    eu = report["clusters"][0]
+    assert clusters[0][4:9] == [str(eu["totals"][key]) for key in COUNTS]
+    assert clusters[1][1] == "failed in 'Gather the GPU fleet facts': connection refused"
+    nodes = markdown_rows(text, "node")
+    assert len(nodes) == len(eu["nodes"])
+    for row, node in zip(nodes, eu["nodes"], strict=True):
+        assert row[2:7] == [str(node[key]) for key in COUNTS]
+    assert "Failed: us." in text
+    assert "nvidia-smi" in text  # a remedy
+
+
+def test_markdown_escapes_cluster_text():
+    text = render_markdown(hostile_report())
+    assert "<script>" not in text
+    assert md(HOSTILE) in text
+    assert md("a|b") == "a\\|b" and md("<b>") == "&lt;b&gt;" and md("x\ny") == "x y"
+    # Escaped pipes do not add cells: every row of the node table has the header's cells.
+    header = next(line for line in text.splitlines() if line.startswith("| node |"))
+    rows = markdown_rows(text, "node")
+    assert all(len(row) == len(re.split(r"(?<!\\)\|", header)) - 2 for row in rows)
+
+
+def test_html_tables_hold_the_numbers_of_the_model():
+    report = report_of_two()
+    tables = html_tables(render_html(report))
+    assert [row["cluster"] for row in tables["clusters"]] == ["eu", "us"]
+    for row, cluster in zip(tables["clusters"], report["clusters"], strict=True):
+        assert {key: row[key] for key in COUNTS} == {key: str(cluster["totals"][key]) for key in COUNTS}
+    assert [row["model"] for row in tables["models"]] == [m["model"] for m in report["models"]]
+    nodes = report["clusters"][0]["nodes"]
+    assert [{key: row[key] for key in COUNTS} for row in tables["nodes-0"]] == [
+        {key: str(n[key]) for key in COUNTS} for n in nodes
+    ]
+    assert len(tables["problems-0"]) == len(report["clusters"][0]["problems"])
+    assert len(tables["bypass-0"]) == len(report["clusters"][0]["bypass"])
+
+
+def test_html_is_self_contained_with_charts():
+    page = render_html(report_of_two())
+    assert f'content="{escape(CSP)}"' in page
+    assert not re.search(r"""(src|href)\s*=|<script|<link|url\(|@import""", page, re.IGNORECASE)
+    # One chart per fleet view (clusters, models) and one per cluster with nodes; a bar per row and measure.
+    assert page.count("<svg") == 3
+    assert len(re.findall(r'<svg id="chart-models".*?</svg>', page, re.DOTALL)) == 1
+
+
+def test_html_escapes_cluster_text():
+    page = render_html(hostile_report())
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    tables = html_tables(page)
+    assert tables["clusters"][0]["cluster"] == HOSTILE
+    assert tables["bypass-0"][0]["message"] == HOSTILE
