@@ -345,18 +345,7 @@ def template_site(
             pod_level=False,
             single_containers=template.containers,
         )
-    spec = value.get("spec")
-    if not isinstance(spec, dict):
-        return NotChecked(ref, f"{ref.kind} has no pod template spec mapping", join_path(path, "spec"))
-    return PodSpecSite(
-        ref,
-        spec,
-        join_path(path, "spec"),
-        as_mapping(value.get("metadata")),
-        object_metadata,
-        join_path(path, "metadata"),
-        prefix,
-    )
+    return pod_template_site(value, path, ref, object_metadata, prefix)
 
 
 def _trainer_fields(spec: Mapping[str, Any], keys: tuple[str, ...]) -> Mapping[str, Any]:
@@ -415,6 +404,13 @@ def built_in_site(
     for key in keys or ():
         template = template.get(key) if isinstance(template, dict) else None
         path = join_path(path, key)
+    return pod_template_site(template, path, ref, object_metadata, prefix)
+
+
+def pod_template_site(
+    template: Any, path: str, ref: ObjectRef, object_metadata: Mapping[str, Any], prefix: str
+) -> PodSpecSite | NotChecked:
+    """The spec of a PodTemplateSpec at `path`; its own metadata is what reaches the pods."""
     spec = template.get("spec") if isinstance(template, dict) else None
     if not isinstance(spec, dict):
         return NotChecked(ref, f"{ref.kind} has no pod template spec mapping", join_path(path, "spec"))

@@ -11,11 +11,13 @@ from html import escape
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text import (
+    BYPASS_COLUMNS,
     COUNT_COLUMNS,
     NODE_COLUMNS,
+    PROBLEM_COLUMNS,
+    cells,
     cluster_status,
     node_cells,
-    or_dash,
     seconds,
 )
 
@@ -94,31 +96,12 @@ def _cluster_section(index: int, cluster: Mapping[str, Any]) -> str:
         parts.append(table(f"nodes-{index}", NODE_COLUMNS, [node_cells(node) for node in cluster["nodes"]]))
     if cluster["problems"]:
         parts.append("<h3>Problems and remedies</h3>")
-        rows = [
-            [
-                or_dash(p["severity"]),
-                or_dash(p["subject"]),
-                or_dash(p["problem"]),
-                or_dash(p["reason"]),
-                or_dash(p["remedy"]),
-            ]
-            for p in cluster["problems"]
-        ]
-        parts.append(table(f"problems-{index}", ("severity", "subject", "problem", "reason", "remedy"), rows))
+        rows = [cells(p, PROBLEM_COLUMNS) for p in cluster["problems"]]
+        parts.append(table(f"problems-{index}", PROBLEM_COLUMNS, rows))
     if cluster["bypass"]:
         parts.append("<h3>GPU use that bypasses the scheduler</h3>")
-        rows = [
-            [
-                b["rule"],
-                b["severity"],
-                b["object"],
-                or_dash(b["container"]),
-                or_dash(b["message"]),
-                or_dash(b["remedy"]),
-            ]
-            for b in cluster["bypass"]
-        ]
-        parts.append(table(f"bypass-{index}", ("rule", "severity", "object", "container", "message", "remedy"), rows))
+        rows = [cells(b, BYPASS_COLUMNS) for b in cluster["bypass"]]
+        parts.append(table(f"bypass-{index}", BYPASS_COLUMNS, rows))
     if cluster["notes"]:
         parts.append("<h3>Notes</h3><ul>" + "".join(f"<li>{h(note)}</li>" for note in cluster["notes"]) + "</ul>")
     parts.append("</section>")

@@ -10,11 +10,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text import (
+    BYPASS_COLUMNS,
     COUNT_COLUMNS,
     NODE_COLUMNS,
+    PROBLEM_COLUMNS,
+    cells,
     cluster_status,
     node_cells,
-    or_dash,
     seconds,
 )
 
@@ -73,35 +75,10 @@ def _cluster_section(cluster: Mapping[str, Any]) -> list[str]:
         lines += table(NODE_COLUMNS, [node_cells(node) for node in cluster["nodes"]])
     if cluster["problems"]:
         lines += ["", "### Problems and remedies", ""]
-        lines += table(
-            ["severity", "subject", "problem", "reason", "remedy"],
-            [
-                [
-                    or_dash(p["severity"]),
-                    or_dash(p["subject"]),
-                    or_dash(p["problem"]),
-                    or_dash(p["reason"]),
-                    or_dash(p["remedy"]),
-                ]
-                for p in cluster["problems"]
-            ],
-        )
+        lines += table(PROBLEM_COLUMNS, [cells(p, PROBLEM_COLUMNS) for p in cluster["problems"]])
     if cluster["bypass"]:
         lines += ["", "### GPU use that bypasses the scheduler", ""]
-        lines += table(
-            ["rule", "severity", "object", "container", "message", "remedy"],
-            [
-                [
-                    b["rule"],
-                    b["severity"],
-                    b["object"],
-                    or_dash(b["container"]),
-                    or_dash(b["message"]),
-                    or_dash(b["remedy"]),
-                ]
-                for b in cluster["bypass"]
-            ],
-        )
+        lines += table(BYPASS_COLUMNS, [cells(b, BYPASS_COLUMNS) for b in cluster["bypass"]])
     if cluster["notes"]:
         lines += ["", "### Notes", ""] + [f"- {md(note)}" for note in cluster["notes"]]
     return lines

@@ -11,6 +11,8 @@ COUNT_COLUMNS = ("capacity", "allocatable", "allocated", "free", "unhealthy")
 # Where the node's host is: the report's node keys, shown as they are.
 LOCATION_COLUMNS = ("address", "zone", "instance_type", "provider_id")
 NODE_COLUMNS = ("node", "model", *COUNT_COLUMNS, "plugin", "problems", *LOCATION_COLUMNS)
+PROBLEM_COLUMNS = ("severity", "subject", "problem", "reason", "remedy")
+BYPASS_COLUMNS = ("rule", "severity", "object", "container", "message", "remedy")
 
 
 def seconds(value: float | None) -> str:
@@ -35,6 +37,11 @@ def node_cells(node: Mapping[str, Any]) -> list[str]:
         ", ".join(node["problems"]) or "-",
         *(or_dash(node.get(key)) for key in LOCATION_COLUMNS),
     ]
+
+
+def cells(entry: Mapping[str, Any], columns: tuple[str, ...]) -> list[str]:
+    """A problem's or a finding's cells, in the order of `columns`."""
+    return [or_dash(entry.get(key)) for key in columns]
 
 
 def or_dash(value: Any) -> str:
