@@ -41,6 +41,9 @@ def test_the_fleet_facts_see_the_static_pods_as_the_ack_nodes_device_plugin(clus
     result = run(cluster, "gpu_node_facts", {})
     nodes = {n["name"]: n for n in result["nodes"]}
     for name in ack.static_nodes(cluster.fleet):
-        kinds = {p["kind"] for p in nodes[name]["problems"]}
+        problems = nodes[name]["problems"]
         assert nodes[name]["device_plugin_ready"] is True, name
-        assert not kinds & {"no_device_plugin_pod", "gpu_use_outside_scheduler"}, (name, kinds)
+        assert "no_device_plugin_pod" not in {p["kind"] for p in problems}, name
+        # The fleet's own bypass pod may be named here; the static pod, which sets NVIDIA_VISIBLE_DEVICES=all, never.
+        outside = [p for p in problems if p["kind"] == "gpu_use_outside_scheduler"]
+        assert not any(ack.mirror_pod_name(name) in str(p) for p in outside), outside

@@ -215,6 +215,53 @@ def test_kubectl_debug_with_the_variable_is_refused(cluster, denying):
     assert status == 200, reply
 
 
+def pytorch_job(worker_env: dict[str, str]) -> dict:
+    """tests/cluster/crds/instances/pytorchjob-suspended.yaml's shape: a GPU master, a worker without a limit."""
+    master = pod("m", limits={"nvidia.com/gpu": 1})["spec"]
+    worker = pod("w", env=worker_env)["spec"]
+    replica_specs = {
+        "Master": {"replicas": 1, "template": {"spec": master}},
+        "Worker": {"replicas": 2, "template": {"metadata": {"labels": {"role": "worker"}}, "spec": worker}},
+    }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "train"},
+        "spec": {"runPolicy": {"suspend": True}, "pytorchReplicaSpecs": replica_specs},
+    }
+
+
+def test_custom_resource_workloads_are_judged_in_each_pod_template(cluster, denying):
+    # The master's GPU limit must not count for the worker's container of the same name.
+    status, message = dry_run(cluster, pytorch_job({"NVIDIA_VISIBLE_DEVICES": "all"}), denying)
+    assert policy_rules(status, message) == {"KGPU101"}, f"{status}: {message}"
+    assert "container 'main'" in message
+    assert dry_run(cluster, pytorch_job({}), denying)[0] == 201
+    assert dry_run(cluster, pytorch_job({"NVIDIA_VISIBLE_DEVICES": "void"}), denying)[0] == 201
+
+    head = pod("h")["spec"]
+    workers = [{"groupName": "small", "template": {"spec": pod("w", env={"NVIDIA_VISIBLE_DEVICES": "0"})["spec"]}}]
+    ray = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "ray"},
+        "spec": {"headGroupSpec": {"template": {"spec": head}}, "workerGroupSpecs": workers},
+    }
+    assert policy_rules(*dry_run(cluster, ray, denying)) == {"KGPU101"}
+    workers[0]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+    del workers[0]["template"]["spec"]["containers"][0]["env"]
+    assert dry_run(cluster, ray, denying)[0] == 201
+
+
+def test_kinds_the_cluster_does_not_serve_leave_the_policy_type_checked(cluster, denying):
+    live = cluster.get("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/kubegpu-gpu-bypass")
+    matched = {r for rule in live["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]}
+    assert {"tfjobs", "jobsets", "leaderworkersets"} <= matched  # no CRD of these in the fleet
+    assert cluster.api.request("GET", "/apis/jobset.x-k8s.io/v1alpha2")[0] == 404
+    assert live["status"]["observedGeneration"] == live["metadata"]["generation"]
+    assert live["status"]["typeChecking"].get("expressionWarnings", []) == []
+
+
 @pytest.mark.parametrize("quantity", [1, "1", "1000m"])
 def test_gpu_quantities_are_judged_alike(cluster, denying, quantity):
     overriding = pod("quantity", env={"NVIDIA_VISIBLE_DEVICES": "all"}, limits={"nvidia.com/gpu": quantity})

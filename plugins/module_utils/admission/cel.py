@@ -13,12 +13,17 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths import DRIVER_FILE_PREFIXES, GPU_HOST_DIRS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import DEFAULT_GPU_RESOURCE_PATTERNS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import DEVICE_VARIABLES, NONE, VOID
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analysis import (  # the validator's own lists
-    _DRIVER_FILE_PREFIXES,
-    _GPU_HOST_DIRS,
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workload_kinds import (
+    EACH_ITEM,
+    EACH_VALUE,
+    POD_TEMPLATE,
+    WORKLOAD_KINDS,
+    TemplatePath,
+    WorkloadKind,
 )
 
 
@@ -42,22 +47,11 @@ def _alternatives(words: tuple[str, ...]) -> str:
 GPU_RESOURCE_REGEX = glob_regex(DEFAULT_GPU_RESOURCE_PATTERNS)
 # validate/analysis.py gpu_host_path and device_list_mount, on the path as written (no normalising).
 GPU_HOST_PATH_REGEX = (
-    f"^(/dev|/dev/char|/dev/nvidia[^/]*(/.*)?|{_alternatives(_GPU_HOST_DIRS)}(/.*)?"
-    f"|(.*/)?{_alternatives(_DRIVER_FILE_PREFIXES)}[^/]*)/*$"
+    f"^(/dev|/dev/char|/dev/nvidia[^/]*(/.*)?|{_alternatives(GPU_HOST_DIRS)}(/.*)?"
+    f"|(.*/)?{_alternatives(DRIVER_FILE_PREFIXES)}[^/]*)/*$"
 )
 DEVICE_LIST_MOUNT_REGEX = f"^{_alternatives(DEVICE_LIST_MOUNT_ROOTS)}(/.*)?$"
 _DEVICE_VARIABLE_LIST = "[" + ", ".join(cel_string(v) for v in DEVICE_VARIABLES) + "]"
-
-# The pod spec and pod metadata of each matched kind (Pod, pods/ephemeralcontainers, the controllers).
-_SPEC = (
-    "object.kind == 'Pod' ? dyn(object.spec) : object.kind == 'CronJob' ? "
-    "dyn(object).spec.jobTemplate.spec.template.spec : dyn(object).spec.template.spec"
-)
-_POD_METADATA = (
-    "object.kind == 'Pod' ? dyn(object.metadata) : object.kind == 'CronJob' ? "
-    "dyn(object).spec.jobTemplate.spec.template.?metadata.orValue({}) : dyn(object).spec.template.?metadata.orValue({})"
-)
-
 
 def _env_named(variable: str) -> str:
     """The container's env entries named ``variable`` (a CEL expression)."""
@@ -90,13 +84,14 @@ _CONTAINER_HAS_GPU = (
     + ") && quantity(string(dyn(c.resources.limits[k]))).isGreaterThan(quantity('0')))"
 )
 
-# Variables in order: each may read only the ones before it.
-VARIABLES: tuple[tuple[str, str], ...] = (
-    ("spec", _SPEC),
-    ("podAnnotations", f"dyn({_POD_METADATA}).?annotations.orValue({{}})"),
+# The variables of one pod template, in order: each may read only the ones before it and
+# ``variables.template`` (the template: a Pod, or a PodTemplateSpec with spec and optional metadata).
+POD_VARIABLES: tuple[tuple[str, str], ...] = (
+    ("spec", "dyn(variables.template).spec"),
+    ("podAnnotations", "dyn(variables.template).?metadata.?annotations.orValue({})"),
     (
         "containers",
-        "variables.spec.containers + variables.spec.?initContainers.orValue([]) + "
+        "variables.spec.?containers.orValue([]) + variables.spec.?initContainers.orValue([]) + "
         "variables.spec.?ephemeralContainers.orValue([])",
     ),
     ("claimNames", "variables.spec.?resourceClaims.orValue([]).map(r, r.name)"),
@@ -116,6 +111,92 @@ VARIABLES: tuple[tuple[str, str], ...] = (
         f"'selecting': dyn({_DEVICE_VARIABLE_LIST}.filter(v, {_selects_gpus('v')})), "
         f"'unknown': dyn({_DEVICE_VARIABLE_LIST}.filter(v, {_from_reference('v')}))}})",
     ),
+)
+POD_VARIABLE_NAMES = tuple(name for name, _expression in POD_VARIABLES)
+TEMPLATE = "template"
+POD = "pod"  # the iteration variable of a rule's findings over the pods
+_VARIABLE_REFERENCE = re.compile(r"\bvariables\.(\w+)\b")
+
+
+def _bound(expression: str, names: tuple[str, ...]) -> str:
+    """The expression with ``variables.<name>`` of the given names read from a bound identifier."""
+    return _VARIABLE_REFERENCE.sub(lambda m: m.group(1) if m.group(1) in names else m.group(0), expression)
+
+
+def per_pod(expression: str) -> str:
+    """A rule's findings, written over the pod variables, for one element of ``variables.pods``."""
+    return _VARIABLE_REFERENCE.sub(
+        lambda m: f"{POD}.{m.group(1)}" if m.group(1) in POD_VARIABLE_NAMES else m.group(0), expression
+    )
+
+
+def pod_record(template: str) -> str:
+    """The pod variables of one template as a map. CEL has no let: ``[value].map(name, body)[0]``
+    binds each value to its name for the ones after it."""
+    names = (TEMPLATE, *POD_VARIABLE_NAMES)
+    body = "{" + ", ".join(f"{cel_string(n)}: dyn({n})" for n in POD_VARIABLE_NAMES) + "}"
+    for name, expression in reversed(((TEMPLATE, template), *POD_VARIABLES)):
+        body = f"[{_bound(expression, names)}].map({name}, {body})[0]"
+    return body
+
+
+# --- Where the pod templates of each matched kind are ----------------------------------------------------
+
+
+def _step(step: str) -> str:
+    return f".?{step}"
+
+
+def template_path_expression(path: TemplatePath) -> str:
+    """The templates at one path of the workload table, as a list (CEL): an absent step gives none,
+    a map (``*``) or list (``[]``) step gives one per value or item."""
+    fan_outs = [i for i, step in enumerate(path.steps) if step in (EACH_VALUE, EACH_ITEM)]
+    if len(fan_outs) > 1:
+        raise ValueError(f"{path.text()}: admission reaches templates through one map or list at most")
+    if not fan_outs:
+        return f"[dyn(object){''.join(_step(s) for s in path.steps)}].filter(o, o.hasValue()).map(o, o.value())"
+    at = fan_outs[0]
+    before, after = path.steps[:at], path.steps[at + 1 :]
+    reach = "dyn(object)" + "".join(_step(s) for s in before)
+    if path.steps[at] == EACH_VALUE:
+        items = f"[{reach}.orValue({{}})].map(m, m.map(k, m[k]))[0]"
+    else:
+        items = f"{reach}.orValue([])"
+    inner = "optional.of(x)" + "".join(_step(s) for s in after) if after else "optional.of(x)"
+    return f"{items}.map(x, {inner}).filter(o, o.hasValue()).map(o, o.value())"
+
+
+def admission_workload_kinds() -> tuple[WorkloadKind, ...]:
+    """The custom-resource kinds whose every template is a PodTemplateSpec (Argo's templates,
+    KServe's inline containers and the Trainer's container fields are not pod templates)."""
+    return tuple(k for k in WORKLOAD_KINDS if all(t.form == POD_TEMPLATE for t in k.templates))
+
+
+def kind_templates(kind: WorkloadKind) -> str:
+    return " + ".join(template_path_expression(t) for t in kind.templates)
+
+
+def _is_resource(group: str, resource: str) -> str:
+    return f"request.resource.group == {cel_string(group)} && request.resource.resource == {cel_string(resource)}"
+
+
+def templates_expression() -> str:
+    """The pod templates of the object under admission, by its kind: a Pod is its own template."""
+    branches = [
+        ("object.kind == 'Pod'", "[dyn(object)]"),
+        (_is_resource("batch", "cronjobs"), "[dyn(object).spec.jobTemplate.spec.template]"),
+    ]
+    branches += [(_is_resource(k.group, k.resource), kind_templates(k)) for k in admission_workload_kinds()]
+    expression = "[dyn(object).spec.template]"  # the pod controllers
+    for condition, templates in reversed(branches):
+        expression = f"{condition} ? {templates} : {expression}"
+    return expression
+
+
+# The policy's variables before the rules' findings: the templates, then each one's pod variables.
+VARIABLES: tuple[tuple[str, str], ...] = (
+    ("templates", templates_expression()),
+    ("pods", f"variables.templates.map(t, {pod_record('t')})"),
 )
 VARIABLE_NAMES = tuple(name for name, _expression in VARIABLES)
 

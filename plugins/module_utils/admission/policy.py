@@ -13,8 +13,11 @@ from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.cel import (
     MUTATING_VARIABLES,
+    POD,
     VARIABLES,
+    admission_workload_kinds,
     cel_string,
+    per_pod,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import BUILTIN_CATALOGUE
@@ -40,13 +43,19 @@ POD_CONTROLLERS = (
 )
 
 
+# Namespaces that hold everyone's workloads, not only GPU system components: the catalogue names
+# them as where a component is often found, but exempting them would exempt every pod there.
+GENERIC_NAMESPACES = frozenset(("default", "monitoring"))
+
+
 def default_exempt_namespaces() -> tuple[str, ...]:
     """The namespaces the GPU system components are deployed in (their catalogue, and the DRA
-    drivers'): they set NVIDIA_VISIBLE_DEVICES=all without limits, privileged, by design."""
+    drivers'): they set NVIDIA_VISIBLE_DEVICES=all without limits, privileged, by design. Generic
+    namespaces are left out; a component deployed there is exempted through the params."""
     names = set(GPU_SYSTEM_NAMESPACES)
     for component in BUILTIN_CATALOGUE.components:
         names.update(component.namespaces)
-    return tuple(sorted(names))
+    return tuple(sorted(names - GENERIC_NAMESPACES))
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,18 @@ def message_expression(rule: Rule) -> str:
     """One line naming the rule, what was found (each naming its container) and the remedy."""
     head = cel_string(f"{rule.id} {rule.name}: ")
     tail = cel_string(f". {rule.remedy}".replace("\n", " "))
-    return f"{head} + variables.{_variable_name(rule)}.join('; ') + {tail}"
+    found = f"variables.{_variable_name(rule)}.filter(f, f.size() > 0).map(f, f.join('; ')).join('; ')"
+    return f"{head} + {found} + {tail}"
+
+
+def findings_expression(rule: Rule) -> str:
+    """The rule's findings in each pod template of the object: a list of lists of lines."""
+    assert rule.admission is not None
+    return f"variables.pods.map({POD}, {per_pod(rule.admission.findings)})"
+
+
+def passes_expression(rule: Rule) -> str:
+    return f"variables.exempt || variables.{_variable_name(rule)}.all(f, f.size() == 0)"
 
 
 def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -95,6 +115,16 @@ def _resource_rules() -> list[dict[str, Any]]:
         {"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": list(kinds)}
         for group, kinds in POD_CONTROLLERS
     ]
+    # A resource the cluster does not serve matches nothing: the policy stands without the CRD.
+    for kind in admission_workload_kinds():
+        rules.append(
+            {
+                "apiGroups": [kind.group],
+                "apiVersions": list(kind.versions),
+                "operations": ["CREATE", "UPDATE"],
+                "resources": [kind.resource],
+            }
+        )
     return rules
 
 
@@ -108,10 +138,10 @@ _EXEMPT_BY_PARAMS = (
 def validating_policy(name: str, rules: list[Rule]) -> dict[str, Any]:
     variables = [{"name": n, "expression": e} for n, e in VARIABLES]
     variables.append({"name": "exempt", "expression": _EXEMPT_BY_PARAMS})
-    variables += [{"name": _variable_name(r), "expression": r.admission.findings} for r in rules if r.admission]
+    variables += [{"name": _variable_name(r), "expression": findings_expression(r)} for r in rules]
     validations = [
         {
-            "expression": f"variables.exempt || variables.{_variable_name(r)}.size() == 0",
+            "expression": passes_expression(r),
             "messageExpression": message_expression(r),
             "message": f"{r.id} {r.name}: {r.title}",
             "reason": "Forbidden",

@@ -22,6 +22,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components 
     component_reason,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import admin_access_requests
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths import (
+    DRIVER_FILE_PREFIXES,
+    GPU_HOST_DIRS,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import DEVICE_VARIABLES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping, as_text
@@ -45,8 +49,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.quanti
     quantity_issues,
 )
 
-_GPU_HOST_DIRS = ("/dev/char", "/run/nvidia", "/var/run/nvidia", "/home/kubernetes/bin/nvidia", "/usr/local/nvidia")
-_DRIVER_FILE_PREFIXES = ("libnvidia", "libcuda", "nvidia-smi")
 _GPU_NODE_LABEL = re.compile(r"nvidia|gpu|accelerator|pci-(?:03\d\d_)?10de", re.IGNORECASE)
 
 
@@ -308,9 +310,9 @@ def gpu_host_path(path: str) -> bool:
     normal = posixpath.normpath(path) if path else ""
     if normal in ("/dev", "/dev/char") or normal.startswith("/dev/nvidia"):
         return True
-    if any(normal == d or normal.startswith(d + "/") for d in _GPU_HOST_DIRS):
+    if any(normal == d or normal.startswith(d + "/") for d in GPU_HOST_DIRS):
         return True
-    return posixpath.basename(normal).startswith(_DRIVER_FILE_PREFIXES)
+    return posixpath.basename(normal).startswith(DRIVER_FILE_PREFIXES)
 
 
 def device_list_mount(mount_path: str) -> bool:

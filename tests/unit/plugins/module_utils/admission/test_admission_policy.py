@@ -6,9 +6,15 @@ import yaml
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission import cel, plan, policy, reads
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import BUILTIN_CATALOGUE
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workload_kinds import (
+    EACH_ITEM,
+    EACH_VALUE,
+    TemplatePath,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analysis import (
     device_list_mount,
     gpu_host_path,
@@ -52,7 +58,7 @@ def test_each_decided_rule_is_in_the_policy_of_its_severity():
             rule = RULES[validation["message"].split()[0]]
             assert rule.severity == severity
             seen.add(rule.id)
-            assert validation["expression"] == f"variables.exempt || variables.{rule.id.lower()}.size() == 0"
+            assert validation["expression"] == f"variables.exempt || variables.{rule.id.lower()}.all(f, f.size() == 0)"
             assert (
                 rule.id in validation["messageExpression"]
                 and cel.cel_string(f". {rule.remedy}")[1:-1] in (validation["messageExpression"])
@@ -68,6 +74,54 @@ def test_variables_read_only_earlier_ones_and_rules_only_defined_ones():
         defined.add(variable["name"])
     for validation in spec["validations"]:
         assert referenced_variables(validation["expression"] + validation["messageExpression"]) <= defined
+    pod_defined = {cel.TEMPLATE}
+    for name, expression in cel.POD_VARIABLES:
+        assert referenced_variables(expression) <= pod_defined, name
+        pod_defined.add(name)
+    for rule in RULES.values():
+        if rule.admission and rule.admission.findings:
+            assert referenced_variables(rule.admission.findings) <= set(cel.POD_VARIABLE_NAMES), rule.id
+
+
+def test_rules_read_the_pod_variables_of_each_template():
+    findings = RULES["KGPU101"].admission.findings
+    assert cel.per_pod(findings) == findings.replace("variables.deviceEnv", "pod.deviceEnv")
+    record = cel.pod_record("t")
+    assert record.startswith("[t].map(template, [dyn(template).spec].map(spec, ")
+    assert "variables." not in record
+    assert record.count(".map(") >= len(cel.POD_VARIABLES) + 1
+
+
+def test_custom_resource_kinds_are_matched_from_the_workload_table():
+    rules = objects()[f"ValidatingAdmissionPolicy {policy.POLICY_NAME}"]["spec"]["matchConstraints"]["resourceRules"]
+    matched = {(g, v, r) for rule in rules for g in rule["apiGroups"] for v in rule["apiVersions"] for r in rule["resources"]}
+    assert ("kubeflow.org", "v1", "pytorchjobs") in matched
+    assert ("ray.io", "v1", "rayclusters") in matched
+    assert ("jobset.x-k8s.io", "v1alpha2", "jobsets") in matched
+    assert ("batch.volcano.sh", "v1alpha1", "jobs") in matched
+    kinds = {k.kind for k in cel.admission_workload_kinds()}
+    assert {"PyTorchJob", "RayCluster", "RayJob", "JobSet", "LeaderWorkerSet"} <= kinds
+    # Not pod templates: Argo's templates, KServe's inline specs, the Trainer's container fields.
+    assert not kinds & {"Workflow", "InferenceService", "TrainJob"}
+    for kind in cel.admission_workload_kinds():
+        assert (kind.group, kind.versions[0], kind.resource) in matched
+        assert f'request.resource.resource == "{kind.resource}"' in cel.templates_expression()
+
+
+def test_template_paths_fan_out_over_maps_and_lists():
+    replica_specs = TemplatePath(("spec", "pytorchReplicaSpecs", EACH_VALUE, "template"))
+    assert cel.template_path_expression(replica_specs) == (
+        "[dyn(object).?spec.?pytorchReplicaSpecs.orValue({})].map(m, m.map(k, m[k]))[0]"
+        ".map(x, optional.of(x).?template).filter(o, o.hasValue()).map(o, o.value())"
+    )
+    worker_groups = TemplatePath(("spec", "workerGroupSpecs", EACH_ITEM, "template"))
+    assert cel.template_path_expression(worker_groups).startswith("dyn(object).?spec.?workerGroupSpecs.orValue([])")
+    head = TemplatePath(("spec", "headGroupSpec", "template"))
+    assert cel.template_path_expression(head) == (
+        "[dyn(object).?spec.?headGroupSpec.?template].filter(o, o.hasValue()).map(o, o.value())"
+    )
+    with pytest.raises(ValueError, match="one map or list at most"):
+        cel.template_path_expression(TemplatePath(("spec", "a", EACH_ITEM, "b", EACH_VALUE, "template")))
 
 
 def test_pods_ephemeral_containers_and_controllers_are_matched():
@@ -106,7 +160,16 @@ def test_exemptions_go_by_namespace_selector_and_params():
 
 def test_the_default_exemptions_are_the_gpu_system_namespaces():
     exempt = policy.default_exempt_namespaces()
-    assert {"kube-system", "gpu-operator", "nvidia-dra-driver-gpu"} <= set(exempt)
+    assert {"kube-system", "gpu-operator", "nvidia-dra-driver-gpu", "dcgm-exporter"} <= set(exempt)
+
+
+def test_the_default_exemptions_leave_out_generic_namespaces():
+    catalogued = {n for c in BUILTIN_CATALOGUE.components for n in c.namespaces}
+    assert "monitoring" in catalogued  # the DCGM exporter is often deployed there
+    assert not {"monitoring", "default"} & set(policy.default_exempt_namespaces())
+    binding = objects(exempt_namespaces=policy.default_exempt_namespaces())
+    values = binding[f"ValidatingAdmissionPolicyBinding {policy.POLICY_NAME}"]["spec"]["matchResources"]
+    assert "monitoring" not in values["namespaceSelector"]["matchExpressions"][0]["values"]
 
 
 def test_the_mutating_policy_is_off_by_default():
