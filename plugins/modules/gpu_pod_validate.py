@@ -379,15 +379,36 @@ notes:
   description:
     - Remarks on the run, such as ConfigMaps or Secrets the cluster did not let the module read, custom
       resource lists it was not allowed, and each pod spec C(checked by shape) with its path.
+    - In live mode, one line saying which of the collection's admission policies are in force.
   returned: always
   type: list
   elements: str
+admission:
+  description:
+    - Live mode, whether the collection's ValidatingAdmissionPolicies (M(kubegpu.scheduling.gpu_admission_policy))
+      are in force. C(state) is V(read), or V(unknown) with the C(reason) where the cluster does not serve the API or
+      forbids reading it; the audit does not fail for that.
+    - Each policy says whether the policy and its binding exist, its validation actions and whether they include Deny.
+  returned: when live is true
+  type: dict
+  sample:
+    state: read
+    reason: null
+    policies:
+      - name: kubegpu-gpu-bypass
+        policy: true
+        binding: true
+        in_force: true
+        validation_actions: [Deny, Audit]
+        deny: true
 """
 
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.plan import enforcement_summary
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.reads import read_enforcement
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import catalogue_from_option
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
@@ -468,7 +489,8 @@ def rule_config(params: dict[str, Any]) -> RuleConfig:
     )
 
 
-def validate(module: AnsibleModule) -> Report:
+def validate(module: AnsibleModule) -> tuple[Report, dict[str, Any] | None]:
+    """The report, and in live mode which of the collection's admission policies are in force."""
     params = module.params
     if not params["src"] and params["definition"] is None and not params["live"]:
         raise OptionError("one of src, definition or live=true is required")
@@ -478,6 +500,7 @@ def validate(module: AnsibleModule) -> Report:
         raise OptionError("jobs must be 1 or more")
     config = rule_config(params)
     reports = []
+    admission = None
     if params["src"] or params["definition"] is not None:
         manifests = load_manifests(params["src"] or [], params["definition"], params["max_file_size"])
         jobs = params["jobs"] if params["jobs"] is not None else default_jobs(len(manifests.paths), usable_cpus())
@@ -486,7 +509,11 @@ def validate(module: AnsibleModule) -> Report:
         client = module_client(module)
         with error_context("live audit"):
             reports.append(live_report(client, config, params["namespaces"]))
-    return merge_reports(reports)
+        admission = read_enforcement(client)
+    report = merge_reports(reports)
+    if admission is not None:
+        report.notes.append(enforcement_summary(admission))
+    return report, admission
 
 
 def main() -> None:
@@ -495,7 +522,7 @@ def main() -> None:
         module.fail_json(msg=missing_required_lib("PyYAML"))
     params = module.params
     with errors_fail(module):
-        report = validate(module)
+        report, admission = validate(module)
     try:
         if params["report_json"]:
             write_json(params["report_json"], json_report(report))
@@ -509,6 +536,8 @@ def main() -> None:
     result = dict(
         result_fields(report), notes=report.notes, changed=False, report_text=format_text(report, summary).splitlines()
     )
+    if admission is not None:
+        result["admission"] = admission
     if failed(summary, params["fail_on"]):
         module.fail_json(msg=failure_message(report, summary), **result)
     module.exit_json(**result)

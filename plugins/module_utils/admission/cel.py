@@ -13,7 +13,10 @@ from __future__ import annotations
 import json
 import re
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths import DRIVER_FILE_PREFIXES, GPU_HOST_DIRS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths import (
+    DRIVER_FILE_PREFIXES,
+    GPU_HOST_DIRS,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import DEFAULT_GPU_RESOURCE_PATTERNS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import DEVICE_VARIABLES, NONE, VOID
@@ -52,6 +55,7 @@ GPU_HOST_PATH_REGEX = (
 )
 DEVICE_LIST_MOUNT_REGEX = f"^{_alternatives(DEVICE_LIST_MOUNT_ROOTS)}(/.*)?$"
 _DEVICE_VARIABLE_LIST = "[" + ", ".join(cel_string(v) for v in DEVICE_VARIABLES) + "]"
+
 
 def _env_named(variable: str) -> str:
     """The container's env entries named ``variable`` (a CEL expression)."""

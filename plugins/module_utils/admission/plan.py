@@ -64,3 +64,45 @@ def type_checked(policy: Mapping[str, Any]) -> bool:
     """Whether the API server has type-checked the policy's current generation."""
     metadata, status = as_mapping(policy.get("metadata")), as_mapping(policy.get("status"))
     return status.get("observedGeneration") == metadata.get("generation") and "typeChecking" in status
+
+
+UNKNOWN = "unknown"
+
+
+def enforcement_status(live: Mapping[str, tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]]) -> dict[str, Any]:
+    """Which of the collection's validating policies are in force, from each policy's (policy,
+    binding) as read: both must exist; Deny among the actions means it refuses."""
+    policies = []
+    for name, (policy, binding) in live.items():
+        actions = policy_in_force(policy, binding)
+        policies.append(
+            {
+                "name": name,
+                "policy": policy is not None,
+                "binding": binding is not None,
+                "in_force": bool(actions),
+                "validation_actions": actions,
+                "deny": "Deny" in actions,
+            }
+        )
+    return {"state": "read", "reason": None, "policies": policies}
+
+
+def enforcement_unknown(reason: str) -> dict[str, Any]:
+    """What is said when the policies cannot be read: never a failure of the audit."""
+    return {"state": UNKNOWN, "reason": reason, "policies": []}
+
+
+def enforcement_summary(status: Mapping[str, Any]) -> str:
+    """One line for notes and reports."""
+    if status.get("state") == UNKNOWN:
+        return f"admission policies: unknown ({status.get('reason')})"
+    parts = []
+    for entry in as_list(status.get("policies")):
+        entry = as_mapping(entry)
+        if entry.get("in_force"):
+            parts.append(f"{entry.get('name')} in force ({', '.join(entry.get('validation_actions') or [])})")
+        else:
+            missing = [what for what in ("policy", "binding") if not entry.get(what)]
+            parts.append(f"{entry.get('name')} not in force (no {' and no '.join(missing)})")
+    return "admission policies: " + "; ".join(parts)

@@ -91,7 +91,8 @@ def message_expression(rule: Rule) -> str:
 
 def findings_expression(rule: Rule) -> str:
     """The rule's findings in each pod template of the object: a list of lists of lines."""
-    assert rule.admission is not None
+    if rule.admission is None:
+        raise ValueError(f"{rule.id} carries no CEL: admission cannot decide it")
     return f"variables.pods.map({POD}, {per_pod(rule.admission.findings)})"
 
 
@@ -258,6 +259,10 @@ def admission_objects(settings: AdmissionSettings) -> list[dict[str, Any]]:
     if settings.mutating:
         objects += [mutating_policy(settings), mutating_binding(settings)]
     return objects
+
+
+def validating_policy_names() -> tuple[str, ...]:
+    return (POLICY_NAME, WARNINGS_POLICY_NAME)
 
 
 def object_key(obj: dict[str, Any]) -> str:

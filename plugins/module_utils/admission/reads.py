@@ -9,8 +9,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.plan import RESOURCES, missing_apis
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.policy import API_VERSION, object_key
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.plan import (
+    RESOURCES,
+    enforcement_status,
+    enforcement_unknown,
+    missing_apis,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.policy import (
+    API_VERSION,
+    object_key,
+    validating_policy_names,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
@@ -74,3 +83,18 @@ def wait_type_checked(
         if live is None or ready(live) or time.monotonic() > deadline:
             return live
         time.sleep(0.5)
+
+
+def read_enforcement(client: KubeClient) -> dict[str, Any]:
+    """Which of the collection's validating policies are in force on the cluster (admission/plan.py
+    judges); "unknown" with the reason where the API is not served or may not be read."""
+    try:
+        require_apis(client, mutating=False)
+        live = {}
+        for policy in validating_policy_names():
+            stub = {"kind": "ValidatingAdmissionPolicy", "metadata": {"name": policy}}
+            stub_binding = {"kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": policy}}
+            live[policy] = (read_object(client, stub), read_object(client, stub_binding))
+    except ClusterError as exc:
+        return enforcement_unknown(exc.message)
+    return enforcement_status(live)

@@ -1,15 +1,17 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What every module that talks to the API server shares: the connection options, secrets of
-an inline kubeconfig kept out of output, the library check and one client."""
+an inline kubeconfig kept out of output, the library check, one client, and a result handed back
+without a sanitising copy when there is nothing to mask."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ansible.module_utils import basic
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient, client_from_params
@@ -30,10 +32,38 @@ def with_connection_options(options: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+def _only_when_any(remove_values: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """AnsibleModule's remove_values, skipped when there is no value to remove.
+
+    remove_values rebuilds every dict, list and string of the result even when no_log_values is
+    empty: 0.4 s for the 3.5 MB facts of 1,000 nodes. With nothing to mask, what else it does is
+    done by the module's JSON encoder as well (dates and times as ISO strings; anything else it
+    could not copy, the encoder cannot write either)."""
+
+    def remove(value: Any, no_log_strings: Any) -> Any:
+        return remove_values(value, no_log_strings) if no_log_strings else value
+
+    return remove
+
+
+class ApiModule(AnsibleModule):
+    def _return_formatted(self, kwargs: dict[str, Any]) -> None:
+        installed = getattr(basic, "remove_values", None)
+        if installed is None:
+            super()._return_formatted(kwargs)
+            return
+        # AnsibleModule offers no switch for this; the swap lasts for this one call and this module only.
+        basic.remove_values = _only_when_any(installed)
+        try:
+            super()._return_formatted(kwargs)
+        finally:
+            basic.remove_values = installed
+
+
 def api_module(argument_spec: dict[str, Any], **kwargs: Any) -> AnsibleModule:
     """An AnsibleModule with check mode that never prints the credentials of an inline kubeconfig,
     nor those given through K8S_AUTH_* variables."""
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True, **kwargs)
+    module = ApiModule(argument_spec=argument_spec, supports_check_mode=True, **kwargs)
     kubeconfig = module.params.get("kubeconfig")
     if isinstance(kubeconfig, dict):
         module.no_log_values.update(kubeconfig_secret_values(kubeconfig))

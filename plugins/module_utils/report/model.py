@@ -211,6 +211,8 @@ def report_cluster(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
             "checked": bool(audit),
             "objects_checked": int((audit.get("summary") or {}).get("objects_checked") or 0),
         },
+        # gpu_pod_validate's reading of the admission policies (admission/plan.py), as it returned it.
+        "admission": dict(audit["admission"]) if isinstance(audit.get("admission"), Mapping) else None,
         "notes": [str(note) for note in (*(fleet.get("notes") or []), *(audit.get("notes") or []))],
     }
 

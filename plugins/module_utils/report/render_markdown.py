@@ -79,9 +79,29 @@ def _cluster_section(cluster: Mapping[str, Any]) -> list[str]:
     if cluster["bypass"]:
         lines += ["", "### GPU use that bypasses the scheduler", ""]
         lines += table(BYPASS_COLUMNS, [cells(b, BYPASS_COLUMNS) for b in cluster["bypass"]])
+    lines += admission_lines(cluster.get("admission"))
     if cluster["notes"]:
         lines += ["", "### Notes", ""] + [f"- {md(note)}" for note in cluster["notes"]]
     return lines
+
+
+def admission_lines(admission: Mapping[str, Any] | None) -> list[str]:
+    """Which of the collection's admission policies are in force, or why that is unknown."""
+    if not admission:
+        return []
+    lines = ["", "### Admission policies", ""]
+    if admission.get("state") == "unknown":
+        return lines + [f"Unknown: {md(admission.get('reason'))}"]
+    rows = [
+        [
+            p["name"],
+            "yes" if p["in_force"] else "no",
+            ", ".join(p["validation_actions"]) or "-",
+            "yes" if p["deny"] else "no",
+        ]
+        for p in admission.get("policies") or []
+    ]
+    return lines + table(["policy", "in force", "actions", "deny"], rows)
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:

@@ -79,6 +79,7 @@ def test_every_rule_is_documented_and_returns_are_documented():
         "summary",
         "notes",
         "report_text",
+        "admission",
     }
     examples = documented("EXAMPLES")
     assert all(task["name"] for task in examples)

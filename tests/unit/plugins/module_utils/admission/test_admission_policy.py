@@ -94,7 +94,9 @@ def test_rules_read_the_pod_variables_of_each_template():
 
 def test_custom_resource_kinds_are_matched_from_the_workload_table():
     rules = objects()[f"ValidatingAdmissionPolicy {policy.POLICY_NAME}"]["spec"]["matchConstraints"]["resourceRules"]
-    matched = {(g, v, r) for rule in rules for g in rule["apiGroups"] for v in rule["apiVersions"] for r in rule["resources"]}
+    matched = {
+        (g, v, r) for rule in rules for g in rule["apiGroups"] for v in rule["apiVersions"] for r in rule["resources"]
+    }
     assert ("kubeflow.org", "v1", "pytorchjobs") in matched
     assert ("ray.io", "v1", "rayclusters") in matched
     assert ("jobset.x-k8s.io", "v1alpha2", "jobsets") in matched
@@ -314,3 +316,56 @@ def test_a_cluster_without_the_apis_gets_a_clear_error(resources, mutating, miss
 def test_a_cluster_with_the_apis_passes():
     served = ["validatingadmissionpolicies", "validatingadmissionpolicybindings", "mutatingadmissionpolicies"]
     reads.require_apis(DiscoveryClient([*served, "mutatingadmissionpolicybindings"]), mutating=True)
+
+
+class EnforcementClient(DiscoveryClient):
+    """Discovery as DiscoveryClient, and the named objects (404 for the rest, or one status for all)."""
+
+    def __init__(self, resources, objects=None, status=None):
+        super().__init__(resources)
+        self.objects, self.status = objects or {}, status
+
+    def get(self, path):
+        if path.startswith(f"/apis/{policy.API_VERSION}/"):
+            if self.status is not None:
+                raise ClusterError("forbidden", self.status)
+            if path not in self.objects:
+                raise ClusterError("not found", 404)
+            return self.objects[path]
+        return super().get(path)
+
+
+def test_enforcement_reads_policy_and_binding_and_judges_deny():
+    prefix = f"/apis/{policy.API_VERSION}"
+    binding = {"spec": {"validationActions": ["Deny", "Audit"]}}
+    served = list(plan.VALIDATING_RESOURCES)
+    objects_live = {
+        f"{prefix}/validatingadmissionpolicies/{policy.POLICY_NAME}": {"spec": {}},
+        f"{prefix}/validatingadmissionpolicybindings/{policy.POLICY_NAME}": binding,
+        f"{prefix}/validatingadmissionpolicies/{policy.WARNINGS_POLICY_NAME}": {"spec": {}},
+    }
+    status = reads.read_enforcement(EnforcementClient(served, objects_live))
+    by_name = {p["name"]: p for p in status["policies"]}
+    assert status["state"] == "read"
+    assert by_name[policy.POLICY_NAME] == {
+        "name": policy.POLICY_NAME,
+        "policy": True,
+        "binding": True,
+        "in_force": True,
+        "validation_actions": ["Deny", "Audit"],
+        "deny": True,
+    }
+    assert not by_name[policy.WARNINGS_POLICY_NAME]["in_force"]
+    summary = plan.enforcement_summary(status)
+    assert f"{policy.POLICY_NAME} in force (Deny, Audit)" in summary
+    assert f"{policy.WARNINGS_POLICY_NAME} not in force (no binding)" in summary
+
+
+@pytest.mark.parametrize(
+    ("resources", "status", "reason"),
+    [(None, None, "does not serve"), (list(plan.VALIDATING_RESOURCES), 403, "forbidden")],
+)
+def test_enforcement_is_unknown_not_a_failure(resources, status, reason):
+    result = reads.read_enforcement(EnforcementClient(resources, status=status))
+    assert result["state"] == plan.UNKNOWN and reason in result["reason"] and result["policies"] == []
+    assert plan.enforcement_summary(result).startswith("admission policies: unknown (")

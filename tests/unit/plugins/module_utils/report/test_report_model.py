@@ -151,3 +151,11 @@ def test_a_failed_task_result_is_no_result_and_a_cluster_without_facts_failed():
 def test_bad_input_is_named(clusters, message):
     with pytest.raises(OptionError, match=message.replace("[", r"\[").replace("]", r"\]")):
         build_report(copy.deepcopy(clusters))
+
+
+def test_the_admission_policies_in_force_come_from_the_live_audit():
+    admission = {"state": "unknown", "reason": "forbidden", "policies": []}
+    audit = {**results()["pod_audit"], "admission": admission}
+    report = build_report([cluster("eu", pod_audit=audit), cluster("us")])
+    assert report["clusters"][0]["admission"] == admission
+    assert report["clusters"][1]["admission"] is None

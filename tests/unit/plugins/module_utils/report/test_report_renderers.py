@@ -126,3 +126,13 @@ def test_html_escapes_cluster_text():
     tables = html_tables(page)
     assert tables["clusters"][0]["cluster"] == HOSTILE
     assert tables["bypass-0"][0]["message"] == HOSTILE
+
+
+def test_markdown_says_which_admission_policies_are_in_force_or_why_unknown():
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.render_markdown import admission_lines
+
+    policies = [{"name": "kubegpu-gpu-bypass", "in_force": True, "validation_actions": ["Deny", "Audit"], "deny": True}]
+    lines = admission_lines({"state": "read", "reason": None, "policies": policies})
+    assert "| kubegpu-gpu-bypass | yes | Deny, Audit | yes |" in lines
+    assert admission_lines({"state": "unknown", "reason": "forbidden", "policies": []})[-1] == "Unknown: forbidden"
+    assert admission_lines(None) == []
