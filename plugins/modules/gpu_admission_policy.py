@@ -23,7 +23,7 @@ description:
   - Admission cannot see an image's environment nor the contents of C(envFrom) sources; the mutating
     policy (O(mutating=true)) neutralises both, the live audit of M(kubegpu.scheduling.gpu_pod_validate)
     reports them.
-version_added: 1.1.0
+version_added: 1.0.0
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
