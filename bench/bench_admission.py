@@ -14,8 +14,8 @@ policies, their bindings and the params ConfigMap are removed at the end whateve
 
 Hold the cluster lock for the whole run:
 
-    flock /tmp/kubegpu-cluster.lock sh -c 'make cluster-up >/dev/null && \\
-        .venv/bin/python -m bench.bench_admission --kubeconfig ~/.cache/kubegpu/cluster/kubeconfig'
+    flock /tmp/kubegpu-cluster.lock sh -c 'KC=$(make cluster-up | tail -1) && \\
+        .venv/bin/python -m bench.bench_admission --kubeconfig "$KC" [--pods 1000 --rounds 10 --json OUT]'
 """
 
 from __future__ import annotations

@@ -11,10 +11,12 @@ from html import escape
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text import (
+    ADMISSION_COLUMNS,
     BYPASS_COLUMNS,
     COUNT_COLUMNS,
     NODE_COLUMNS,
     PROBLEM_COLUMNS,
+    admission_cells,
     cells,
     cluster_status,
     node_cells,
@@ -102,10 +104,22 @@ def _cluster_section(index: int, cluster: Mapping[str, Any]) -> str:
         parts.append("<h3>GPU use that bypasses the scheduler</h3>")
         rows = [cells(b, BYPASS_COLUMNS) for b in cluster["bypass"]]
         parts.append(table(f"bypass-{index}", BYPASS_COLUMNS, rows))
+    parts.append(admission_section(index, cluster.get("admission")))
     if cluster["notes"]:
         parts.append("<h3>Notes</h3><ul>" + "".join(f"<li>{h(note)}</li>" for note in cluster["notes"]) + "</ul>")
     parts.append("</section>")
     return "".join(parts)
+
+
+def admission_section(index: int, admission: Mapping[str, Any] | None) -> str:
+    """Which of the collection's admission policies are in force, or why that is unknown."""
+    if not admission:
+        return ""
+    heading = "<h3>Admission policies</h3>"
+    if admission.get("state") == "unknown":
+        return f'{heading}<p id="admission-{index}" class="muted">unknown: {h(admission.get("reason"))}</p>'
+    rows = [admission_cells(p) for p in admission.get("policies") or []]
+    return heading + table(f"admission-{index}", ADMISSION_COLUMNS, rows)
 
 
 def render_html(report: Mapping[str, Any]) -> str:

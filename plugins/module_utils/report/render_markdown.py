@@ -14,6 +14,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text imp
     COUNT_COLUMNS,
     NODE_COLUMNS,
     PROBLEM_COLUMNS,
+    admission_cells,
     cells,
     cluster_status,
     node_cells,
@@ -92,15 +93,7 @@ def admission_lines(admission: Mapping[str, Any] | None) -> list[str]:
     lines = ["", "### Admission policies", ""]
     if admission.get("state") == "unknown":
         return lines + [f"Unknown: {md(admission.get('reason'))}"]
-    rows = [
-        [
-            p["name"],
-            "yes" if p["in_force"] else "no",
-            ", ".join(p["validation_actions"]) or "-",
-            "yes" if p["deny"] else "no",
-        ]
-        for p in admission.get("policies") or []
-    ]
+    rows = [admission_cells(p) for p in admission.get("policies") or []]
     return lines + table(["policy", "in force", "actions", "deny"], rows)
 
 

@@ -13,6 +13,8 @@ LOCATION_COLUMNS = ("address", "zone", "instance_type", "provider_id")
 NODE_COLUMNS = ("node", "model", *COUNT_COLUMNS, "plugin", "problems", *LOCATION_COLUMNS)
 PROBLEM_COLUMNS = ("severity", "subject", "problem", "reason", "remedy")
 BYPASS_COLUMNS = ("rule", "severity", "object", "container", "message", "remedy")
+# One row per admission policy of the cluster's `admission` (admission/plan.py's enforcement_status).
+ADMISSION_COLUMNS = ("policy", "in_force", "actions", "deny")
 
 
 def seconds(value: float | None) -> str:
@@ -42,6 +44,17 @@ def node_cells(node: Mapping[str, Any]) -> list[str]:
 def cells(entry: Mapping[str, Any], columns: tuple[str, ...]) -> list[str]:
     """A problem's or a finding's cells, in the order of `columns`."""
     return [or_dash(entry.get(key)) for key in columns]
+
+
+def admission_cells(policy: Mapping[str, Any]) -> list[str]:
+    """An admission policy's cells, in ADMISSION_COLUMNS order."""
+    entry = {
+        "policy": policy.get("name"),
+        "in_force": "yes" if policy.get("in_force") else "no",
+        "actions": ", ".join(policy.get("validation_actions") or []),
+        "deny": "yes" if policy.get("deny") else "no",
+    }
+    return cells(entry, ADMISSION_COLUMNS)
 
 
 def or_dash(value: Any) -> str:

@@ -136,3 +136,27 @@ def test_markdown_says_which_admission_policies_are_in_force_or_why_unknown():
     assert "| kubegpu-gpu-bypass | yes | Deny, Audit | yes |" in lines
     assert admission_lines({"state": "unknown", "reason": "forbidden", "policies": []})[-1] == "Unknown: forbidden"
     assert admission_lines(None) == []
+
+
+def test_html_has_a_table_of_the_admission_policies_in_force_or_says_why_unknown():
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.plan import (
+        enforcement_status,
+        enforcement_unknown,
+    )
+
+    binding = {"spec": {"validationActions": ["Deny", "Audit"]}}
+    # As gpu_pod_validate's live audit reads it: the error policy bound in Deny, the warnings policy unbound.
+    read = enforcement_status({"kubegpu-gpu-bypass": ({}, binding), "kubegpu-gpu-bypass-warnings": ({}, None)})
+    eu, west = local_cluster("eu"), local_cluster("west")
+    eu["pod_audit"]["admission"] = read
+    west["pod_audit"]["admission"] = enforcement_unknown(HOSTILE)
+    page = render_html(build_report([eu, west, local_cluster("plain")]))
+    tables = html_tables(page)
+    assert tables["admission-0"] == [
+        {"policy": "kubegpu-gpu-bypass", "in_force": "yes", "actions": "Deny, Audit", "deny": "yes"},
+        {"policy": "kubegpu-gpu-bypass-warnings", "in_force": "no", "actions": "-", "deny": "no"},
+    ]
+    assert "admission-1" not in tables
+    assert f'<p id="admission-1" class="muted">unknown: {escape(HOSTILE)}</p>' in page
+    # A cluster whose audit did not read the policies gets no section.
+    assert page.count("<h3>Admission policies</h3>") == 2
