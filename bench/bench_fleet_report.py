@@ -21,12 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -141,6 +144,15 @@ def in_process_build(report_dir: Path, repeat: int) -> float:
     return statistics.median(walls)
 
 
+@contextmanager
+def _removed(folder: Path) -> Iterator[Path]:
+    """The work folder (its kubeconfigs hold the admin credentials), removed on the way out."""
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-cluster", type=int, default=20, help="contexts (inventory clusters) per local cluster")
@@ -153,7 +165,7 @@ def main() -> int:
     if not local_cluster.running(shared):
         raise SystemExit("the shared local cluster is not running: make cluster-up (under the cluster lock)")
     work = Path(tempfile.mkdtemp(prefix="kubegpu-bench-fleet-report-"))
-    with instance.started(prefix="kubegpu-bench-second-") as second:
+    with instance.started(prefix="kubegpu-bench-second-") as second, _removed(work):
         inventory = write_inventory(work, {"shared": shared.kubeconfig, "second": second.kubeconfig}, args.per_cluster)
         clusters = 2 * args.per_cluster
         contenders = []
