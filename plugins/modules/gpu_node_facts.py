@@ -446,6 +446,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import missing_names_warning, read_fleet
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import system_components_argument_spec
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
     DEFAULT_EXEMPT_POD_SELECTORS,
@@ -487,14 +488,7 @@ def argument_spec() -> dict[str, Any]:
                 },
             },
             exempt_pod_selectors={"type": "list", "elements": "str", "default": list(DEFAULT_EXEMPT_POD_SELECTORS)},
-            system_components={
-                "type": "dict",
-                "default": {},
-                "options": {
-                    "builtin": {"type": "bool", "default": True},
-                    "extra": {"type": "list", "elements": "dict", "default": []},
-                },
-            },
+            system_components=system_components_argument_spec(),
             page_size={"type": "int", "default": 500},
         )
     )

@@ -409,7 +409,10 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.plan import enforcement_summary
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.reads import read_enforcement
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import catalogue_from_option
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import (
+    catalogue_from_option,
+    system_components_argument_spec,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
@@ -459,14 +462,7 @@ def argument_spec() -> dict[str, Any]:
             gpu_resources={"type": "list", "elements": "str", "default": []},
             image_env={"type": "dict", "default": {}},
             allow_annotation={"type": "str", "default": DEFAULT_ALLOW_ANNOTATION},
-            system_components={
-                "type": "dict",
-                "default": {},
-                "options": {
-                    "builtin": {"type": "bool", "default": True},
-                    "extra": {"type": "list", "elements": "dict", "default": []},
-                },
-            },
+            system_components=system_components_argument_spec(),
             report_json={"type": "path"},
             report_sarif={"type": "path"},
             report_junit={"type": "path"},

@@ -94,6 +94,24 @@ def resource_versions(cluster: LocalCluster) -> dict[str, str]:
     return {n["metadata"]["name"]: n["metadata"]["resourceVersion"] for n in cluster.get("/api/v1/nodes")["items"]}
 
 
+def apply_noting_rereads(client, plans, options, is_gpu):
+    """The module's apply step against the cluster, with the names of the nodes it read again."""
+    rereads: list[str] = []
+
+    def reread(name: str):
+        rereads.append(name)
+        return reread_node(client, name)
+
+    results = apply_plans(
+        plans,
+        send=lambda name, patch: patch_node(client, name, patch),
+        reread=reread,
+        replan=lambda node: plan_node(node, options, is_gpu),
+        errors=(ClusterError,),
+    )
+    return results, rereads
+
+
 def test_a_cold_run_sends_one_patch_per_node_it_changes_while_nodes_heartbeat(unlabeled_nodes: LocalCluster):
     cluster = unlabeled_nodes
     names = sorted(resource_versions(cluster))
@@ -129,20 +147,8 @@ def test_nodes_whose_status_changed_since_the_read_are_patched_once(unlabeled_no
         heartbeat(cluster, node.name)
     beaten = resource_versions(cluster)
     assert all(beaten[name] != version for name, version in read_versions.items())
-    rereads: list[str] = []
-
-    def reread(name: str):
-        rereads.append(name)
-        return reread_node(client, name)
-
     before = node_patches(cluster)
-    results = apply_plans(
-        plans,
-        send=lambda name, patch: patch_node(client, name, patch),
-        reread=reread,
-        replan=lambda node: plan_node(node, options, is_gpu),
-        errors=(ClusterError,),
-    )
+    results, rereads = apply_noting_rereads(client, plans, options, is_gpu)
     after = node_patches(cluster)
 
     changed = [r.plan.name for r in results if r.plan.outcome is Outcome.LABEL]
@@ -164,20 +170,8 @@ def test_a_label_written_between_read_and_write_is_read_again_and_left_alone(unl
     cluster.patch("/api/v1/nodes/ack-v100", {"metadata": {"labels": {ACCELERATOR: "nvidia-tesla-v100"}}})
     for plan in plans:
         heartbeat(cluster, plan.name)
-    rereads: list[str] = []
-
-    def reread(name: str):
-        rereads.append(name)
-        return reread_node(client, name)
-
     before = node_patches(cluster)
-    results = apply_plans(
-        plans,
-        send=lambda name, patch: patch_node(client, name, patch),
-        reread=reread,
-        replan=lambda node: plan_node(node, options, is_gpu),
-        errors=(ClusterError,),
-    )
+    results, rereads = apply_noting_rereads(client, plans, options, is_gpu)
     after = node_patches(cluster)
 
     outcomes = {r.plan.name: (r.status, r.plan.outcome) for r in results}
