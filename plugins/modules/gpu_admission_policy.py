@@ -148,6 +148,7 @@ files:
 """
 
 import os  # noqa: E402
+import time  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -217,8 +218,16 @@ def render(module: AnsibleModule, objects: list[dict[str, Any]], directory: str)
     return {"changed": bool(changes), "changes": changes, "files": files}
 
 
+# The API server sees policies, bindings and their params ConfigMap through separate caches. A binding
+# whose params it cannot find denies every request (parameterNotFoundAction: Deny), so the params are
+# given this long to reach its cache before a binding that needs them is created, and a removed binding
+# this long to leave it before the params are deleted.
+PARAMS_SETTLE_SECONDS = 2.0
+
+
 def present(module: AnsibleModule, client: Any, objects: list[dict[str, Any]], stale: list[dict[str, Any]]) -> dict:
     changes, diffs, applied = [], [], {}
+    params_created = False
     for obj in objects:
         key = policy.object_key(obj)
         live = reads.read_object(client, obj)
@@ -228,7 +237,11 @@ def present(module: AnsibleModule, client: Any, objects: list[dict[str, Any]], s
             changes.append(key)
             diffs.append({"before_header": key, "after_header": key, "before": before or {}, "after": after})
             if not module.check_mode:
+                if params_created and obj["kind"].endswith("Binding"):
+                    time.sleep(PARAMS_SETTLE_SECONDS)
+                    params_created = False
                 wanted = reads.apply_object(client, obj, dry_run=False)
+                params_created = params_created or (obj["kind"] == "ConfigMap" and live is None)
         applied[obj["kind"], obj["metadata"]["name"]] = wanted if before != after else live
     for obj in stale:
         if reads.read_object(client, obj) is not None:
@@ -259,11 +272,13 @@ def present(module: AnsibleModule, client: Any, objects: list[dict[str, Any]], s
 
 def absent(module: AnsibleModule, client: Any, objects: list[dict[str, Any]]) -> dict[str, Any]:
     changes = []
-    # Bindings first, so that no policy is left bound to missing params.
+    # Bindings first and the params last, so that no policy is left bound to missing params.
     for obj in reversed(objects):
         if reads.read_object(client, obj) is not None:
             changes.append(policy.object_key(obj))
             if not module.check_mode:
+                if obj["kind"] == "ConfigMap" and len(changes) > 1:
+                    time.sleep(PARAMS_SETTLE_SECONDS)
                 reads.delete_object(client, obj)
     return {"changed": bool(changes), "changes": changes}
 
