@@ -7,16 +7,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path, collection_paths
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.live_objects import (
     LIVE_WORKLOAD_PATHS,
     LiveList,
-    PodSpecSite,
     live_custom_lists,
-    object_ref,
     select_live_objects,
     served_group_versions,
     with_kind,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path, collection_paths
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
+    PodSpecSite,
+    object_ref,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import PodChecker, RuleConfig
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import (

@@ -2,12 +2,14 @@ import copy
 
 import pytest
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.live_objects import (
+    select_live_objects,
+    with_kind,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
     find_embedded_pod_spec,
     iter_containers,
-    select_live_objects,
     walk_document,
-    with_kind,
 )
 
 POD_SPEC = {

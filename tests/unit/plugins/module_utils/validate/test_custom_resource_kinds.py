@@ -10,12 +10,14 @@ import pytest
 import yaml
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.live_objects import (
+    live_custom_lists,
+    served_group_versions,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workload_kinds import WORKLOAD_KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
     find_pod_spec_shapes,
     iter_containers,
-    live_custom_lists,
-    served_group_versions,
     walk_document,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate import cli as validate_cli
