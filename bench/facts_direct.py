@@ -31,8 +31,7 @@ def facts(kubeconfig: str, page_size: int) -> dict:
     nodes, pods, plugins, dra = read_fleet(client, options, None, None, page_size)
     result = summarise(nodes, pods, plugins, options, dra)
     result["api_requests"] = client.request_count
-    # The module returns the facts twice (ansible_facts and the result); it serialises both.
-    text = json.dumps({"changed": False, "ansible_facts": {"gpu_fleet": result}, **result})
+    text = json.dumps({"changed": False, "ansible_facts": {"gpu_fleet": result}})
     totals = result.get("totals") or {}
     return {
         "nodes": len(nodes),

@@ -31,7 +31,8 @@ options:
     description:
       - One entry per cluster, in the order the report lists them.
       - C(name) (required, unique) names the cluster. C(fleet), C(device_plugin) and C(pod_audit) are the registered
-        results of the three modules; any may be missing. C(error) is the cluster's failure, a string or a dict with
+        results of the three modules (C(fleet) may also be the facts themselves, C(ansible_facts.gpu_fleet)); any may be
+        missing. C(error) is the cluster's failure, a string or a dict with
         C(task) and C(message); a cluster without fleet facts counts as failed too. C(elapsed_seconds) is the time
         its run took.
     type: list

@@ -53,8 +53,9 @@ description:
   - A DeviceTaintRule taints the devices its selector picks (driver, pool, device) as a taint in the ResourceSlice
     does. Where DeviceTaintRules are not served or not allowed, only the slices' taints count, with a note.
   - A cluster that does not serve C(resource.k8s.io/v1), or a reader not allowed to list it, gets the facts from
-    the device plugin alone and a note in RV(notes) saying which; the run does not fail. A pool with fewer
-    ResourceSlices than it announces (C(resourceSliceCount)) is still being written, and is a note too.
+    the device plugin alone and a note in RV(ansible_facts.gpu_fleet.notes) saying which; the run does not fail.
+    A pool with fewer ResourceSlices than it announces (C(resourceSliceCount)) is still being written, and is a note
+    too.
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
@@ -147,24 +148,25 @@ notes:
   - Read-only; always returns C(changed=false). Needs C(list) on nodes and on pods in all namespaces, and on
     C(deviceclasses), C(resourceslices), C(resourceclaims) and C(devicetaintrules) (group C(resource.k8s.io)) to
     count DRA GPUs.
-  - The facts are also set as C(ansible_facts.gpu_fleet).
+  - The facts are returned once, as C(ansible_facts.gpu_fleet) (host facts of the host the task ran for, and
+    C(ansible_facts.gpu_fleet) of a registered result). At a thousand nodes they are megabytes, and Ansible copies a
+    module's result several times on its way to the play.
 """
 
 EXAMPLES = r"""
 - name: Read the GPU fleet
   kubegpu.scheduling.gpu_node_facts:
-  register: fleet
 
 - name: Show the free GPUs per model
   ansible.builtin.debug:
     msg: "{{ item.key }}: {{ item.value.free }} of {{ item.value.allocatable }} free on {{ item.value.nodes }} nodes"
-  loop: "{{ fleet.models | dict2items }}"
+  loop: "{{ ansible_facts.gpu_fleet.models | dict2items }}"
 
 - name: Stop when a GPU node has a problem
   ansible.builtin.assert:
     that:
-      - fleet.problems | length == 0
-    fail_msg: "{{ fleet.problems | to_nice_yaml }}"
+      - ansible_facts.gpu_fleet.problems | length == 0
+    fail_msg: "{{ ansible_facts.gpu_fleet.problems | to_nice_yaml }}"
 
 - name: Read one node pool, with the GPU Operator's plugin in its own namespace
   kubegpu.scheduling.gpu_node_facts:
@@ -182,262 +184,277 @@ EXAMPLES = r"""
           commands:
             - [/usr/bin/acme-gpu-agent, "..."]
 
-- name: Use the fact set by an earlier run
+- name: Read another cluster's fleet into a variable of its own
+  kubegpu.scheduling.gpu_node_facts:
+    kubeconfig: ~/.kube/staging
+  register: staging
+
+- name: Show its nodes without GPU capacity
   ansible.builtin.debug:
-    msg: "{{ ansible_facts.gpu_fleet.nodes_without_capacity }}"
+    msg: "{{ staging.ansible_facts.gpu_fleet.nodes_without_capacity }}"
 """
 
 RETURN = r"""
-nodes:
-  description: One entry per GPU node, sorted by name.
+ansible_facts:
+  description: The facts, set as host facts of the host the task ran for.
   returned: always
-  type: list
-  elements: dict
+  type: dict
   contains:
-    name:
-      description: Node name.
-      type: str
-      sample: gfd-h100
-    model:
-      description: The model named by the first of O(model_label_keys) that names one; null when none does.
-      type: str
-      sample: NVIDIA-H100-80GB-HBM3
-    model_source:
-      description: The label key the model came from, or V(ResourceSlice productName) on a DRA node without one.
-      type: str
-      sample: nvidia.com/gpu.product
-    model_label_value:
-      description: The model made a valid label value (invalid characters become C(-), at most 63 characters).
-      type: str
-      sample: NVIDIA-H100-80GB-HBM3
-    mig_profile:
-      description: >-
-        The MIG profile GPU Feature Discovery appends under the single MIG strategy, or that every DRA device of the
-        node has, else null.
-      type: str
-      sample: 1g.10gb
-    label_gpu_count:
-      description: The GPU count the node's labels state, else null.
-      type: int
-      sample: 8
-    capacity:
-      description: GPUs the kubelet registered (sum over the counted resources), plus the GPUs DRA drivers publish.
-      type: int
-      sample: 8
-    allocatable:
-      description: GPUs the device plugin reports healthy, plus DRA GPUs not tainted away.
-      type: int
-      sample: 7
-    unhealthy:
-      description: Capacity minus allocatable.
-      type: int
-      sample: 1
-    allocated:
-      description: >-
-        GPU limits of the pods bound to the node that are not Succeeded or Failed, plus the DRA GPUs allocated claims
-        hold.
-      type: int
-      sample: 4
-    free:
-      description: Allocatable minus allocated, never below 0, per source, added up.
-      type: int
-      sample: 3
-    resources:
-      description: Capacity, allocatable and allocated per counted resource of the device plugin.
+    gpu_fleet:
+      description: The GPU fleet.
+      returned: always
       type: dict
-      sample: {nvidia.com/gpu: {capacity: 8, allocatable: 7, allocated: 4}}
-    gpu_sources:
-      description: Where the node's GPUs come from, V(device_plugin) and V(dra).
-      type: list
-      elements: str
-      sample: [dra]
-    by_source:
-      description: Capacity, allocatable, allocated and free per source, V(device_plugin) and V(dra).
-      type: dict
-      sample:
-        device_plugin: {capacity: 0, allocatable: 0, allocated: 0, free: 0}
-        dra: {capacity: 4, allocatable: 4, allocated: 3, free: 1}
-    dra:
-      description:
-        - What DRA says of the node. C(readable) is false when the DRA objects could not be read.
-        - C(devices) lists each device of a GPU driver with C(name), C(driver), C(pool), C(type) (V(gpu), V(mig),
-          V(vfio)), C(model), C(product_name), C(uuid), C(parent_uuid), C(memory), C(mig_profile), C(allocated),
-          the C(claims) that hold it, and its C(taints).
-        - C(pods) are the pods the allocated devices are reserved for; C(kubelet_plugin_pods) and
-          C(kubelet_plugin_ready) the driver's kubelet plugin here; C(slices) the ResourceSlices that name the node;
-          C(served_by_both), C(tainted_devices) and C(missing_devices) what its problems are about.
-      type: dict
-      sample:
-        readable: true
-        is_dra_node: true
-        drivers: [gpu.nvidia.com]
-        slices: 1
-        devices:
-          - {name: gpu-0, driver: gpu.nvidia.com, pool: dra-h100, type: gpu, model: NVIDIA-H100-80GB-HBM3,
-             product_name: NVIDIA H100 80GB HBM3, uuid: GPU-4d5c8a0e-0000-0000-0000-000000000000,
-             parent_uuid: null, memory: 80Gi, mig_profile: null, allocated: true,
-             claims: [ml/trainer-0-extended-resources-x7k9m], taints: []}
-        pods: [ml/trainer-0]
-        kubelet_plugin_pods: [nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-kubelet-plugin-7xk2p]
-        kubelet_plugin_ready: true
-        served_by_both: []
-        tainted_devices: []
-        missing_devices: []
-    ready:
-      description: Whether the node's Ready condition is True.
-      type: bool
-    schedulable:
-      description: False when the node is cordoned.
-      type: bool
-    taints:
-      description: The node's taints.
-      type: list
-      elements: dict
-      sample: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
-    addresses:
-      description: >-
-        The node's C(InternalIP), C(ExternalIP) and C(Hostname) addresses from C(status.addresses), in the order the
-        node publishes them.
-      type: list
-      elements: dict
-      sample: [{type: InternalIP, address: 10.0.105.29}, {type: ExternalIP, address: 3.139.58.222},
-               {type: Hostname, address: ip-10-0-105-29.us-east-2.compute.internal}]
-    provider_id:
-      description: The node's C(spec.providerID), the cloud's name for the machine, else null.
-      type: str
-      sample: aws:///us-east-2c/i-0a99d3bb7b27d62ac
-    zone:
-      description: >-
-        From C(topology.kubernetes.io/zone), else the deprecated C(failure-domain.beta.kubernetes.io/zone), else null.
-      type: str
-      sample: us-east-2c
-    region:
-      description: >-
-        From C(topology.kubernetes.io/region), else the deprecated C(failure-domain.beta.kubernetes.io/region), else
-        null.
-      type: str
-      sample: us-east-2
-    instance_type:
-      description: >-
-        From C(node.kubernetes.io/instance-type), else the deprecated C(beta.kubernetes.io/instance-type), else null.
-      type: str
-      sample: p4d.24xlarge
-    driver_version:
-      description: From C(nvidia.com/cuda.driver-version.full) (or the older split labels, or ACK's driver label).
-      type: str
-      sample: 550.54.15
-    cuda_version:
-      description: From C(nvidia.com/cuda.runtime-version.full) or the older split labels.
-      type: str
-      sample: "12.4"
-    ack_scheduling_mode:
-      description: The value of C(ack.node.gpu.schedule), else null.
-      type: str
-      sample: default
-    device_plugin_pod:
-      description: The device-plugin pod on the node (a Ready one first), as C(namespace/name), else null.
-      type: str
-      sample: kube-system/nvidia-device-plugin-daemonset-x7k2p
-    device_plugin_ready:
-      description: Whether a device-plugin pod on the node is Ready.
-      type: bool
-    device_plugin_pods:
-      description: Every device-plugin pod on the node.
-      type: list
-      elements: str
-    gpu_pods:
-      description: Pods holding GPUs on the node (by GPU limits, or through DRA claims), as C(namespace/name).
-      type: list
-      elements: str
-    pods_outside_scheduler:
-      description: Pods that ask for GPUs through C(NVIDIA_VISIBLE_DEVICES) without a GPU limit, and how.
-      type: list
-      elements: str
-      sample: ["gpu-fleet/bypass-visible-devices (container main: NVIDIA_VISIBLE_DEVICES=all)"]
-    gpu_signals:
-      description: The labels, capacity and DRA devices that make this a GPU node.
-      type: dict
-      sample: {labels: [nvidia.com/gpu.product=Tesla-T4], capacity: [capacity nvidia.com/gpu=4], dra_devices: 0}
-    problems:
-      description: The node's problems, each with a stable C(kind), the C(problem), the C(reason), and for DRA
-        problems a C(remedy).
-      type: list
-      elements: dict
-      sample: [{kind: allocatable_below_capacity, problem: allocatable below capacity,
-                reason: "capacity 4, allocatable 3: 1 GPU(s) marked unhealthy by the device plugin"}]
-models:
-  description: >-
-    Totals per model (V(unknown) for GPU nodes whose labels and devices name none), both sources added, and per
-    source in C(by_source).
-  returned: always
-  type: dict
-  sample:
-    NVIDIA-H100-80GB-HBM3: {label_value: NVIDIA-H100-80GB-HBM3, nodes: 2, capacity: 12, allocatable: 12,
-                            unhealthy: 0, allocated: 5, free: 7,
-                            by_source: {device_plugin: {capacity: 8, allocatable: 8, allocated: 2, free: 6},
-                                        dra: {capacity: 4, allocatable: 4, allocated: 3, free: 1}}}
-totals:
-  description: Totals over all GPU nodes, both sources added, and per source in C(by_source).
-  returned: always
-  type: dict
-  sample: {nodes: 9, capacity: 35, allocatable: 34, unhealthy: 1, allocated: 4, free: 30,
-           by_source: {device_plugin: {capacity: 35, allocatable: 34, allocated: 4, free: 30},
-                       dra: {capacity: 0, allocatable: 0, allocated: 0, free: 0}}}
-nodes_without_capacity:
-  description: GPU nodes that expose no GPU capacity to the scheduler.
-  returned: always
-  type: list
-  elements: str
-  sample: [gfd-a100-noplugin]
-problems:
-  description:
-    - Every node's problems in one list, each with the C(node), a stable C(kind), the C(problem) and the C(reason);
-      DRA problems also carry a C(remedy). Problems of no node (a GPU pod no node can allocate) have C(node) null.
-    - "Kinds: V(no_gpu_capacity), V(allocatable_below_capacity), V(no_device_plugin_pod),
-      V(device_plugin_not_ready), V(not_default_scheduling_mode), V(allocated_above_allocatable),
-      V(gpu_use_outside_scheduler), V(dra_plugin_not_ready), V(dra_no_resource_slices),
-      V(gpus_served_by_device_plugin_and_dra), V(claim_on_unpublished_device), V(dra_devices_tainted),
-      V(gpu_claims_unallocatable)."
-  returned: always
-  type: list
-  elements: dict
-  sample:
-    - node: ack-t4-shared
-      kind: not_default_scheduling_mode
-      problem: node not in default (exclusive) GPU scheduling mode
-      reason: ack.node.gpu.schedule=cgpu
-dra:
-  description: >-
-    The DRA objects read: whether they could be (C(readable)), the DeviceClasses, the extended resources they map,
-    and how many GPU ResourceSlices, ResourceClaims and allocated claims there are.
-  returned: always
-  type: dict
-  sample:
-    readable: true
-    device_classes: [gpu.nvidia.com, mig.nvidia.com, vfio.gpu.nvidia.com]
-    extended_resources: {gpu.nvidia.com: nvidia.com/gpu}
-    resource_slices: 2
-    resource_claims: 4
-    allocated_claims: 3
-notes:
-  description: >-
-    What limits the facts without being a problem of the fleet: DRA objects that could not be read (not served, or
-    not allowed), pools still being published.
-  returned: always
-  type: list
-  elements: str
-  sample:
-    - >-
-      not allowed to list "deviceclasses" (apiGroup "resource.k8s.io"): GPUs from DRA drivers are not counted; the
-      facts come from the device plugin alone; grant list on deviceclasses, resourceslices and resourceclaims (the
-      kubegpu-reader role in rbac/ does)
-api_requests:
-  description: >-
-    API requests the run made (one per page of each of the five lists, fewer when resource.k8s.io cannot be read,
-    plus retries).
-  returned: always
-  type: int
-  sample: 5
+      contains:
+        nodes:
+          description: One entry per GPU node, sorted by name.
+          returned: always
+          type: list
+          elements: dict
+          contains:
+            name:
+              description: Node name.
+              type: str
+              sample: gfd-h100
+            model:
+              description: The model named by the first of O(model_label_keys) that names one; null when none does.
+              type: str
+              sample: NVIDIA-H100-80GB-HBM3
+            model_source:
+              description: The label key the model came from, or V(ResourceSlice productName) on a DRA node without one.
+              type: str
+              sample: nvidia.com/gpu.product
+            model_label_value:
+              description: The model made a valid label value (invalid characters become C(-), at most 63 characters).
+              type: str
+              sample: NVIDIA-H100-80GB-HBM3
+            mig_profile:
+              description: >-
+                The MIG profile GPU Feature Discovery appends under the single MIG strategy, or that every DRA device of the
+                node has, else null.
+              type: str
+              sample: 1g.10gb
+            label_gpu_count:
+              description: The GPU count the node's labels state, else null.
+              type: int
+              sample: 8
+            capacity:
+              description: GPUs the kubelet registered (sum over the counted resources), plus the GPUs DRA drivers publish.
+              type: int
+              sample: 8
+            allocatable:
+              description: GPUs the device plugin reports healthy, plus DRA GPUs not tainted away.
+              type: int
+              sample: 7
+            unhealthy:
+              description: Capacity minus allocatable.
+              type: int
+              sample: 1
+            allocated:
+              description: >-
+                GPU limits of the pods bound to the node that are not Succeeded or Failed, plus the DRA GPUs allocated claims
+                hold.
+              type: int
+              sample: 4
+            free:
+              description: Allocatable minus allocated, never below 0, per source, added up.
+              type: int
+              sample: 3
+            resources:
+              description: Capacity, allocatable and allocated per counted resource of the device plugin.
+              type: dict
+              sample: {nvidia.com/gpu: {capacity: 8, allocatable: 7, allocated: 4}}
+            gpu_sources:
+              description: Where the node's GPUs come from, V(device_plugin) and V(dra).
+              type: list
+              elements: str
+              sample: [dra]
+            by_source:
+              description: Capacity, allocatable, allocated and free per source, V(device_plugin) and V(dra).
+              type: dict
+              sample:
+                device_plugin: {capacity: 0, allocatable: 0, allocated: 0, free: 0}
+                dra: {capacity: 4, allocatable: 4, allocated: 3, free: 1}
+            dra:
+              description:
+                - What DRA says of the node. C(readable) is false when the DRA objects could not be read.
+                - C(devices) lists each device of a GPU driver with C(name), C(driver), C(pool), C(type) (V(gpu), V(mig),
+                  V(vfio)), C(model), C(product_name), C(uuid), C(parent_uuid), C(memory), C(mig_profile), C(allocated),
+                  the C(claims) that hold it, and its C(taints).
+                - C(pods) are the pods the allocated devices are reserved for; C(kubelet_plugin_pods) and
+                  C(kubelet_plugin_ready) the driver's kubelet plugin here; C(slices) the ResourceSlices that name the node;
+                  C(served_by_both), C(tainted_devices) and C(missing_devices) what its problems are about.
+              type: dict
+              sample:
+                readable: true
+                is_dra_node: true
+                drivers: [gpu.nvidia.com]
+                slices: 1
+                devices:
+                  - {name: gpu-0, driver: gpu.nvidia.com, pool: dra-h100, type: gpu, model: NVIDIA-H100-80GB-HBM3,
+                     product_name: NVIDIA H100 80GB HBM3, uuid: GPU-4d5c8a0e-0000-0000-0000-000000000000,
+                     parent_uuid: null, memory: 80Gi, mig_profile: null, allocated: true,
+                     claims: [ml/trainer-0-extended-resources-x7k9m], taints: []}
+                pods: [ml/trainer-0]
+                kubelet_plugin_pods: [nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-kubelet-plugin-7xk2p]
+                kubelet_plugin_ready: true
+                served_by_both: []
+                tainted_devices: []
+                missing_devices: []
+            ready:
+              description: Whether the node's Ready condition is True.
+              type: bool
+            schedulable:
+              description: False when the node is cordoned.
+              type: bool
+            taints:
+              description: The node's taints.
+              type: list
+              elements: dict
+              sample: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+            addresses:
+              description: >-
+                The node's C(InternalIP), C(ExternalIP) and C(Hostname) addresses from C(status.addresses), in the order the
+                node publishes them.
+              type: list
+              elements: dict
+              sample: [{type: InternalIP, address: 10.0.105.29}, {type: ExternalIP, address: 3.139.58.222},
+                       {type: Hostname, address: ip-10-0-105-29.us-east-2.compute.internal}]
+            provider_id:
+              description: The node's C(spec.providerID), the cloud's name for the machine, else null.
+              type: str
+              sample: aws:///us-east-2c/i-0a99d3bb7b27d62ac
+            zone:
+              description: >-
+                From C(topology.kubernetes.io/zone), else the deprecated C(failure-domain.beta.kubernetes.io/zone), else null.
+              type: str
+              sample: us-east-2c
+            region:
+              description: >-
+                From C(topology.kubernetes.io/region), else the deprecated C(failure-domain.beta.kubernetes.io/region), else
+                null.
+              type: str
+              sample: us-east-2
+            instance_type:
+              description: >-
+                From C(node.kubernetes.io/instance-type), else the deprecated C(beta.kubernetes.io/instance-type), else null.
+              type: str
+              sample: p4d.24xlarge
+            driver_version:
+              description: From C(nvidia.com/cuda.driver-version.full) (or the older split labels, or ACK's driver label).
+              type: str
+              sample: 550.54.15
+            cuda_version:
+              description: From C(nvidia.com/cuda.runtime-version.full) or the older split labels.
+              type: str
+              sample: "12.4"
+            ack_scheduling_mode:
+              description: The value of C(ack.node.gpu.schedule), else null.
+              type: str
+              sample: default
+            device_plugin_pod:
+              description: The device-plugin pod on the node (a Ready one first), as C(namespace/name), else null.
+              type: str
+              sample: kube-system/nvidia-device-plugin-daemonset-x7k2p
+            device_plugin_ready:
+              description: Whether a device-plugin pod on the node is Ready.
+              type: bool
+            device_plugin_pods:
+              description: Every device-plugin pod on the node.
+              type: list
+              elements: str
+            gpu_pods:
+              description: Pods holding GPUs on the node (by GPU limits, or through DRA claims), as C(namespace/name).
+              type: list
+              elements: str
+            pods_outside_scheduler:
+              description: Pods that ask for GPUs through C(NVIDIA_VISIBLE_DEVICES) without a GPU limit, and how.
+              type: list
+              elements: str
+              sample: ["gpu-fleet/bypass-visible-devices (container main: NVIDIA_VISIBLE_DEVICES=all)"]
+            gpu_signals:
+              description: The labels, capacity and DRA devices that make this a GPU node.
+              type: dict
+              sample: {labels: [nvidia.com/gpu.product=Tesla-T4], capacity: [capacity nvidia.com/gpu=4], dra_devices: 0}
+            problems:
+              description: The node's problems, each with a stable C(kind), the C(problem), the C(reason), and for DRA
+                problems a C(remedy).
+              type: list
+              elements: dict
+              sample: [{kind: allocatable_below_capacity, problem: allocatable below capacity,
+                        reason: "capacity 4, allocatable 3: 1 GPU(s) marked unhealthy by the device plugin"}]
+        models:
+          description: >-
+            Totals per model (V(unknown) for GPU nodes whose labels and devices name none), both sources added, and per
+            source in C(by_source).
+          returned: always
+          type: dict
+          sample:
+            NVIDIA-H100-80GB-HBM3: {label_value: NVIDIA-H100-80GB-HBM3, nodes: 2, capacity: 12, allocatable: 12,
+                                    unhealthy: 0, allocated: 5, free: 7,
+                                    by_source: {device_plugin: {capacity: 8, allocatable: 8, allocated: 2, free: 6},
+                                                dra: {capacity: 4, allocatable: 4, allocated: 3, free: 1}}}
+        totals:
+          description: Totals over all GPU nodes, both sources added, and per source in C(by_source).
+          returned: always
+          type: dict
+          sample: {nodes: 9, capacity: 35, allocatable: 34, unhealthy: 1, allocated: 4, free: 30,
+                   by_source: {device_plugin: {capacity: 35, allocatable: 34, allocated: 4, free: 30},
+                               dra: {capacity: 0, allocatable: 0, allocated: 0, free: 0}}}
+        nodes_without_capacity:
+          description: GPU nodes that expose no GPU capacity to the scheduler.
+          returned: always
+          type: list
+          elements: str
+          sample: [gfd-a100-noplugin]
+        problems:
+          description:
+            - Every node's problems in one list, each with the C(node), a stable C(kind), the C(problem) and the C(reason);
+              DRA problems also carry a C(remedy). Problems of no node (a GPU pod no node can allocate) have C(node) null.
+            - "Kinds: V(no_gpu_capacity), V(allocatable_below_capacity), V(no_device_plugin_pod),
+              V(device_plugin_not_ready), V(not_default_scheduling_mode), V(allocated_above_allocatable),
+              V(gpu_use_outside_scheduler), V(dra_plugin_not_ready), V(dra_no_resource_slices),
+              V(gpus_served_by_device_plugin_and_dra), V(claim_on_unpublished_device), V(dra_devices_tainted),
+              V(gpu_claims_unallocatable)."
+          returned: always
+          type: list
+          elements: dict
+          sample:
+            - node: ack-t4-shared
+              kind: not_default_scheduling_mode
+              problem: node not in default (exclusive) GPU scheduling mode
+              reason: ack.node.gpu.schedule=cgpu
+        dra:
+          description: >-
+            The DRA objects read: whether they could be (C(readable)), the DeviceClasses, the extended resources they map,
+            and how many GPU ResourceSlices, ResourceClaims and allocated claims there are.
+          returned: always
+          type: dict
+          sample:
+            readable: true
+            device_classes: [gpu.nvidia.com, mig.nvidia.com, vfio.gpu.nvidia.com]
+            extended_resources: {gpu.nvidia.com: nvidia.com/gpu}
+            resource_slices: 2
+            resource_claims: 4
+            allocated_claims: 3
+        notes:
+          description: >-
+            What limits the facts without being a problem of the fleet: DRA objects that could not be read (not served, or
+            not allowed), pools still being published.
+          returned: always
+          type: list
+          elements: str
+          sample:
+            - >-
+              not allowed to list "deviceclasses" (apiGroup "resource.k8s.io"): GPUs from DRA drivers are not counted; the
+              facts come from the device plugin alone; grant list on deviceclasses, resourceslices and resourceclaims (the
+              kubegpu-reader role in rbac/ does)
+        api_requests:
+          description: >-
+            API requests the run made (one per page of each of the five lists, fewer when resource.k8s.io cannot be read,
+            plus retries).
+          returned: always
+          type: int
+          sample: 5
 """
 
 from typing import Any
@@ -521,7 +538,7 @@ def main() -> None:
     module = api_module(argument_spec())
     with errors_fail(module):
         facts = run(module)
-    module.exit_json(changed=False, ansible_facts={"gpu_fleet": facts}, **facts)
+    module.exit_json(changed=False, ansible_facts={"gpu_fleet": facts})
 
 
 if __name__ == "__main__":

@@ -366,6 +366,14 @@ def run_ansible_module(
     return status.rsplit("|", 1)[-1].strip(), result, done
 
 
+def fleet_facts(result: dict) -> dict:
+    """The facts in gpu_node_facts' result: it returns them once, as `ansible_facts.gpu_fleet`, and nothing else
+    but `changed` (always false)."""
+    assert result["changed"] is False
+    assert set(result) - {"changed", "ansible_facts", "invocation", "warnings", "deprecations"} == set(), sorted(result)
+    return dict(result["ansible_facts"]["gpu_fleet"])
+
+
 def wait_until(predicate: Callable[[], object], timeout: float = 60, interval: float = 0.5, what: str = "") -> object:
     deadline = time.monotonic() + timeout
     while True:

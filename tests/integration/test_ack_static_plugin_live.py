@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import LocalCluster, run_ansible_module
+from conftest import LocalCluster, fleet_facts, run_ansible_module
 
 from tests.cluster import ack
 
@@ -38,7 +38,7 @@ def test_the_live_audit_allows_the_static_pods_as_the_nvidia_device_plugin(clust
 
 
 def test_the_fleet_facts_see_the_static_pods_as_the_ack_nodes_device_plugin(cluster: LocalCluster):
-    result = run(cluster, "gpu_node_facts", {})
+    result = fleet_facts(run(cluster, "gpu_node_facts", {}))
     nodes = {n["name"]: n for n in result["nodes"]}
     for name in ack.static_nodes(cluster.fleet):
         problems = nodes[name]["problems"]

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLUSTER_MODULE_CALLS, LocalCluster, ansible_env, run_ansible_module
+from conftest import CLUSTER_MODULE_CALLS, LocalCluster, ansible_env, fleet_facts, run_ansible_module
 
 pytestmark = pytest.mark.cluster
 
@@ -171,7 +171,7 @@ def test_a_working_exec_plugin_reads_the_fleet(cluster: LocalCluster, account_to
     kubeconfig = kubeconfig_with_user(cluster, tmp_path / "config", exec_user(script), "exec-user")
     status, result = run(kubeconfig, "gpu_node_facts", {})
     assert status == "SUCCESS", result
-    assert result["nodes"], "the fleet has GPU nodes"
+    assert fleet_facts(result)["nodes"], "the fleet has GPU nodes"
     assert account_token not in json.dumps(result)
 
 
@@ -408,4 +408,4 @@ def test_in_cluster_without_a_token_falls_back_to_KUBECONFIG(cluster: LocalClust
     env["KUBECONFIG"] = str(cluster.kubeconfig)
     status, result = run(cluster.kubeconfig, "gpu_node_facts", {}, env=env)
     assert status == "SUCCESS", result
-    assert result["nodes"]
+    assert fleet_facts(result)["nodes"]

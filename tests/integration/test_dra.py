@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LocalCluster, ansible_env, run_ansible_module, wait_until, write_token_kubeconfig
+from conftest import LocalCluster, ansible_env, fleet_facts, run_ansible_module, wait_until, write_token_kubeconfig
 
 from tests.cluster import fleet as fleet_file
 
@@ -35,7 +35,7 @@ def facts(cluster: LocalCluster, args: dict[str, Any] | None = None, kubeconfig:
     env = ansible_env(kubeconfig) if kubeconfig else None
     status, result, _done = run_ansible_module(kubeconfig or cluster.kubeconfig, "gpu_node_facts", args, env=env)
     assert status == "SUCCESS", f"{status}: {result.get('msg')}"
-    return result
+    return fleet_facts(result)
 
 
 def by_node(result: dict) -> dict[str, dict]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import LocalCluster, ansible_env, run_ansible_module
+from conftest import LocalCluster, ansible_env, fleet_facts, run_ansible_module
 from test_device_plugin_check import PLAYBOOK, fake_gpu_host, printed_results
 
 from ansible_collections.kubegpu.scheduling.plugins.inventory.gpu_nodes import HOST_VAR_FACTS, group_name
@@ -83,7 +83,7 @@ def plain(value: Any) -> Any:
 def node_facts(cluster: LocalCluster) -> dict[str, dict[str, Any]]:
     status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_node_facts")
     assert status == "SUCCESS", result.get("msg")
-    return {node["name"]: node for node in result["nodes"]}
+    return {node["name"]: node for node in fleet_facts(result)["nodes"]}
 
 
 def test_graph_groups_the_gpu_nodes_by_model_and_list_has_the_facts(cluster: LocalCluster, tmp_path: Path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import LocalCluster, run_ansible_module
+from conftest import LocalCluster, fleet_facts, run_ansible_module
 
 OPERATOR_NAMESPACE = "gpu-operator"
 OPERATOR_NODE = "gfd-h100"
@@ -43,7 +43,9 @@ def test_the_live_audit_allows_the_operands_findings_with_their_component_names(
 def test_the_fleet_facts_do_not_count_the_operands_as_gpu_use_outside_the_scheduler(cluster: LocalCluster):
     # Without the label selectors, only the catalogue tells the operands from workloads.
     def problems(system_components: dict[str, Any]) -> set[str]:
-        result = run(cluster, "gpu_node_facts", {"exempt_pod_selectors": [], "system_components": system_components})
+        result = fleet_facts(
+            run(cluster, "gpu_node_facts", {"exempt_pod_selectors": [], "system_components": system_components})
+        )
         node = next(n for n in result["nodes"] if n["name"] == OPERATOR_NODE)
         return {p["kind"] for p in node["problems"]}
 

@@ -163,6 +163,14 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     return {} if value.get("failed") or value.get("skipped") else value
 
 
+def _fleet_facts(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The facts in gpu_node_facts' registered result (its `ansible_facts.gpu_fleet`), or the facts themselves."""
+    facts = result.get("ansible_facts")
+    if isinstance(facts, Mapping) and isinstance(facts.get("gpu_fleet"), Mapping):
+        return dict(facts["gpu_fleet"])
+    return result
+
+
 def _error(raw: Mapping[str, Any], fleet: Mapping[str, Any], where: str) -> dict[str, Any] | None:
     error = raw.get("error")
     if isinstance(error, Mapping):
@@ -181,7 +189,7 @@ def report_cluster(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
     if not isinstance(name, str) or not name:
         raise OptionError(f"{where}.name must be a non-empty string, got {name!r}")
     results = {source: _mapping(raw.get(source), f"{where}.{source}") for source in SOURCES}
-    fleet, plugin, audit = results["fleet"], results["device_plugin"], results["pod_audit"]
+    fleet, plugin, audit = _fleet_facts(results["fleet"]), results["device_plugin"], results["pod_audit"]
     plugin_nodes = {node.get("name"): node for node in plugin.get("nodes") or []}
     nodes = [report_node(node, plugin_nodes.get(node.get("name"))) for node in fleet.get("nodes") or []]
     elapsed = raw.get("elapsed_seconds")

@@ -44,6 +44,17 @@ def test_a_cluster_has_the_totals_and_nodes_of_its_fleet_facts():
         }
 
 
+def test_the_registered_result_of_gpu_node_facts_reports_as_its_facts():
+    facts = results()["fleet"]
+    registered = {"changed": False, "ansible_facts": {"gpu_fleet": facts}}
+
+    from_registered = build_report([cluster("eu", fleet=registered)], generated_at="2025-01-01T00:00:00")
+    from_facts = build_report([cluster("eu")], generated_at="2025-01-01T00:00:00")
+
+    assert from_registered == from_facts
+    assert from_registered["clusters"][0]["totals"]["nodes"] == facts["totals"]["nodes"] > 0
+
+
 def test_node_rows_say_how_the_gpus_reach_the_scheduler_and_what_is_wrong():
     nodes = {n["name"]: n for n in build_report([cluster("eu")])["clusters"][0]["nodes"]}
 
