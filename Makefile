@@ -7,7 +7,7 @@ CLUSTER := $(PY) -m tests.cluster
 # The venv's site-packages, where this checkout is linked as ansible_collections/kubegpu/scheduling.
 COLLECTIONS = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
-.PHONY: venv cluster-build cluster-up cluster-down cluster-status site test unit integration bench
+.PHONY: venv cluster-build cluster-up cluster-down cluster-status site test unit integration bench bench-scale
 
 $(VENV)/.installed: requirements.txt test-requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -52,3 +52,8 @@ integration: venv
 # Benchmarks at scale (about 45 minutes; not part of the tests): see docs/benchmarks.md.
 bench: venv
 	$(PY) -m bench.run
+
+# The fleet facts at 1,000, 2,500 and 5,000 nodes (100,000 pods at the top; about 40 minutes and 8 GB;
+# not part of the tests or of `make bench`): see docs/benchmarks.md.
+bench-scale: venv
+	$(PY) -m bench.scale

@@ -3,10 +3,12 @@
 """Write docs/benchmarks.md and docs/benchmark-facts-scaling.png from bench/results/.
 
 Reads machine.json, validate.json, fleet.json and facts-<nodes>.json as bench/run.py leaves
-them; bench/analysis.md, when present, is included as the analysis section. Needs matplotlib
-for the plot (run it with the benchmark's virtual environment).
+them; bench/analysis.md, when present, is included as the analysis section. With --scale-only,
+puts the section of bench/scale.py's runs (scale-<nodes>.json) into the existing report and draws
+the scaling plot from them. Needs matplotlib for the plot (run it with the benchmark's virtual
+environment).
 
-    python -m bench.report [--results bench/results] [--docs docs]
+    python -m bench.report [--results bench/results] [--docs docs] [--dra-only | --scale-only]
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ K8S_INFO_PEER = "kubernetes.core.k8s_info nodes + pods, Jinja sums (peer)"
 ANSIBLE_EMPTY = "ansible-playbook, empty play (fixed cost)"
 DRA_SECTION_START = "<!-- fleet facts, DRA: written by bench/report.py -->"
 DRA_SECTION_END = "<!-- end of fleet facts, DRA -->"
+SCALE_SECTION_START = "<!-- fleet facts at scale: written by bench/report.py --scale-only -->"
+SCALE_SECTION_END = "<!-- end of fleet facts at scale -->"
+TARGET_SCALE_RSS_MB = 150.0
 TARGET_FACTS = 1.2  # against the decode floor
 TARGET_WARM_S = 3.0
 TARGET_CHECKOV = 50.0
@@ -203,17 +208,102 @@ def dra_facts_section(results: Path) -> list[str]:
     return lines
 
 
-def with_section(text: str, section: list[str]) -> str:
-    """The report with the DRA section put in place of the old one, or before the analysis."""
+def with_section(
+    text: str, section: list[str], start: str = DRA_SECTION_START, end: str = DRA_SECTION_END, before: str = "Labeling"
+) -> str:
+    """The report with the section between `start` and `end` put in place of the old one, or before the
+    heading that begins with `before`, or at the end."""
     block = "\n".join(section)
-    if DRA_SECTION_START in text and DRA_SECTION_END in text:
-        head, rest = text.split(DRA_SECTION_START, 1)
-        return head + block + rest.split(DRA_SECTION_END, 1)[1]
-    marker = "\n## Labeling "
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        return head + block + rest.split(end, 1)[1]
+    marker = f"\n## {before}"
     if marker in text:
         head, tail = text.split(marker, 1)
         return head + block + "\n" + marker + tail
     return text.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def scale_results(results: Path) -> dict[int, dict[str, Any]]:
+    """bench/scale.py's runs, scale-<nodes>.json, by fleet size."""
+    found = {}
+    for path in results.glob("scale-*.json"):
+        match = re.fullmatch(r"scale-(\d+)\.json", path.name)
+        if match:
+            found[int(match.group(1))] = load(path)
+    return dict(sorted(found.items()))
+
+
+def scale_section(runs: dict[int, dict[str, Any]]) -> list[str]:
+    """The facts at each size of the scale run, against the floors, with the fitted lines and the targets."""
+    medians = {name: [] for name in (TRANSFER_FLOOR, DECODE_FLOOR, FACTS_DIRECT, FACTS_ANSIBLE, ANSIBLE_EMPTY)}
+    rows = []
+    for nodes, run in runs.items():
+        found = by_name(run["facts"]["contenders"])
+        fleet = run["fleet"]
+        for name, values in medians.items():
+            values.append(found[name]["median"])
+        decode, direct, playbook = found[DECODE_FLOOR], found[FACTS_DIRECT], found[FACTS_ANSIBLE]
+        kubectl = found.get(KUBECTL_PEER)
+        first = (direct["notes"].get("runs") or [{}])[0]
+        rows.append(
+            f"| {nodes:,} | {fleet['pods'] + nodes:,} | {fleet['gpu_pods']:,} | {s(found[TRANSFER_FLOOR]['median'])} | "
+            f"{s(decode['median'])} | {s(direct['median'])} | {direct['median'] / decode['median']:.2f}× | "
+            f"{s(playbook['median'])} | {(playbook['median'] - found[ANSIBLE_EMPTY]['median']) / decode['median']:.2f}× | "
+            f"{s(kubectl['median']) if kubectl else '–'} | {mb(direct['peak_rss_mb'])} | {mb(decode['peak_rss_mb'])} | "
+            f"{mb(playbook['peak_rss_mb'])} | {first.get('result_bytes', 0) / 1e6:.1f} | {first.get('api_requests', '?')} |"
+        )
+    sizes = [float(n) for n in runs]
+    largest = max(runs)
+    top = by_name(runs[largest]["facts"]["contenders"])
+    ratio = top[FACTS_DIRECT]["median"] / top[DECODE_FLOOR]["median"]
+    rss = top[FACTS_DIRECT]["peak_rss_mb"]
+    fits = {name: fit_line(sizes, values) for name, values in medians.items() if name != ANSIBLE_EMPTY}
+    direct_fit = fits[FACTS_DIRECT]
+    started = runs[min(runs)].get("started", "")
+    machine = runs[largest].get("machine", {})
+    lines = [
+        SCALE_SECTION_START,
+        f"## Fleet facts at scale: {min(runs):,} to {largest:,} nodes",
+        "",
+        f"Measured from {started} on the benchmark cluster (load average {machine.get('load_average_start', [0])[0]:.1f} "
+        f"before the largest size's rounds), the fleet grown size by size by `bench/fleet_scale.py` as in the sections "
+        f"above (20 workload pods a node, one device-plugin pod a node; KWOK heartbeating every node and keeping every "
+        f"pod Running), {len(runs[largest]['facts']['contenders'][0]['walls'])} alternating rounds at each size. The floors "
+        "and the contenders are those of the 1,000-node section; kubectl only where the row names it (at 100,000 "
+        "pods it prints about a gigabyte of JSON). Pods: workload and device-plugin pods.",
+        "",
+        "Command:",
+        "",
+        "```",
+        "make bench-scale",
+        "# that is: .venv/bin/python -m bench.scale --sizes " + ",".join(str(n) for n in runs) + " --repeat 3",
+        "```",
+        "",
+        "| Nodes | Pods | GPU pods | Transfer floor (s) | Decode floor (s) | module_utils (s) | module_utils / decode "
+        "floor | ansible-playbook (s) | ansible-playbook less the empty play / decode floor | kubectl, peer (s) | "
+        "module_utils peak RSS (MB) | decode floor peak RSS (MB) | ansible-playbook peak RSS (MB) | Facts JSON (MB) "
+        "| API requests |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+        "Least-squares lines through the medians (seconds against nodes):",
+        "",
+        *(f"- {name}: {a:.2f} s + {b * 1000:.2f} s per 1,000 nodes, R² {r2:.3f}" for name, (a, b, r2) in fits.items()),
+        "",
+        "| Target at the largest size | Measured | |",
+        "|---|---|---|",
+        f"| module_utils ≤ {TARGET_FACTS}× the decode floor at {largest:,} nodes | {ratio:.2f}× "
+        f"({s(top[FACTS_DIRECT]['median'])} s vs {s(top[DECODE_FLOOR]['median'])} s) | {verdict(ratio <= TARGET_FACTS)} |",
+        f"| Linear time | {direct_fit[0]:.2f} s + {direct_fit[1] * 1000:.2f} s per 1,000 nodes, R² {direct_fit[2]:.3f} | "
+        f"{verdict(direct_fit[2] >= 0.98)} |",
+        f"| Peak memory under {TARGET_SCALE_RSS_MB:.0f} MB | {mb(rss)} MB | {verdict(rss < TARGET_SCALE_RSS_MB)} |",
+        "",
+        f"![Facts time and memory against fleet size]({PLOT})",
+        "",
+        SCALE_SECTION_END,
+    ]
+    return lines
 
 
 def plot(sizes: dict[int, dict[str, Any]], fleet: list[dict[str, Any]], out: Path) -> None:
@@ -232,21 +322,24 @@ def plot(sizes: dict[int, dict[str, Any]], fleet: list[dict[str, Any]], out: Pat
         (FACTS_ANSIBLE, "gpu_node_facts, ansible-playbook", "tab:orange", "^"),
     )
     for name, label, colour, marker in series:
-        contenders = [by_name(sizes[n]["facts"]["contenders"])[name] for n in nodes]
+        measured = [n for n in nodes if name in by_name(sizes[n]["facts"]["contenders"])]
+        if not measured:
+            continue
+        contenders = [by_name(sizes[n]["facts"]["contenders"])[name] for n in measured]
         medians = [c["median"] for c in contenders]
         low = [c["median"] - c["min"] for c in contenders]
         high = [c["max"] - c["median"] for c in contenders]
-        left.errorbar(nodes, medians, yerr=[low, high], label=label, color=colour, marker=marker, capsize=4)
+        left.errorbar(measured, medians, yerr=[low, high], label=label, color=colour, marker=marker, capsize=4)
         if name == DECODE_FLOOR:
             left.plot(
-                nodes,
+                measured,
                 [m * TARGET_FACTS for m in medians],
                 color="grey",
                 linestyle="--",
                 label=f"{TARGET_FACTS}× floor (target)",
             )
         rss = [c["peak_rss_mb"] for c in contenders]
-        right.plot(nodes, rss, label=label, color=colour, marker=marker)
+        right.plot(measured, rss, label=label, color=colour, marker=marker)
     left.set_xlabel("GPU nodes (pods: " + ", ".join(f"{pods.get(n, 0):,}" for n in nodes) + ")")
     left.set_ylabel("wall time, s (median; bars: min–max)")
     left.set_title("Fleet facts: time against fleet size")
@@ -297,7 +390,24 @@ def main() -> int:
         action="store_true",
         help="only put the mixed fleet's facts section (facts-dra-<nodes>.json) into the existing report",
     )
+    parser.add_argument(
+        "--scale-only",
+        action="store_true",
+        help="only put the scale run's section (scale-<nodes>.json) into the existing report, and draw the plot",
+    )
     args = parser.parse_args()
+    if args.scale_only:
+        report = args.docs / "benchmarks.md"
+        runs = scale_results(args.results)
+        if not runs:
+            raise SystemExit(f"no scale-<nodes>.json in {args.results}")
+        section = scale_section(runs)
+        report.write_text(
+            with_section(report.read_text(), section, SCALE_SECTION_START, SCALE_SECTION_END, "Fleet facts against")
+        )
+        plot(runs, [run["fleet"] for run in runs.values()], args.docs / PLOT)
+        print(f"wrote the scale section of {report} and {args.docs / PLOT}")
+        return 0
     if args.dra_only:
         report = args.docs / "benchmarks.md"
         section = dra_facts_section(args.results)

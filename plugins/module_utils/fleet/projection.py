@@ -5,6 +5,7 @@ GPU pods the scheduler cannot place because no node can allocate their claims.""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -144,10 +145,11 @@ def project_pod(pod: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[st
     bypass = visible_devices_findings(spec) if role == ROLE_WORKLOAD and not gpus and not claims else []
     if role not in (ROLE_DEVICE_PLUGIN, ROLE_DRA_PLUGIN) and not gpus and not bypass:
         return None
+    # A fleet's pods share a few namespaces and nodes: one string each, not one per pod.
     return {
-        "namespace": namespace,
+        "namespace": sys.intern(namespace),
         "name": as_text(metadata.get("name")),
-        "node": node,
+        "node": sys.intern(node),
         "role": role,
         "gpus": gpus,
         "bypass": bypass,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping
@@ -16,11 +17,12 @@ MIG_RESOURCE_PATTERN = "nvidia.com/mig-*"
 
 
 def gpu_quantities(resources: object, is_gpu: Callable[[str], bool]) -> dict[str, int]:
-    return {
+    counts = {
         name: gpu_count(value)
         for name, value in as_mapping(resources).items()
-        if isinstance(name, str) and is_gpu(name) and gpu_count(value) > 0
+        if isinstance(name, str) and is_gpu(name)
     }
+    return {name: count for name, count in counts.items() if count > 0}
 
 
 def containers_of(spec: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
@@ -105,11 +107,13 @@ DEFAULT_GPU_RESOURCE_PATTERNS = (
 
 
 def gpu_resource_matcher(extra: Iterable[str] = ()) -> Callable[[str], bool]:
-    """A predicate telling whether a resource name is a GPU, given extra names or globs."""
+    """A predicate telling whether a resource name is a GPU, given extra names or globs. A cluster uses
+    a handful of resource names in every pod, so each answer is kept (up to 1,024 names)."""
     patterns = tuple(DEFAULT_GPU_RESOURCE_PATTERNS) + tuple(extra)
     exact = frozenset(p for p in patterns if not any(c in p for c in "*?["))
     globs = tuple(p for p in patterns if p not in exact)
 
+    @lru_cache(maxsize=1024)
     def is_gpu(name: str) -> bool:
         return name in exact or any(fnmatchcase(name, g) for g in globs)
 

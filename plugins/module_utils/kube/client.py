@@ -128,6 +128,7 @@ class KubeClient:
                 items = page.get("items") or []
                 del page
                 yield from items
+                del items  # before the next page arrives, so that at most two are held
                 if upcoming is None:
                     return
                 page = upcoming.result()
