@@ -267,7 +267,7 @@ def scale_section(runs: dict[int, dict[str, Any]]) -> list[str]:
         f"## Fleet facts at scale: {min(runs):,} to {largest:,} nodes",
         "",
         f"Measured from {started} on the benchmark cluster (load average {machine.get('load_average_start', [0])[0]:.1f} "
-        f"before the largest size's rounds), the fleet grown size by size by `bench/fleet_scale.py` as in the sections "
+        f"at the largest size), the fleet grown size by size by `bench/fleet_scale.py` as in the sections "
         f"above (20 workload pods a node, one device-plugin pod a node; KWOK heartbeating every node and keeping every "
         f"pod Running), {len(runs[largest]['facts']['contenders'][0]['walls'])} alternating rounds at each size. The floors "
         "and the contenders are those of the 1,000-node section; kubectl only where the row names it (at 100,000 "
@@ -417,6 +417,7 @@ def main() -> int:
         print(f"wrote the DRA section of {report}")
         return 0
     m = load(args.results / "machine.json")
+    scale = scale_results(args.results)  # when bench/scale.py ran, the plot is drawn from its sizes
     validate = load(args.results / "validate.json")
     fleet = load(args.results / "fleet.json") or []
     sizes = facts_sizes(args.results)
@@ -590,8 +591,7 @@ def main() -> int:
         lines += [
             "## Fleet facts against fleet size",
             "",
-            f"![Facts time and memory against fleet size]({PLOT})",
-            "",
+            *([] if scale else [f"![Facts time and memory against fleet size]({PLOT})", ""]),
             "| Nodes | Pods | module_utils (s) | ansible-playbook (s) | decode floor (s) | module_utils / floor | "
             "ansible-playbook / floor | module_utils peak RSS (MB) | kubectl peak RSS (MB) |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -687,6 +687,8 @@ def main() -> int:
     dra_section = dra_facts_section(args.results)
     if dra_section:
         lines += [*dra_section, ""]
+    if scale:
+        lines += [*scale_section(scale), ""]
 
     analysis = HERE / "analysis.md"
     if analysis.exists():
@@ -722,9 +724,11 @@ def main() -> int:
             "",
         ]
     (args.docs / "benchmarks.md").write_text("\n".join(lines))
-    if sizes:
+    if scale:
+        plot(scale, [run["fleet"] for run in scale.values()], args.docs / PLOT)
+    elif sizes:
         plot(sizes, fleet, args.docs / PLOT)
-    print(f"wrote {args.docs / 'benchmarks.md'}" + (f" and {args.docs / PLOT}" if sizes else ""))
+    print(f"wrote {args.docs / 'benchmarks.md'}" + (f" and {args.docs / PLOT}" if sizes or scale else ""))
     return 0
 
 

@@ -55,8 +55,9 @@ def main() -> int:
             fleet = fleet_scale.scale(kubeconfig, size, pods, workers=args.workers, timeout=3600, quiet=True)
             log(f"  {fleet}")
             started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+            before = machine(venv)
             facts = bench_facts(kubeconfig, args.repeat, log, with_kubectl=size <= args.kubectl_up_to)
-            result = {"fleet": fleet, "facts": facts, "started": started, "machine": machine(venv)}
+            result = {"fleet": fleet, "facts": facts, "started": started, "machine": before}
             (args.out / f"scale-{size}.json").write_text(json.dumps(result, indent=2))
     finally:
         if args.keep_cluster:
