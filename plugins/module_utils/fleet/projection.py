@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import UNALLOCATABLE_CLAIMS_MESSAGE
@@ -145,13 +146,22 @@ def project_pod(pod: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[st
     bypass = visible_devices_findings(spec) if role == ROLE_WORKLOAD and not gpus and not claims else []
     if role not in (ROLE_DEVICE_PLUGIN, ROLE_DRA_PLUGIN) and not gpus and not bypass:
         return None
-    # A fleet's pods share a few namespaces and nodes: one string each, not one per pod.
+    # A fleet's pods share a few namespaces, nodes and GPU requests: one object each, not one per pod.
     return {
         "namespace": sys.intern(namespace),
         "name": as_text(metadata.get("name")),
         "node": sys.intern(node),
         "role": role,
-        "gpus": gpus,
-        "bypass": bypass,
+        "gpus": shared_gpus(tuple(gpus.items())),
+        "bypass": bypass or NO_BYPASS,
         "ready": condition_true(status, "Ready"),
     }
+
+
+NO_BYPASS: list[str] = []  # shared by every pod without a bypass finding: read, never changed
+
+
+@lru_cache(maxsize=256)
+def shared_gpus(items: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    """One dict for all the pods that hold the same GPUs (most hold one `nvidia.com/gpu`): read, never changed."""
+    return dict(items)

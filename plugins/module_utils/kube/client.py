@@ -11,6 +11,7 @@ slow for lists of many thousand pods.
 from __future__ import annotations
 
 import json
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -67,6 +68,26 @@ def decode_json(data: bytes) -> Any:
 
 USER_AGENT = "kubegpu.scheduling"
 
+# The list's own metadata, when the answer begins with it: the API server writes kind, apiVersion
+# and metadata before the items for its built-in lists; lists of custom resources may put the items
+# first, and are then decoded before their next page is asked for.
+_LIST_METADATA = re.compile(rb'\{(?:"(?:kind|apiVersion)":"[^"\\]*",)*"metadata":\{([^{}]*)\}')
+_CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')
+_HEAD = 4096
+
+
+def continue_in_head(data: bytes) -> tuple[bool, str | None]:
+    """(whether the list's metadata leads the answer, its continue token) without decoding the page."""
+    metadata = _LIST_METADATA.match(data, 0, _HEAD)
+    if metadata is None:
+        return False, None
+    if b'"continue":' not in metadata.group(1):
+        return True, None
+    token = _CONTINUE.search(metadata.group(1))
+    if token is None or not token.group(1).isascii():
+        return False, None  # written in a way not read here (escapes): the decoded page will tell
+    return True, token.group(1).decode("ascii") or None
+
 
 @dataclass
 class _Response:
@@ -119,23 +140,29 @@ class KubeClient:
             query["labelSelector"] = label_selector
         if field_selector:
             query["fieldSelector"] = field_selector
-        # The next page is fetched while the caller works through this one (one connection per list).
+        # The next page is fetched while this one is decoded and the caller works through it (one
+        # connection per list); one page is held decoded at a time.
         with ThreadPoolExecutor(max_workers=1) as fetcher:
-            page = self._list_page(path, query, None)
+            response = self._list_page(path, query, None)
             while True:
-                token = (page.get("metadata") or {}).get("continue") or None
+                known, token = continue_in_head(response.data)
                 upcoming = fetcher.submit(self._list_page, path, query, token) if token else None
+                page = self._decoded("GET", path, response)
+                del response
+                if not known:
+                    token = (page.get("metadata") or {}).get("continue") or None
+                    upcoming = fetcher.submit(self._list_page, path, query, token) if token else None
                 items = page.get("items") or []
                 del page
                 yield from items
-                del items  # before the next page arrives, so that at most two are held
+                del items
                 if upcoming is None:
                     return
-                page = upcoming.result()
+                response = upcoming.result()
 
-    def _list_page(self, path: str, query: dict[str, Any], token: str | None) -> dict[str, Any]:
+    def _list_page(self, path: str, query: dict[str, Any], token: str | None) -> _Response:
         try:
-            return self._json("GET", path, query=dict(query, **({"continue": token} if token else {})))
+            return self._request("GET", path, query=dict(query, **({"continue": token} if token else {})))
         except ClusterError as exc:
             if exc.status == 410 and token:
                 raise ClusterError(
@@ -184,7 +211,9 @@ class KubeClient:
 
     def _json(self, method: str, path: str, **request: Any) -> dict[str, Any]:
         """A JSON object response; ``request`` is passed on to _request (query, body, content_type)."""
-        response = self._request(method, path, **request)
+        return self._decoded(method, path, self._request(method, path, **request))
+
+    def _decoded(self, method: str, path: str, response: _Response) -> dict[str, Any]:
         if not response.data:
             return {}
         try:

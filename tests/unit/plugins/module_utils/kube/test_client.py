@@ -27,6 +27,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube import cli
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import (
     KubeClient,
     client_from_params,
+    continue_in_head,
     decode_json,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
@@ -760,6 +761,48 @@ def test_the_next_page_is_fetched_while_the_caller_reads_this_one(api: FakeApi) 
     assert client.request_count == 2  # page 2 arrived while the caller held item 1, page 3 waits
     items.close()  # a caller that stops early leaves nothing running
     assert client.request_count == 2
+
+
+def api_list(items: list[dict[str, Any]], token: str | None) -> bytes:
+    """A page as the API server writes its built-in lists: kind, apiVersion and metadata before the items."""
+    metadata = {"resourceVersion": "7", **({"continue": token, "remainingItemCount": 1} if token else {})}
+    return json.dumps(
+        {"kind": "PodList", "apiVersion": "v1", "metadata": metadata, "items": items}, separators=(",", ":")
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("page", "expected"),
+    [
+        (api_list([{"n": 1}], "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ"), (True, "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ")),
+        (api_list([{"n": 1}], None), (True, None)),
+        (b'{"kind":"PodList","apiVersion":"v1","metadata":{"continue":""},"items":[]}', (True, None)),
+        # Custom resources' lists may come with the items first: the decoded page tells.
+        (
+            b'{"apiVersion":"ray.io/v1","items":[{"metadata":{"name":"r"}}],"kind":"RayClusterList","metadata":{}}',
+            (False, None),
+        ),
+        (b'{"kind":"PodList","apiVersion":"v1","metadata":{"continue":"a\\u003cb"},"items":[]}', (False, None)),
+        (b'{\n  "kind": "PodList",\n  "metadata": {"continue": "t"}}', (False, None)),
+    ],
+    ids=["built-in list", "last page", "empty token", "items first", "escaped token", "indented"],
+)
+def test_the_continue_token_is_read_from_the_head_only_when_it_is_certain(page: bytes, expected: tuple) -> None:
+    assert continue_in_head(page) == expected
+
+
+def test_pages_written_as_the_api_server_writes_them_are_read_ahead_before_decoding(api: FakeApi) -> None:
+    api.add(
+        "GET",
+        "/api/v1/pods",
+        Reply(body=api_list([{"n": 1}, {"n": 2}], "t1")),
+        Reply(body=api_list([{"n": 3}], "t2")),
+        Reply(body=api_list([{"n": 4}], None)),
+    )
+    client, _sleeps = make_client(api.url)
+    assert [item["n"] for item in client.list_items("/api/v1/pods", page_size=2)] == [1, 2, 3, 4]
+    assert [s.query.get("continue") for s in api.seen] == [None, ["t1"], ["t2"]]
+    assert client.request_count == 3
 
 
 def test_an_error_on_a_later_page_reaches_the_caller_there(api: FakeApi) -> None:
