@@ -20,7 +20,8 @@ import sys
 import time
 
 
-def facts(kubeconfig: str, page_size: int) -> dict:
+def read_facts(kubeconfig: str, page_size: int) -> tuple[dict, dict[str, int]]:
+    """The module's run(): the facts, and how many nodes, GPU pods and plugin pods were read."""
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_fleet
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import options_from_params
@@ -31,13 +32,17 @@ def facts(kubeconfig: str, page_size: int) -> dict:
     nodes, pods, plugins, dra = read_fleet(client, options, None, None, page_size)
     result = summarise(nodes, pods, plugins, options, dra)
     result["api_requests"] = client.request_count
+    return result, {"nodes": len(nodes), "gpu_pods": len(pods), "plugin_pods": len(plugins)}
+
+
+def facts(kubeconfig: str, page_size: int) -> dict:
+    # As in the module, what was read is released before the result is made JSON (exit_json).
+    result, read = read_facts(kubeconfig, page_size)
     text = json.dumps({"changed": False, "ansible_facts": {"gpu_fleet": result}})
     totals = result.get("totals") or {}
     return {
-        "nodes": len(nodes),
-        "gpu_pods": len(pods),
-        "plugin_pods": len(plugins),
-        "api_requests": client.request_count,
+        **read,
+        "api_requests": result["api_requests"],
         "result_bytes": len(text),
         "totals": totals if isinstance(totals, dict) else {},
     }
