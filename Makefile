@@ -53,7 +53,7 @@ integration: venv
 bench: venv
 	$(PY) -m bench.run
 
-# The fleet facts at 1,000, 2,500 and 5,000 nodes (100,000 pods at the top; about 40 minutes and 8 GB;
+# The fleet facts at 1,000, 2,500 and 5,000 nodes (100,000 pods at the top; about an hour and 8 GB;
 # not part of the tests or of `make bench`): see docs/benchmarks.md.
 bench-scale: venv
 	$(PY) -m bench.scale

@@ -10,7 +10,7 @@ pods it prints about a gigabyte of JSON and needs over 10 GB. Each size's result
 bench/results/scale-<nodes>.json; then bench/report.py --scale-only puts the section and the
 scaling plot into docs/benchmarks.md. Not part of the tests or of bench/run.py:
 
-    make bench-scale            # about 40 minutes on 2 CPUs; 8 GB of memory at the top
+    make bench-scale            # about an hour on 2 CPUs; 8 GB of memory at the top
     .venv/bin/python -m bench.scale --sizes 1000,2500,5000 --repeat 3 --keep-cluster
 """
 
