@@ -34,6 +34,25 @@ DRA_SECTION_END = "<!-- end of fleet facts, DRA -->"
 SCALE_SECTION_START = "<!-- fleet facts at scale: written by bench/report.py --scale-only -->"
 SCALE_SECTION_END = "<!-- end of fleet facts at scale -->"
 TARGET_SCALE_RSS_MB = 150.0
+SCALE_COLUMNS = (
+    "Nodes",
+    "Pods",
+    "GPU pods",
+    "Transfer floor (s)",
+    "Decode floor (s)",
+    "module_utils (s)",
+    "module_utils / decode floor",
+    "decode floor CPU (s)",
+    "module_utils CPU (s)",
+    "ansible-playbook (s)",
+    "ansible-playbook less the empty play / decode floor",
+    "kubectl, peer (s)",
+    "module_utils peak RSS (MB)",
+    "decode floor peak RSS (MB)",
+    "ansible-playbook peak RSS (MB)",
+    "Facts JSON (MB)",
+    "API requests",
+)
 TARGET_FACTS = 1.2  # against the decode floor
 TARGET_WARM_S = 3.0
 TARGET_CHECKOV = 50.0
@@ -249,14 +268,27 @@ def scale_section(runs: dict[int, dict[str, Any]]) -> list[str]:
         decode, direct, playbook = found[DECODE_FLOOR], found[FACTS_DIRECT], found[FACTS_ANSIBLE]
         kubectl = found.get(KUBECTL_PEER)
         first = (direct["notes"].get("runs") or [{}])[0]
-        rows.append(
-            f"| {nodes:,} | {fleet['pods'] + nodes:,} | {fleet['gpu_pods']:,} | {s(found[TRANSFER_FLOOR]['median'])} | "
-            f"{s(decode['median'])} | {s(direct['median'])} | {direct['median'] / decode['median']:.2f}× | "
-            f"{s(decode['cpu_median'])} | {s(direct['cpu_median'])} | "
-            f"{s(playbook['median'])} | {(playbook['median'] - found[ANSIBLE_EMPTY]['median']) / decode['median']:.2f}× | "
-            f"{s(kubectl['median']) if kubectl else '–'} | {mb(direct['peak_rss_mb'])} | {mb(decode['peak_rss_mb'])} | "
-            f"{mb(playbook['peak_rss_mb'])} | {first.get('result_bytes', 0) / 1e6:.1f} | {first.get('api_requests', '?')} |"
+        playbook_less_empty = playbook["median"] - found[ANSIBLE_EMPTY]["median"]
+        cells = (
+            f"{nodes:,}",
+            f"{fleet['pods'] + nodes:,}",
+            f"{fleet['gpu_pods']:,}",
+            s(found[TRANSFER_FLOOR]["median"]),
+            s(decode["median"]),
+            s(direct["median"]),
+            f"{direct['median'] / decode['median']:.2f}×",
+            s(decode["cpu_median"]),
+            s(direct["cpu_median"]),
+            s(playbook["median"]),
+            f"{playbook_less_empty / decode['median']:.2f}×",
+            s(kubectl["median"]) if kubectl else "–",
+            mb(direct["peak_rss_mb"]),
+            mb(decode["peak_rss_mb"]),
+            mb(playbook["peak_rss_mb"]),
+            f"{first.get('result_bytes', 0) / 1e6:.1f}",
+            str(first.get("api_requests", "?")),
         )
+        rows.append("| " + " | ".join(cells) + " |")
     sizes = [float(n) for n in runs]
     largest = max(runs)
     top = by_name(runs[largest]["facts"]["contenders"])
@@ -266,17 +298,18 @@ def scale_section(runs: dict[int, dict[str, Any]]) -> list[str]:
     cpu_fits = {name: fit_line(sizes, values) for name, values in cpus.items()}
     direct_fit = cpu_fits[FACTS_DIRECT]
     started = runs[min(runs)].get("started", "")
-    machine = runs[largest].get("machine", {})
+    load = runs[largest].get("machine", {}).get("load_average_start", [0.0])[0]
+    rounds = len(runs[largest]["facts"]["contenders"][0]["walls"])
     lines = [
         SCALE_SECTION_START,
         f"## Fleet facts at scale: {min(runs):,} to {largest:,} nodes",
         "",
-        f"Measured from {started} on the benchmark cluster (load average {machine.get('load_average_start', [0])[0]:.1f} "
-        f"at the largest size), the fleet grown size by size by `bench/fleet_scale.py` as in the sections "
-        f"above (20 workload pods a node, one device-plugin pod a node; KWOK heartbeating every node and keeping every "
-        f"pod Running), {len(runs[largest]['facts']['contenders'][0]['walls'])} alternating rounds at each size. The floors "
-        "and the contenders are those of the 1,000-node section; kubectl only where the row names it (at 100,000 "
-        "pods it prints about a gigabyte of JSON). Pods: workload and device-plugin pods.",
+        f"Measured from {started} on the benchmark cluster (load average {load:.1f} at the largest size), the "
+        "fleet grown size by size by `bench/fleet_scale.py` as in the sections above (20 workload pods a node, "
+        "one device-plugin pod a node; KWOK heartbeating every node and keeping every pod Running), "
+        f"{rounds} alternating rounds at each size. The floors and the contenders are those of the 1,000-node "
+        "section; kubectl only where the row names it (at 100,000 pods it prints about a gigabyte of JSON). "
+        "Pods: workload and device-plugin pods.",
         "",
         "Command:",
         "",
@@ -285,11 +318,8 @@ def scale_section(runs: dict[int, dict[str, Any]]) -> list[str]:
         "# that is: .venv/bin/python -m bench.scale --sizes " + ",".join(str(n) for n in runs) + " --repeat 3",
         "```",
         "",
-        "| Nodes | Pods | GPU pods | Transfer floor (s) | Decode floor (s) | module_utils (s) | module_utils / decode "
-        "floor | decode floor CPU (s) | module_utils CPU (s) | ansible-playbook (s) | ansible-playbook less the empty play / decode floor | kubectl, peer (s) | "
-        "module_utils peak RSS (MB) | decode floor peak RSS (MB) | ansible-playbook peak RSS (MB) | Facts JSON (MB) "
-        "| API requests |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| " + " | ".join(SCALE_COLUMNS) + " |",
+        "|" + "---:|" * len(SCALE_COLUMNS),
         *rows,
         "",
         "Least-squares lines through the medians (seconds against nodes), wall time:",
@@ -306,9 +336,10 @@ def scale_section(runs: dict[int, dict[str, Any]]) -> list[str]:
         "| Target at the largest size | Measured | |",
         "|---|---|---|",
         f"| module_utils ≤ {TARGET_FACTS}× the decode floor at {largest:,} nodes | {ratio:.2f}× "
-        f"({s(top[FACTS_DIRECT]['median'])} s vs {s(top[DECODE_FLOOR]['median'])} s) | {verdict(ratio <= TARGET_FACTS)} |",
-        f"| Linear cost (module_utils CPU time) | {direct_fit[0]:.2f} s + {direct_fit[1] * 1000:.2f} s per 1,000 nodes, "
-        f"R² {direct_fit[2]:.3f} | {verdict(direct_fit[2] >= 0.98)} |",
+        f"({s(top[FACTS_DIRECT]['median'])} s vs {s(top[DECODE_FLOOR]['median'])} s) | "
+        f"{verdict(ratio <= TARGET_FACTS)} |",
+        f"| Linear cost (module_utils CPU time) | {direct_fit[0]:.2f} s + {direct_fit[1] * 1000:.2f} s per 1,000 "
+        f"nodes, R² {direct_fit[2]:.3f} | {verdict(direct_fit[2] >= 0.98)} |",
         f"| Peak memory under {TARGET_SCALE_RSS_MB:.0f} MB | {mb(rss)} MB | {verdict(rss < TARGET_SCALE_RSS_MB)} |",
         "",
         f"![Facts time and memory against fleet size]({PLOT})",
