@@ -104,13 +104,18 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
     return a, b, 1 - ss_res / ss_tot if ss_tot else 1.0
 
 
-def facts_sizes(results: Path) -> dict[int, dict[str, Any]]:
+def by_size(results: Path, prefix: str) -> dict[int, dict[str, Any]]:
+    """The results files <prefix>-<nodes>.json, by fleet size."""
     found = {}
-    for path in results.glob("facts-*.json"):
-        match = re.fullmatch(r"facts-(\d+)\.json", path.name)
+    for path in results.glob(f"{prefix}-*.json"):
+        match = re.fullmatch(rf"{prefix}-(\d+)\.json", path.name)
         if match:
             found[int(match.group(1))] = load(path)
     return dict(sorted(found.items()))
+
+
+def facts_sizes(results: Path) -> dict[int, dict[str, Any]]:
+    return by_size(results, "facts")
 
 
 def facts_dra_results(results: Path) -> tuple[int, dict[str, Any]] | None:
@@ -244,13 +249,8 @@ def with_section(
 
 
 def scale_results(results: Path) -> dict[int, dict[str, Any]]:
-    """bench/scale.py's runs, scale-<nodes>.json, by fleet size."""
-    found = {}
-    for path in results.glob("scale-*.json"):
-        match = re.fullmatch(r"scale-(\d+)\.json", path.name)
-        if match:
-            found[int(match.group(1))] = load(path)
-    return dict(sorted(found.items()))
+    """bench/scale.py's runs, by fleet size."""
+    return by_size(results, "scale")
 
 
 def scale_section(runs: dict[int, dict[str, Any]]) -> list[str]:
