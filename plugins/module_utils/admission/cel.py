@@ -166,7 +166,7 @@ def template_path_expression(path: TemplatePath) -> str:
         items = f"[{reach}.orValue({{}})].map(m, m.map(k, m[k]))[0]"
     else:
         items = f"{reach}.orValue([])"
-    inner = "optional.of(x)" + "".join(_step(s) for s in after) if after else "optional.of(x)"
+    inner = "optional.of(x)" + "".join(_step(s) for s in after)
     return f"{items}.map(x, {inner}).filter(o, o.hasValue()).map(o, o.value())"
 
 

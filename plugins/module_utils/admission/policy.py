@@ -29,6 +29,7 @@ API_GROUP = "admissionregistration.k8s.io"
 API_VERSION = f"{API_GROUP}/v1"
 POLICY_NAME = "kubegpu-gpu-bypass"
 WARNINGS_POLICY_NAME = "kubegpu-gpu-bypass-warnings"
+VALIDATING_POLICY_NAMES = (POLICY_NAME, WARNINGS_POLICY_NAME)
 MUTATING_POLICY_NAME = "kubegpu-gpu-void"
 PARAMS_NAME = "kubegpu-admission-exemptions"
 PARAMS_KEY = "namespaces"
@@ -259,10 +260,6 @@ def admission_objects(settings: AdmissionSettings) -> list[dict[str, Any]]:
     if settings.mutating:
         objects += [mutating_policy(settings), mutating_binding(settings)]
     return objects
-
-
-def validating_policy_names() -> tuple[str, ...]:
-    return (POLICY_NAME, WARNINGS_POLICY_NAME)
 
 
 def object_key(obj: dict[str, Any]) -> str:

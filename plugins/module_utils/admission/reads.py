@@ -17,8 +17,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.plan 
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.policy import (
     API_VERSION,
+    VALIDATING_POLICY_NAMES,
     object_key,
-    validating_policy_names,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
@@ -91,7 +91,7 @@ def read_enforcement(client: KubeClient) -> dict[str, Any]:
     try:
         require_apis(client, mutating=False)
         live = {}
-        for policy in validating_policy_names():
+        for policy in VALIDATING_POLICY_NAMES:
             stub = {"kind": "ValidatingAdmissionPolicy", "metadata": {"name": policy}}
             stub_binding = {"kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": policy}}
             live[policy] = (read_object(client, stub), read_object(client, stub_binding))

@@ -122,6 +122,15 @@ def _unallocatable_pod(
     }
 
 
+NO_BYPASS: list[str] = []  # shared by every pod without a bypass finding: read, never changed
+
+
+@lru_cache(maxsize=256)
+def shared_gpus(items: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    """One dict for all the pods that hold the same GPUs (most hold one `nvidia.com/gpu`): read, never changed."""
+    return dict(items)
+
+
 def project_pod(pod: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[str, Any] | None:
     """The fields of a Pod the facts need, or None for a pod that cannot affect them.
 
@@ -156,12 +165,3 @@ def project_pod(pod: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[st
         "bypass": bypass or NO_BYPASS,
         "ready": condition_true(status, "Ready"),
     }
-
-
-NO_BYPASS: list[str] = []  # shared by every pod without a bypass finding: read, never changed
-
-
-@lru_cache(maxsize=256)
-def shared_gpus(items: tuple[tuple[str, int], ...]) -> dict[str, int]:
-    """One dict for all the pods that hold the same GPUs (most hold one `nvidia.com/gpu`): read, never changed."""
-    return dict(items)

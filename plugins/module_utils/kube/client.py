@@ -143,15 +143,18 @@ class KubeClient:
         # The next page is fetched while this one is decoded and the caller works through it (one
         # connection per list); one page is held decoded at a time.
         with ThreadPoolExecutor(max_workers=1) as fetcher:
+
+            def ahead(token: str | None) -> Any:
+                return fetcher.submit(self._list_page, path, query, token) if token else None
+
             response = self._list_page(path, query, None)
             while True:
                 known, token = continue_in_head(response.data)
-                upcoming = fetcher.submit(self._list_page, path, query, token) if token else None
+                upcoming = ahead(token)
                 page = self._decoded("GET", path, response)
                 del response
                 if not known:
-                    token = (page.get("metadata") or {}).get("continue") or None
-                    upcoming = fetcher.submit(self._list_page, path, query, token) if token else None
+                    upcoming = ahead((page.get("metadata") or {}).get("continue") or None)
                 items = page.get("items") or []
                 del page
                 yield from items

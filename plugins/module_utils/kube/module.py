@@ -36,7 +36,7 @@ def _only_when_any(remove_values: Callable[[Any, Any], Any]) -> Callable[[Any, A
     """AnsibleModule's remove_values, skipped when there is no value to remove.
 
     remove_values rebuilds every dict, list and string of the result even when no_log_values is
-    empty: 0.4 s for the 3.5 MB facts of 1,000 nodes. With nothing to mask, what else it does is
+    empty: 0.14 s for the 1.8 MB facts of 1,000 nodes. With nothing to mask, what else it does is
     done by the module's JSON encoder as well (dates and times as ISO strings; anything else it
     could not copy, the encoder cannot write either)."""
 

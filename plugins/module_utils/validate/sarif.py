@@ -11,13 +11,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.live_objects import (
-    LIVE_WORKLOAD_PATHS,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.live_objects import LIVE_WORKLOAD_PATHS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
-    ObjectRef,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ObjectRef
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import NON_FILE_SOURCES, Report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.findings import Finding
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import (
