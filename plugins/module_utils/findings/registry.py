@@ -1,0 +1,134 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every kind of finding the collection reports, declared once as data.
+
+A kind says what a finding is (id, severity, title), how its message and remedy are written
+(``str.format`` templates over named fields), which checks report it, and for the validator's
+kinds whether admission can decide it. A check only says where it hit and with which fields: it
+yields a ``Hit``, and ``KindRegistry.finding`` turns the hit into a ``Finding`` with the rest.
+The kinds themselves are in ``findings/kinds/``, one module per check; ``KINDS`` joins them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from string import Formatter
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import SEVERITIES
+
+# The checks a kind can belong to.
+CHECK_VALIDATOR = "validator"
+CHECK_DEVICE_PLUGIN = "device_plugin"
+CHECK_FLEET = "fleet"
+CHECK_HEALTH = "health"
+CHECK_PLACEMENT = "placement"
+CHECK_PLUGIN_CONFIG = "plugin_config"
+CHECKS = (CHECK_VALIDATOR, CHECK_DEVICE_PLUGIN, CHECK_FLEET, CHECK_HEALTH, CHECK_PLACEMENT, CHECK_PLUGIN_CONFIG)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """How an admission policy decides a kind. ``findings`` is a CEL expression over the variables
+    the policy defines (admission/cel.py) that gives one line per finding, naming the container; it
+    is empty when admission cannot decide the kind, and ``unseen`` says why."""
+
+    findings: str = ""
+    unseen: str = ""
+
+
+@dataclass(frozen=True)
+class Kind:
+    id: str
+    severity: str
+    title: str
+    message: str  # str.format over the hit's fields
+    remedy: str  # str.format over the hit's fields too
+    checks: tuple[str, ...]
+    name: str = ""  # a short slug where the id is a code (KGPU101); else the id itself
+    allowable: bool = True  # an allow annotation may waive it (validator kinds)
+    admission: Admission | None = None  # None: not said whether admission can decide it
+
+    @property
+    def slug(self) -> str:
+        return self.name or self.id
+
+    def fields(self) -> set[str]:
+        """The field names its templates use."""
+        return {
+            name.split(".")[0].split("[")[0]
+            for template in (self.message, self.remedy)
+            for _, name, _, _ in Formatter().parse(template)
+            if name
+        }
+
+
+@dataclass(frozen=True)
+class Hit:
+    """Where a check hit (``where``: node, subject, object, path, as the check reports them) and the
+    fields its kind's templates are written with."""
+
+    kind: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    where: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: Kind
+    message: str
+    remedy: str
+    where: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def severity(self) -> str:
+        return self.kind.severity
+
+
+class KindError(ValueError):
+    """A kind declared wrongly, or a hit of a kind nobody declared: a bug of the collection."""
+
+
+class KindRegistry(Mapping[str, Kind]):
+    def __init__(self, *groups: Iterable[Kind]):
+        self._kinds: dict[str, Kind] = {}
+        for kind in (k for group in groups for k in group):
+            problem = declaration_problem(kind)
+            if kind.id in self._kinds:
+                problem = "declared twice"
+            if problem:
+                raise KindError(f"finding kind {kind.id!r}: {problem}")
+            self._kinds[kind.id] = kind
+
+    def __getitem__(self, kind_id: str) -> Kind:
+        return self._kinds[kind_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kinds)
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def of_check(self, check: str) -> list[Kind]:
+        return [kind for kind in self._kinds.values() if check in kind.checks]
+
+    def finding(self, hit: Hit) -> Finding:
+        kind = self._kinds.get(hit.kind)
+        if kind is None:
+            raise KindError(f"a hit of the undeclared finding kind {hit.kind!r}")
+        try:
+            return Finding(kind, kind.message.format(**hit.fields), kind.remedy.format(**hit.fields), hit.where)
+        except (KeyError, IndexError) as missing:
+            raise KindError(f"a hit of {hit.kind!r} lacks the field {missing}") from None
+
+
+def declaration_problem(kind: Kind) -> str | None:
+    if kind.severity not in SEVERITIES:
+        return f"severity {kind.severity!r} is not one of {', '.join(SEVERITIES)}"
+    unknown = [c for c in kind.checks if c not in CHECKS]
+    if not kind.checks or unknown:
+        return f"checks {list(kind.checks)!r} must name some of {', '.join(CHECKS)}"
+    if not kind.title or not kind.message or not kind.remedy:
+        return "title, message and remedy must all be written"
+    return None

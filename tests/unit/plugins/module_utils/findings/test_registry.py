@@ -1,0 +1,72 @@
+"""The registry of finding kinds: declarations checked once, hits turned into findings."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import (
+    CHECK_FLEET,
+    CHECK_HEALTH,
+    Hit,
+    Kind,
+    KindError,
+    KindRegistry,
+    declaration_problem,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
+
+WITHDRAWN = Kind(
+    "gpus_withdrawn",
+    WARNING,
+    "GPUs withdrawn",
+    "{withdrawn} of {capacity} GPUs withdrawn on {node}",
+    "restart the device plugin on {node} after repair",
+    (CHECK_FLEET, CHECK_HEALTH),
+)
+
+
+def test_a_hit_becomes_a_finding_with_its_kinds_texts():
+    registry = KindRegistry([WITHDRAWN])
+    finding = registry.finding(Hit("gpus_withdrawn", {"withdrawn": 3, "capacity": 8, "node": "a"}, {"node": "a"}))
+    assert finding.message == "3 of 8 GPUs withdrawn on a"
+    assert finding.remedy == "restart the device plugin on a after repair"
+    assert finding.severity == WARNING
+    assert finding.where == {"node": "a"}
+    assert WITHDRAWN.fields() == {"withdrawn", "capacity", "node"}
+    assert registry.of_check(CHECK_HEALTH) == [WITHDRAWN]
+    assert WITHDRAWN.slug == "gpus_withdrawn"
+
+
+def test_a_hit_of_an_undeclared_kind_or_without_its_fields_is_named():
+    registry = KindRegistry([WITHDRAWN])
+    with pytest.raises(KindError, match="undeclared finding kind 'nope'"):
+        registry.finding(Hit("nope"))
+    with pytest.raises(KindError, match="'gpus_withdrawn' lacks the field 'capacity'"):
+        registry.finding(Hit("gpus_withdrawn", {"withdrawn": 1, "node": "a"}))
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        ({"severity": "fatal"}, "severity 'fatal'"),
+        ({"checks": ()}, "checks []"),
+        ({"checks": ("linting",)}, "checks ['linting']"),
+        ({"remedy": ""}, "must all be written"),
+    ],
+)
+def test_a_wrong_declaration_is_refused(change, problem):
+    kind = Kind(**{**WITHDRAWN.__dict__, **change})
+    assert problem in (declaration_problem(kind) or "")
+    with pytest.raises(KindError, match="finding kind 'gpus_withdrawn'"):
+        KindRegistry([kind])
+
+
+def test_an_id_declared_twice_is_refused():
+    with pytest.raises(KindError, match="declared twice"):
+        KindRegistry([WITHDRAWN], [Kind(**{**WITHDRAWN.__dict__, "severity": ERROR})])
+
+
+def test_every_declared_kind_of_the_collection_is_well_formed():
+    for kind in KINDS.values():
+        assert declaration_problem(kind) is None, kind.id
