@@ -1,7 +1,7 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The CEL vocabulary of the admission policies: the variables every rule's admission expression
-reads (validate/rules.py, ``Admission.findings``), written once.
+reads (findings/kinds/validator.py, ``Admission.findings``), written once.
 
 The API server hands quantities to CEL as strings ("1", "1000m"), offline tools as numbers: every
 quantity goes through ``quantity(string(dyn(...)))``. The pod spec is reached through ``dyn`` for

@@ -1,6 +1,6 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The admission objects generated from the rule table: a ValidatingAdmissionPolicy for the
+"""The admission objects generated from the validator's kinds in the registry: a ValidatingAdmissionPolicy for the
 error rules and one for the warning rules that admission can decide, their bindings, the params
 ConfigMap of extra exempt namespaces, and the optional MutatingAdmissionPolicy that sets
 NVIDIA_VISIBLE_DEVICES=void on containers that request no GPU. Pure: objects in, objects out."""
@@ -19,11 +19,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.cel i
     cel_string,
     per_pod,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import CHECK_VALIDATOR, Kind
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import BUILTIN_CATALOGUE
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import GPU_SYSTEM_NAMESPACES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import VISIBLE_DEVICES, VOID
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES, Rule
 
 API_GROUP = "admissionregistration.k8s.io"
 API_VERSION = f"{API_GROUP}/v1"
@@ -69,20 +70,20 @@ class AdmissionSettings:
     mutating: bool = False
 
 
-def admission_rules(severity: str, rules: Iterable[Rule] | None = None) -> list[Rule]:
+def admission_rules(severity: str, rules: Iterable[Kind] | None = None) -> list[Kind]:
     """The rules of one severity that admission decides (those with CEL findings)."""
     return [
         r
-        for r in (RULES.values() if rules is None else rules)
+        for r in (KINDS.of_check(CHECK_VALIDATOR) if rules is None else rules)
         if r.admission is not None and r.admission.findings and r.severity == severity
     ]
 
 
-def _variable_name(rule: Rule) -> str:
+def _variable_name(rule: Kind) -> str:
     return rule.id.lower()
 
 
-def message_expression(rule: Rule) -> str:
+def message_expression(rule: Kind) -> str:
     """One line naming the rule, what was found (each naming its container) and the remedy."""
     head = cel_string(f"{rule.id} {rule.name}: ")
     tail = cel_string(f". {rule.remedy}".replace("\n", " "))
@@ -90,14 +91,14 @@ def message_expression(rule: Rule) -> str:
     return f"{head} + {found} + {tail}"
 
 
-def findings_expression(rule: Rule) -> str:
+def findings_expression(rule: Kind) -> str:
     """The rule's findings in each pod template of the object: a list of lists of lines."""
     if rule.admission is None:
         raise ValueError(f"{rule.id} carries no CEL: admission cannot decide it")
     return f"variables.pods.map({POD}, {per_pod(rule.admission.findings)})"
 
 
-def passes_expression(rule: Rule) -> str:
+def passes_expression(rule: Kind) -> str:
     return f"variables.exempt || variables.{_variable_name(rule)}.all(f, f.size() == 0)"
 
 
@@ -137,7 +138,7 @@ _EXEMPT_BY_PARAMS = (
 )
 
 
-def validating_policy(name: str, rules: list[Rule]) -> dict[str, Any]:
+def validating_policy(name: str, rules: list[Kind]) -> dict[str, Any]:
     variables = [{"name": n, "expression": e} for n, e in VARIABLES]
     variables.append({"name": "exempt", "expression": _EXEMPT_BY_PARAMS})
     variables += [{"name": _variable_name(r), "expression": findings_expression(r)} for r in rules]

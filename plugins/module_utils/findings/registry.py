@@ -38,6 +38,9 @@ class Admission:
     unseen: str = ""
 
 
+API_SERVER_REFUSES = Admission(unseen="the API server's own validation refuses it before admission policies run")
+
+
 @dataclass(frozen=True)
 class Kind:
     id: str

@@ -10,19 +10,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings import registry
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import (
     BUILTIN_CATALOGUE,
     ComponentCatalogue,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import PodSpecSite
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ObjectRef, PodSpecSite
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analysis import analyse
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import EnvSources, NoEnvSources
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.findings import Allowed, Finding
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import ImageCatalogue
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import (
+    CHECKS,
     DEFAULT_ALLOW_ANNOTATION,
     RULES,
+    Hit,
 )
 
 
@@ -47,7 +51,7 @@ class PodChecker:
         self.config = config or RuleConfig()
         self.sources: EnvSources = sources or NoEnvSources()
         self.images = ImageCatalogue(self.config.image_env)
-        self.rules = [rule for rule in RULES.values() if rule.id not in self.config.skip_rules]
+        self.rules = [(rule, CHECKS[rule]) for rule in RULES if rule not in self.config.skip_rules]
         self._matcher = gpu_resource_matcher(self.config.gpu_resources)
         self._gpu_names: dict[str, bool] = {}
 
@@ -60,25 +64,21 @@ class PodChecker:
     def check(self, site: PodSpecSite) -> tuple[list[Finding], list[Allowed]]:
         config = self.config
         pod = analyse(site, self.is_gpu, self.sources, self.images, config.allow_annotation, config.components)
-        hits = [(rule, hit) for rule in self.rules for hit in rule.check(pod)]
+        hits = [(rule, hit) for rule, check in self.rules for hit in check(pod)]
         if len(pod.containers) > 1 and len(hits) > 1:
             # Container by container, the pod's own findings last; the table's order within each.
             order = {id(c.site): index for index, c in enumerate(pod.containers)}
             hits.sort(key=lambda pair: order.get(id(pair[1].container), len(order)))
         ref, reason = site.ref, pod.allowed_because
-        findings = [
-            Finding(
-                rule.id,
-                rule.severity,
-                ref,
-                hit.container.name if hit.container else None,
-                hit.path,
-                rule.describe(hit),
-                rule.remedy,
-            )
-            for rule, hit in hits
-        ]
+        findings = [_finding(rule, hit, ref) for rule, hit in hits]
         if not reason:
             return findings, []
         allowed = [Allowed(f, reason) for f in findings if RULES[f.rule].allowable]
         return [f for f in findings if not RULES[f.rule].allowable], allowed
+
+
+def _finding(rule: str, hit: Hit, ref: ObjectRef) -> Finding:
+    """The registry attaches the kind's severity, message and remedy to the check's hit."""
+    found = KINDS.finding(registry.Hit(rule, hit.fields))
+    container = hit.container.name if hit.container else None
+    return Finding(rule, found.severity, ref, container, hit.path, found.message, found.remedy)

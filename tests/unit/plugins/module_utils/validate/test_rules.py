@@ -6,6 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS as REGISTRY
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import CHECK_VALIDATOR
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import device_selection
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.quantity import format_quantity
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analysis import gpu_host_path
@@ -20,7 +22,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env im
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import known_family
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import Document, parse_text
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.reads import ClusterEnvSources
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import CHECKS, RULES
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "manifests"
 GPU = "nvidia.com/gpu"
@@ -732,6 +734,12 @@ def test_rule_catalogue_is_consistent():
     assert all(rule.severity in ("error", "warning") for rule in RULES.values())
     assert len({rule.name for rule in RULES.values()}) == len(RULES)
     assert [r for r in RULES if RULES[r].allowable is False] == [f"KGPU40{i}" for i in range(1, 8)]
+
+
+def test_every_validator_kind_has_its_check_and_every_check_its_kind():
+    kinds = [kind.id for kind in REGISTRY.of_check(CHECK_VALIDATOR)]
+    assert kinds == list(RULES) and sorted(CHECKS) == sorted(kinds)
+    assert all(RULES[rule].name and RULES[rule].admission is not None for rule in RULES)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,290 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The validator's bypass rules (gpu_pod_validate, the offline CLI, the admission policies): one
+kind each. The check that finds each is in validate/rules.py under the same id; ``admission`` is
+the CEL over the variables of admission/cel.py that lists a kind's findings at admission, or the
+reason admission cannot decide it."""
+
+from __future__ import annotations
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import (
+    API_SERVER_REFUSES,
+    CHECK_VALIDATOR,
+    Admission,
+    Kind,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_annotations import (
+    DEVICE_ANNOTATION_KEYS,
+    DEVICE_ANNOTATION_PREFIXES,
+    GKE_DEVICE_ANNOTATION_PREFIX,
+)
+
+VALIDATOR = (CHECK_VALIDATOR,)
+
+KINDS = (
+    Kind(
+        id="KGPU101",
+        name="visible-devices-without-gpu",
+        severity=ERROR,
+        title="NVIDIA_VISIBLE_DEVICES (or a MIG device variable) gives GPUs to a container that requests none",
+        message="{shown} in {who} (from {origin}) {verb} {what}, but the container requests no GPU: the scheduler does "
+        "not count them and places other GPU pods on the same cards",
+        remedy="Remove the variable and request GPUs in resources.limits (for example nvidia.com/gpu: 1); to keep a "
+        "container away from GPUs set NVIDIA_VISIBLE_DEVICES=void.",
+        checks=VALIDATOR,
+        admission=Admission(
+            'variables.deviceEnv.filter(e, !e.gpu && e.selecting.size() > 0).map(e, "container \'" + e.name + '
+            '"\': " + e.selecting.join(\', \') + " selects GPUs, but the container requests none")'
+        ),
+    ),
+    Kind(
+        id="KGPU102",
+        name="visible-devices-overrides-plugin",
+        severity=ERROR,
+        title="NVIDIA_VISIBLE_DEVICES (or a MIG device variable) overrides the GPUs the device plugin or a DRA "
+        "driver assigned",
+        message="{shown} in {who} (from {origin}) overrides the GPUs {assigner} assigned for its {request}: it {verb} "
+        "{what}, including GPUs the scheduler gave to other pods",
+        remedy="Remove the variable from the container: the device plugin, or the DRA driver for a resource claim, "
+        "gives it the GPUs the scheduler counted.",
+        checks=VALIDATOR,
+        admission=Admission(
+            'variables.deviceEnv.filter(e, e.gpu && e.selecting.size() > 0).map(e, "container \'" + e.name + '
+            '"\': " + e.selecting.join(\', \') + " overrides the GPUs assigned for its GPU limit or claim")'
+        ),
+    ),
+    Kind(
+        id="KGPU103",
+        name="visible-devices-unknown",
+        severity=WARNING,
+        title="NVIDIA_VISIBLE_DEVICES (or a MIG device variable) may be set to a value that cannot be known here",
+        message="{variable} in {who} comes from {origin}, whose value cannot be known here ({note}); if it names GPUs, "
+        "the container gets them without the scheduler counting them",
+        remedy="Set the variable from a literal value, or not at all; check the referenced source.",
+        checks=VALIDATOR,
+        admission=Admission(
+            'variables.deviceEnv.filter(e, e.unknown.size() > 0).map(e, "container \'" + e.name + "\': " + '
+            "e.unknown.join(', ') + \" comes from valueFrom, whose value admission cannot know\")"
+        ),
+    ),
+    Kind(
+        id="KGPU201",
+        name="gpu-device-host-path",
+        severity=ERROR,
+        title="A hostPath volume of GPU device nodes or driver files is mounted into a container",
+        message="{who} mounts hostPath {host_path} (volume {volume!r}) at {mount_path}: {effect}",
+        remedy="Remove the hostPath volume and mount; request GPUs in resources.limits if the container has none: the "
+        "NVIDIA container toolkit injects the driver files and the device nodes of exactly the GPUs the scheduler "
+        "assigned.",
+        checks=VALIDATOR,
+        admission=Admission(
+            "variables.containers.filter(c, c.?volumeMounts.orValue([]).exists(m, m.name in variables.gpuHostVolumes))"
+            '.map(c, "container \'" + c.name + "\' mounts hostPath volume " + '
+            "c.volumeMounts.filter(m, m.name in variables.gpuHostVolumes).map(m, m.name).join(', '))"
+        ),
+    ),
+    Kind(
+        id="KGPU202",
+        name="device-list-volume-mount",
+        severity=ERROR,
+        title="A volume is mounted under /var/run/nvidia-container-devices, where a hardened NVIDIA runtime reads "
+        "device requests",
+        message="{who} mounts volume {volume!r} at {mount_path}: with accept-nvidia-visible-devices-as-volume-mounts the "
+        "NVIDIA runtime reads this as a request for the GPUs named under it, which the scheduler does not count",
+        remedy="Remove the mount; only the device plugin may request devices this way.",
+        checks=VALIDATOR,
+        admission=Admission(
+            "variables.containers.filter(c, c.?volumeMounts.orValue([]).exists(m, "
+            'm.mountPath.matches(variables.deviceListMountRegex))).map(c, "container \'" + c.name + "\' mounts " + '
+            "c.volumeMounts.filter(m, m.mountPath.matches(variables.deviceListMountRegex)).map(m, m.mountPath).join(', '))"
+        ),
+    ),
+    Kind(
+        id="KGPU301",
+        name="privileged-gpu-container",
+        severity=ERROR,
+        title="A privileged container (privileged, SYS_ADMIN or ALL capabilities) shows GPU intent",
+        message="{who} runs with {how} and shows GPU intent ({signs}): a privileged container sees every /dev/nvidia* "
+        "device of its node, so it can use GPUs the scheduler gave to other pods",
+        remedy="Drop privileged and the SYS_ADMIN/ALL capabilities and request GPUs in resources.limits. If the "
+        "container must be privileged (a device plugin or driver), add the allow annotation with a reason.",
+        checks=VALIDATOR,
+        admission=Admission(
+            unseen="GPU intent reads the image's configuration; Pod Security's baseline level forbids privileged"
+        ),
+    ),
+    Kind(
+        id="KGPU302",
+        name="privileged-container",
+        severity=WARNING,
+        title="A privileged container (privileged, SYS_ADMIN or ALL capabilities) can reach every GPU of its node",
+        message="{who} runs with {how}; it shows no sign of GPU use, but on a GPU node it can reach every GPU",
+        remedy="Drop privileged if it is not needed, or keep the pod off GPU nodes; add the allow annotation with a "
+        "reason for system components.",
+        checks=VALIDATOR,
+        admission=Admission(
+            unseen="GPU intent reads the image's configuration; Pod Security's baseline level forbids privileged"
+        ),
+    ),
+    Kind(
+        id="KGPU401",
+        name="gpu-request-without-limit",
+        severity=ERROR,
+        title="A GPU resource is requested without a limit; the API server rejects it",
+        message="{api_path}.limits: Required value: Limit must be set for non overcommitable resources ({name} is "
+        "requested without a limit)",
+        remedy="Set the GPU in resources.limits (requests may be omitted: they default to the limits).",
+        checks=VALIDATOR,
+        allowable=False,
+        admission=API_SERVER_REFUSES,
+    ),
+    Kind(
+        id="KGPU402",
+        name="gpu-request-not-equal-limit",
+        severity=ERROR,
+        title="A GPU request differs from its limit; the API server rejects it",
+        message='{api_path}.requests: Invalid value: "{value}": must be equal to {name} limit of {limit}',
+        remedy="Set the GPU only in resources.limits, or make the request equal to the limit.",
+        checks=VALIDATOR,
+        allowable=False,
+        admission=API_SERVER_REFUSES,
+    ),
+    Kind(
+        id="KGPU403",
+        name="gpu-quantity-not-whole",
+        severity=ERROR,
+        title="A GPU quantity is not a whole number",
+        message="{message}",
+        remedy="Request whole GPUs (1, 2, ...), and whole units of a sharing resource (MiB, GiB or percent, as its "
+        "device plugin counts them); for a share of a GPU use a shared-GPU or MIG resource.",
+        checks=VALIDATOR,
+        allowable=False,
+        admission=API_SERVER_REFUSES,
+    ),
+    Kind(
+        id="KGPU404",
+        name="gpu-quantity-negative",
+        severity=ERROR,
+        title="A GPU quantity is negative; the API server rejects it",
+        message="{message}",
+        remedy="Use a quantity of 0 or more.",
+        checks=VALIDATOR,
+        allowable=False,
+        admission=API_SERVER_REFUSES,
+    ),
+    Kind(
+        id="KGPU405",
+        name="gpu-quantity-malformed",
+        severity=ERROR,
+        title="A GPU quantity is not a Kubernetes quantity; the API server rejects it",
+        message="{message}",
+        remedy="Write the quantity as a whole number such as 1.",
+        checks=VALIDATOR,
+        allowable=False,
+        admission=API_SERVER_REFUSES,
+    ),
+    Kind(
+        id="KGPU406",
+        name="pod-level-gpu-resources",
+        severity=ERROR,
+        title="A GPU resource is set in pod-level spec.resources; the API server rejects it",
+        message='{api_path}.resources.{section}[{name}]: Unsupported value: "{name}": supported values: "cpu", "memory"',
+        remedy="Move the GPU to the resources.limits of the container that uses it.",
+        checks=VALIDATOR,
+        allowable=False,
+        admission=API_SERVER_REFUSES,
+    ),
+    Kind(
+        id="KGPU407",
+        name="ephemeral-container-gpu-resources",
+        severity=ERROR,
+        title="An ephemeral container sets GPU resources; the API server rejects it",
+        message="{api_path}: Forbidden: cannot be set for an Ephemeral Container",
+        remedy="Remove resources from the ephemeral container.",
+        checks=VALIDATOR,
+        allowable=False,
+        admission=API_SERVER_REFUSES,
+    ),
+    Kind(
+        id="KGPU501",
+        name="image-visible-devices-all",
+        severity=WARNING,
+        title="The image sets NVIDIA_VISIBLE_DEVICES=all (or is a legacy CUDA image) and the container requests no GPU",
+        message="image {image} ({source}) {problem}",
+        remedy="Set NVIDIA_VISIBLE_DEVICES=void in the container env, or request the GPU in resources.limits.",
+        checks=VALIDATOR,
+        admission=Admission(unseen="an image's configuration is not part of the object; the mutating policy covers it"),
+    ),
+    Kind(
+        id="KGPU601",
+        name="nvidia-runtime-class-without-gpu",
+        severity=WARNING,
+        title="The pod uses an NVIDIA runtime class but requests no GPU",
+        message="runtimeClassName {runtime} runs the pod with the NVIDIA runtime, but no container requests a GPU; with "
+        "an image or env that selects GPUs it gets them without the scheduler counting them",
+        remedy="Request GPUs in resources.limits, or remove runtimeClassName.",
+        checks=VALIDATOR,
+        admission=Admission(
+            "!variables.podHasGpu && string(variables.spec.?runtimeClassName.orValue('')).lowerAscii().contains('nvidia') ? "
+            '["runtimeClassName " + variables.spec.runtimeClassName + " runs the pod with the NVIDIA runtime"] : []'
+        ),
+    ),
+    Kind(
+        id="KGPU602",
+        name="device-annotation-without-gpu",
+        severity=WARNING,
+        title="The pod carries device-injection annotations (CDI, NRI, CRI-O) but requests no GPU",
+        message="annotation {key} asks the container runtime to inject devices, which are not privilege-gated and not "
+        "counted by the scheduler; no container in the pod requests a GPU",
+        remedy="Remove the annotation and request GPUs in resources.limits.",
+        checks=VALIDATOR,
+        admission=Admission(
+            "variables.podHasGpu ? [] : variables.podAnnotations.filter(k, "
+            + " || ".join(
+                [f"k.startsWith('{p}')" for p in DEVICE_ANNOTATION_PREFIXES]
+                + [f"k == '{k}'" for k in DEVICE_ANNOTATION_KEYS]
+            )
+            + ').map(k, "annotation " + k + " asks the container runtime to inject devices")'
+        ),
+    ),
+    Kind(
+        id="KGPU603",
+        name="gke-device-injection-without-gpu",
+        severity=ERROR,
+        title="GKE's device injection annotation gives NVIDIA device nodes to a container that requests no GPU",
+        message="annotation {key} has GKE's device injector create {devices} in {who}, which requests no GPU: it uses "
+        "GPUs the scheduler does not count",
+        remedy="Remove the devices.gke.io/container.<name> annotation and request GPUs in the container's "
+        "resources.limits.",
+        checks=VALIDATOR,
+        admission=Admission(
+            "variables.deviceEnv.filter(e, !e.gpu && string(variables.podAnnotations[?"
+            f"{GKE_DEVICE_ANNOTATION_PREFIX!r} + e.name].orValue('')).matches('/dev/nvidia')).map(e, "
+            f'"container \'" + e.name + "\' gets NVIDIA device nodes from annotation {GKE_DEVICE_ANNOTATION_PREFIX}" + e.name)'
+        ),
+    ),
+    Kind(
+        id="KGPU701",
+        name="claim-admin-access",
+        severity=WARNING,
+        title="A ResourceClaim (or claim template) asks for admin access to devices outside the GPU system namespaces",
+        message="{kind} request {request} asks for admin access in {where}: it reaches devices already allocated to "
+        "other pods, which the scheduler does not count as used",
+        remedy="Remove adminAccess from the request: admin access is for monitoring and driver components, which run "
+        "in the GPU system namespaces (kube-system, gpu-operator, the DRA driver's); Kubernetes grants it only "
+        "in namespaces labeled resource.kubernetes.io/admin-access=true.",
+        checks=VALIDATOR,
+        admission=Admission(unseen="Kubernetes grants admin access only in namespaces labeled for it"),
+    ),
+    Kind(
+        id="KGPU901",
+        name="allow-annotation-without-reason",
+        severity=WARNING,
+        title="The allow annotation has no reason, so it is not honoured",
+        message="annotation {annotation} is set without a reason, so the findings of this object stand",
+        remedy='Give the reason as the annotation value, for example: "NVIDIA device plugin".',
+        checks=VALIDATOR,
+        admission=Admission(unseen="admission exempts namespaces, not annotated objects"),
+    ),
+)
