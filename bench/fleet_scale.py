@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import ApiClient, KubeClient
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient, transport
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
     build_configuration,
     resolve_auth_params,
@@ -371,7 +371,7 @@ def fleet_summary(nodes: int, pods: int, dra_percent: int = 0) -> dict[str, Any]
 def make_client(kubeconfig: str, pool: int = 64) -> KubeClient:
     cfg = build_configuration(resolve_auth_params({"kubeconfig": kubeconfig}))
     cfg.connection_pool_maxsize = pool
-    return KubeClient(ApiClient(cfg), retries=8, backoff=0.5, timeout=60)
+    return KubeClient(transport(cfg), retries=8, backoff=0.5, timeout=60)
 
 
 def run_bounded(work: Iterable[Any], action: Callable[[Any], None], workers: int) -> None:

@@ -17,13 +17,20 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlencode, urlsplit
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.library import load as load_library
+
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
 
 try:
     import urllib3
-    from kubernetes.client import ApiClient, Configuration
-    from kubernetes.client.exceptions import ApiException
+
+    _LIBRARY = load_library()
+    ApiException = _LIBRARY["ApiException"]
+    RESTClientObject = _LIBRARY["RESTClientObject"]
 except ImportError:
     pass  # kube.config records the import error; client_from_params refuses to run without the library
 
@@ -90,6 +97,19 @@ def continue_in_head(data: bytes) -> tuple[bool, str | None]:
 
 
 @dataclass
+class Transport:
+    """What the client uses of the library's ApiClient: the configuration and its REST client
+    (urllib3 pools, TLS, proxy), without the generated API client and its models."""
+
+    configuration: Configuration
+    rest_client: Any
+
+
+def transport(cfg: Configuration) -> Transport:
+    return Transport(cfg, RESTClientObject(cfg))
+
+
+@dataclass
 class _Response:
     status: int
     reason: str
@@ -102,7 +122,7 @@ class KubeClient:
 
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: Transport,
         *,
         extra_headers: list[tuple[str, str]] | None = None,
         retries: int = 4,
@@ -345,7 +365,7 @@ def client_from_params(
     auth = resolve_auth_params(params)
     cfg = build_configuration(auth)
     return KubeClient(
-        ApiClient(cfg),
+        transport(cfg),
         extra_headers=impersonation_headers(auth),
         retries=retries,
         backoff=backoff,

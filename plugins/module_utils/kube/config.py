@@ -18,7 +18,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
     ClusterError,
@@ -30,13 +30,20 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors imp
     describe_missing_provider_token,
     one_line,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.library import load as load_library
+
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
 
 try:
     import urllib3
     import yaml
-    from kubernetes import config as k8s_config
-    from kubernetes.client import Configuration
-    from kubernetes.config.config_exception import ConfigException
+
+    # The library's loaders without the rest of it (kube/library.py): most of a short run's start.
+    _LIBRARY = load_library()
+    k8s_config = _LIBRARY["config"]
+    Configuration = _LIBRARY["Configuration"]  # type: ignore[misc]  # noqa: F811
+    ConfigException = _LIBRARY["ConfigException"]
 except ImportError:
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR: str | None = traceback.format_exc()
