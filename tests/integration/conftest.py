@@ -39,6 +39,7 @@ CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
     "gpu_pod_validate": {"live": True},
     # Removal of what is not there: reads only, so a working connection changes nothing.
     "gpu_admission_policy": {"state": "absent"},
+    "gpu_placement": {},
     "gpu_pod": {
         "definition": {
             "apiVersion": "v1",

@@ -290,6 +290,27 @@ def request_classes(spec: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def request_counts(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per request of a claim spec: its DeviceClass, how many devices (ExactCount, 1 by default) and
+    whether it asks for all the class's devices (allocationMode All). Of a ``firstAvailable`` list, the
+    first alternative."""
+    found = []
+    for request in map(as_mapping, as_list(as_mapping(spec.get("devices")).get("requests"))):
+        alternatives = as_list(request.get("firstAvailable"))
+        chosen = as_mapping(request.get("exactly")) or (as_mapping(alternatives[0]) if alternatives else request)
+        device_class = chosen.get("deviceClassName")
+        if isinstance(device_class, str):
+            count = optional_int(chosen.get("count"))
+            found.append(
+                {
+                    "class": device_class,
+                    "count": count if count and count > 0 else 1,
+                    "all": chosen.get("allocationMode") == "All",
+                }
+            )
+    return found
+
+
 def admin_access_requests(spec: Mapping[str, Any], path: str) -> list[tuple[str, str]]:
     """(request name, JSON path) of each request of a claim spec that asks for admin access."""
     found = []
@@ -324,6 +345,7 @@ def project_claim(item: object) -> dict[str, Any] | None:
         "namespace": as_text(metadata.get("namespace")),
         "name": name,
         "classes": request_classes(spec),
+        "requests": request_counts(spec),
         "allocated": bool(allocation),
         "results": results,
         "node": _node_of_allocation(allocation),

@@ -1,0 +1,94 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The GPUs DRA drivers can still hand out on each node, for whole-device allocation: devices of
+the newest generation of each pool, not held by a claim, not tainted away, and no part of a GPU
+another claim holds (a MIG device of it, a device sharing its counter set)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
+    DEVICE_TYPE_GPU,
+    TAINT_EFFECTS_THAT_KEEP_PODS_AWAY,
+    DraObjects,
+    claims_by_device,
+    class_selects,
+    current_pools,
+    device_key,
+    devices_by_node,
+    with_rule_taints,
+)
+
+
+@dataclass(frozen=True)
+class DraFree:
+    """Per node, the devices free to allocate and how many GPU devices are tainted away; the classes
+    and claims by name, for pods that ask through claims or a class's extended resource."""
+
+    free: Mapping[str, list[Mapping[str, Any]]] = field(default_factory=dict)
+    withdrawn: Mapping[str, int] = field(default_factory=dict)
+    published: Mapping[str, int] = field(default_factory=dict)  # devices each node publishes, free or not
+    classes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    claims: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    readable: bool = True
+
+
+def _tainted(device: Mapping[str, Any]) -> bool:
+    return any(t["effect"] in TAINT_EFFECTS_THAT_KEEP_PODS_AWAY for t in device["taints"])
+
+
+def _blocked_parts(devices: Sequence[Mapping[str, Any]], held: set[tuple[str, str, str]]) -> tuple[set[str], set[str]]:
+    """The GPU UUIDs and counter sets of which some device is held."""
+    uuids: set[str] = set()
+    counters: set[str] = set()
+    for device in devices:
+        if device_key(device["driver"], device["pool"], device["name"]) in held:
+            uuids.update(u for u in (device["uuid"], device["parent_uuid"]) if u)
+            counters.update(f"{device['driver']}/{device['pool']}/{c}" for c in device["counter_sets"])
+    return uuids, counters
+
+
+def _is_free(device: Mapping[str, Any], held: set[tuple[str, str, str]], blocked: tuple[set[str], set[str]]) -> bool:
+    uuids, counters = blocked
+    if device_key(device["driver"], device["pool"], device["name"]) in held or _tainted(device):
+        return False
+    if any(u in uuids for u in (device["uuid"], device["parent_uuid"]) if u):
+        return False
+    return not any(f"{device['driver']}/{device['pool']}/{c}" in counters for c in device["counter_sets"])
+
+
+def dra_free(dra: DraObjects) -> DraFree:
+    current = with_rule_taints(current_pools(dra.slices).slices, dra.taint_rules)
+    held = set(claims_by_device(dra.claims))
+    free: dict[str, list[Mapping[str, Any]]] = {}
+    withdrawn: dict[str, int] = {}
+    published: dict[str, int] = {}
+    for node, devices in devices_by_node(current).items():
+        blocked = _blocked_parts(devices, held)
+        free[node] = [d for d in devices if _is_free(d, held, blocked)]
+        published[node] = len(devices)
+        withdrawn[node] = sum(1 for d in devices if d["type"] == DEVICE_TYPE_GPU and _tainted(d))
+    return DraFree(
+        free=free,
+        withdrawn=withdrawn,
+        published=published,
+        classes={c["name"]: c for c in dra.classes},
+        claims={(c["namespace"], c["name"]): c for c in dra.claims},
+        readable=dra.available,
+    )
+
+
+def whole_gpus(devices: Sequence[Mapping[str, Any]]) -> int:
+    return sum(1 for d in devices if d["type"] == DEVICE_TYPE_GPU)
+
+
+def class_free(device_class: Mapping[str, Any], devices: Sequence[Mapping[str, Any]]) -> int:
+    return sum(1 for d in devices if class_selects(device_class, d))
+
+
+def mapping_class(dra: DraFree, resource: str) -> Mapping[str, Any] | None:
+    """The DeviceClass that serves an extended resource through DRA (``extendedResourceName``), if any."""
+    return next((c for c in dra.classes.values() if c["extended_resource"] == resource), None)

@@ -1,0 +1,173 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Why a GPU pod is pending (or, for a manifest, whether it would fit): node by node in the
+scheduler's words, summed as its FailedScheduling event sums them, and in one sentence with
+what would make it fit."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.filters import (
+    CLAIMS,
+    RESOURCES,
+    TAINT,
+    UNSCHEDULABLE,
+    node_verdict,
+    selector_met,
+    static_failure,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import Fleet
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.projection import DEFAULT_SCHEDULER
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.requests import BASIC
+
+MAX_NODES_NAMED = 10
+CLAIMED = "devices through its claims"
+
+
+def gpu_request(shape: Mapping[str, Any], is_gpu: Callable[[str], bool]) -> tuple[str | None, int]:
+    """The GPU resource a shape asks for and how many (claims: the devices they ask for)."""
+    for resource, count in sorted(shape["requests"].items()):
+        if resource not in BASIC and is_gpu(resource):
+            return resource, count
+    claimed = sum(r["count"] for r in shape.get("claim_requests", ()))
+    return (None, claimed) if claimed else (None, 0)
+
+
+def with_claims(shape: Mapping[str, Any], namespace: str, fleet: Fleet) -> dict[str, Any]:
+    """The shape with its claims' device requests (class, count, the node an allocated claim is on)."""
+    requests = []
+    for name in shape["claims"]:
+        claim = fleet.dra.claims.get((namespace, name))
+        if claim is None:
+            continue
+        node = claim["node"] if claim["allocated"] else None
+        requests += [{**r, "node": node} for r in claim.get("requests", ())]
+    return {**shape, "claim_requests": requests}
+
+
+def scheduler_message(reasons: Counter[str], nodes: int) -> str:
+    """The sum the scheduler writes: `0/N nodes are available: <count> <reason>, ...` (sorted as it sorts)."""
+    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    return f"0/{nodes} nodes are available: {', '.join(parts)}."
+
+
+def _values_of(fleet: Fleet, key: str) -> list[str]:
+    return sorted({n["labels"][key] for n in fleet.gpu_nodes if key in n["labels"]})
+
+
+def _selector_fields(shape: Mapping[str, Any], fleet: Fleet) -> dict[str, Any]:
+    """The selector the pod names, and the values of its keys the GPU nodes carry."""
+    wanted = [f"{k}={v}" for k, v in sorted(shape["node_selector"].items())]
+    wanted += [e["key"] + " " + e["operator"] + " " + ",".join(e["values"]) for t in shape["affinity_terms"] for e in t]
+    keys = list(shape["node_selector"]) + [e["key"] for t in shape["affinity_terms"] for e in t]
+    existing = "; ".join(f"{k}: {', '.join(_values_of(fleet, k)) or 'no GPU node has it'}" for k in dict.fromkeys(keys))
+    return {"selector": ", ".join(wanted), "existing": existing}
+
+
+def _verdicts(shape: Mapping[str, Any], fleet: Fleet) -> list[tuple[Mapping[str, Any], str | None, list[str], int]]:
+    static: dict[int, tuple[str, str] | None] = {}
+    verdicts = []
+    for node in fleet.nodes:
+        signature = node["signature"]
+        if signature not in static:
+            static[signature] = static_failure(node, shape)
+        verdicts.append((node, *node_verdict(node, shape, fleet.dra, static[signature])))
+    return verdicts
+
+
+def _nearest(candidates: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    return max(candidates, key=lambda n: (n["gpus_free"], n["name"]), default=None)
+
+
+def _sentence(shape: Mapping[str, Any], fleet: Fleet, verdicts: Sequence[tuple], want: tuple[str | None, int]) -> Hit:
+    """The one reason that matters most, as a hit of a placement kind."""
+    resource, count = want
+    fits = [node["name"] for node, kind, _words, n in verdicts if kind is None and n > 0]
+    base = {"gpus": count, "resource": resource or CLAIMED}
+    if fits:
+        return Hit("placement.fits_now", {**base, "nodes": ", ".join(fits[:MAX_NODES_NAMED]), "count": len(fits)})
+    gpu_nodes = fleet.gpu_nodes
+    selected = [n for n in gpu_nodes if selector_met(n["labels"], shape)]
+    if not selected:
+        return Hit("placement.selector_matches_no_node", {**base, **_selector_fields(shape, fleet)})
+    open_nodes = [n for n in selected if static_failure(n, shape) is None]
+    if not open_nodes:
+        kinds = Counter(static_failure(n, shape)[0] for n in selected)  # type: ignore[index]
+        if kinds.get(UNSCHEDULABLE) == len(selected):
+            return Hit("placement.nodes_cordoned", {**base, "nodes": len(selected)})
+        taints = sorted({w for node, kind, words, _n in verdicts if kind == TAINT and node in selected for w in words})
+        return Hit("placement.taints_not_tolerated", {**base, "nodes": len(selected), "taints": "; ".join(taints)})
+    return _resource_sentence(base, open_nodes, verdicts)
+
+
+def _resource_sentence(base: dict[str, Any], open_nodes: Sequence[Mapping[str, Any]], verdicts: Sequence[tuple]) -> Hit:
+    count = base["gpus"]
+    names = {n["name"] for n in open_nodes}
+    kinds = {node["name"]: (kind, words) for node, kind, words, _n in verdicts if node["name"] in names}
+    claims_only = base["resource"] == CLAIMED
+    enough = [] if claims_only else [n for n in open_nodes if n["gpus_free"] >= count]
+    if any(kind == CLAIMS for kind, _w in kinds.values()) and not enough:
+        return Hit("placement.claims_unallocatable", {**base, "nodes": len(open_nodes)})
+    if enough:
+        nearest = _nearest(enough)
+        short = sorted({w for n in enough for w in kinds[n["name"]][1] if kinds[n["name"]][0] in (RESOURCES, CLAIMS)})
+        return Hit(
+            "placement.resources_short", {**base, "node": nearest["name"] if nearest else "", "short": ", ".join(short)}
+        )
+    free = sum(n["gpus_free"] for n in open_nodes)
+    nearest = _nearest(open_nodes)
+    fields = {
+        **base,
+        "free": free,
+        "node": nearest["name"] if nearest else "",
+        "largest": nearest["gpus_free"] if nearest else 0,
+    }
+    return Hit("placement.fragmented" if free >= count else "placement.not_enough_gpus", fields)
+
+
+def explain(
+    shape: Mapping[str, Any], fleet: Fleet, is_gpu: Callable[[str], bool], where: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A shape against every node: per-node words, their sum, how many pods of it fit where, the sentence."""
+    verdicts = _verdicts(shape, fleet)
+    reasons: Counter[str] = Counter(w for _node, kind, words, _n in verdicts if kind for w in words)
+    placeable = {node["name"]: n for node, kind, _w, n in verdicts if kind is None and n > 0}
+    want = gpu_request(shape, is_gpu)
+    hits = [_sentence(shape, fleet, verdicts, want)]
+    if shape["scheduler"] != DEFAULT_SCHEDULER:
+        hits.insert(0, Hit("placement.other_scheduler", {"scheduler": shape["scheduler"]}))
+    if shape["not_modelled"]:
+        hits.append(Hit("placement.not_modelled", {"filters": ", ".join(shape["not_modelled"])}))
+    if shape.get("claims_not_made"):
+        hits.append(Hit("placement.claims_not_made", {}))
+    hits = [Hit(h.kind, h.fields, where) for h in hits]
+    return {
+        "gpus": want[1],
+        "resource": want[0],
+        "fits_on": placeable,
+        "pods_that_fit": sum(placeable.values()),
+        "nodes": len(fleet.nodes),
+        "reasons": dict(sorted(reasons.items())),
+        "message": scheduler_message(reasons, len(fleet.nodes)) if not placeable else "",
+        "hits": hits,
+    }
+
+
+def explain_pending(
+    pods: Sequence[Mapping[str, Any]], fleet: Fleet, is_gpu: Callable[[str], bool]
+) -> list[dict[str, Any]]:
+    """Each pending GPU pod with why it is pending."""
+    explained = []
+    for pod in sorted(pods, key=namespaced_name):
+        ref = namespaced_name(pod)
+        shape = with_claims(pod, pod["namespace"], fleet)
+        entry = explain(shape, fleet, is_gpu, {"pod": ref})
+        explained.append(
+            {"pod": ref, "scheduler_said": pod.get("message", ""), "gated": pod.get("gated", False), **entry}
+        )
+    return explained

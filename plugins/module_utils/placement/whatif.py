@@ -1,0 +1,96 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Would the GPU pods of these manifests fit now, and where: each pod template (of any workload kind
+the pod-spec walker knows) with its replicas, against the fleet as it is. Each object is weighed on
+its own against the free resources of now, not after the others."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import request_counts
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_mapping, optional_int
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import PodSpecSite, walk_document
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import Fleet
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.pending import explain
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.projection import pod_shape, wants_gpus
+
+CLAIM_TEMPLATE_KINDS = ("ResourceClaimTemplate", "ResourceClaim")
+MAX_NODES_SHOWN = 20
+
+
+def replicas_of(obj: Mapping[str, Any]) -> int:
+    """How many pods of its template an object asks for at once: replicas, or a Job's parallelism."""
+    spec = as_mapping(obj.get("spec"))
+    for key in ("replicas", "parallelism"):
+        value = optional_int(spec.get(key))
+        if value is not None:
+            return max(value, 0)
+    return 1
+
+
+def claim_templates(documents: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The device requests of the ResourceClaimTemplates and ResourceClaims among the manifests."""
+    found = {}
+    for obj in documents:
+        if obj.get("kind") not in CLAIM_TEMPLATE_KINDS:
+            continue
+        metadata, spec = as_mapping(obj.get("metadata")), as_mapping(obj.get("spec"))
+        claim_spec = as_mapping(spec.get("spec")) if obj.get("kind") == "ResourceClaimTemplate" else spec
+        found[(str(metadata.get("namespace") or "default"), str(metadata.get("name")))] = request_counts(claim_spec)
+    return found
+
+
+def site_shape(
+    site: PodSpecSite, templates: Mapping[tuple[str, str], list[dict[str, Any]]], is_gpu: Callable[[str], bool]
+) -> dict[str, Any]:
+    shape = pod_shape(site.spec, {}, is_gpu)
+    namespace = site.ref.namespace or "default"
+    requests = []
+    for claim in (as_mapping(c) for c in site.spec.get("resourceClaims") or []):
+        template = claim.get("resourceClaimTemplateName")
+        if isinstance(template, str) and (namespace, template) in templates:
+            requests += templates[(namespace, template)]
+            shape["claims_not_made"] = False
+    shape["claim_requests"] = requests
+    return shape
+
+
+def what_if(
+    documents: Iterable[Any], fleet: Fleet, is_gpu: Callable[[str], bool]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per GPU pod template of the documents (each with `data`, `source`, `index`): whether its replicas
+    fit now and where; and what could not be read."""
+    loaded = list(documents)
+    templates = claim_templates(as_mapping(d.data) for d in loaded)
+    results, skipped = [], []
+    for document in loaded:
+        sites, not_checked = walk_document(document.data, source=document.source, document=document.index)
+        skipped += [n.to_dict() for n in not_checked]
+        for site in sites:
+            shape = site_shape(site, templates, is_gpu)
+            if not wants_gpus(shape, is_gpu) and not shape["claim_requests"]:
+                continue
+            results.append(_site_result(site, shape, fleet, is_gpu, document.data))
+    return results, skipped
+
+
+def _site_result(
+    site: PodSpecSite, shape: Mapping[str, Any], fleet: Fleet, is_gpu: Callable[[str], bool], data: Any
+) -> dict[str, Any]:
+    ref = site.ref
+    obj = f"{ref.kind} {ref.namespace or 'default'}/{ref.name}"
+    explained = explain(shape, fleet, is_gpu, {"object": obj, "path": site.path})
+    replicas = replicas_of(as_mapping(data)) if not site.prefix else 1
+    ranked = sorted(explained["fits_on"].items(), key=lambda pair: (-pair[1], pair[0]))
+    return {
+        "object": obj,
+        "source": ref.source,
+        "document": ref.document,
+        "path": site.path,
+        "replicas": replicas,
+        **{k: v for k, v in explained.items() if k != "fits_on"},
+        "fits": explained["pods_that_fit"] >= max(replicas, 1),
+        "fits_on": dict(ranked[:MAX_NODES_SHOWN]),
+    }
