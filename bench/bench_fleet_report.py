@@ -34,6 +34,7 @@ from pathlib import Path
 
 import yaml
 
+from bench.bench_module_start import extract
 from bench.timing import Contender, alternate
 from tests.cluster import cluster as local_cluster
 from tests.cluster import instance
@@ -153,41 +154,76 @@ def _removed(folder: Path) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def report_contender(
+    work: Path, inventory: Path, clusters: int, forks: int, label: str, collection: Path | None
+) -> Contender:
+    """fleet_report.yml with `forks`: this checkout's, or that of the collection taken out at `collection`."""
+    tag = f"forks-{forks}{'-baseline' if collection else ''}"
+    report_dir, junit_dir = work / f"report-{tag}", work / f"junit-{tag}"
+    playbook = (collection / "playbooks" / "fleet_report.yml") if collection else PLAYBOOK
+    command = [str(BIN / "ansible-playbook"), "-i", str(inventory), "--forks", str(forks), str(playbook)]
+    command += ["-e", f"kubegpu_report_dir={report_dir}"]
+    env = playbook_env(junit_dir)
+    if collection is None:
+        # This checkout, whatever other copy of the collection is installed.
+        collection = work / "this" / "ansible_collections" / "kubegpu" / "scheduling"
+        if not collection.exists():
+            collection.parent.mkdir(parents=True)
+            collection.symlink_to(REPO_ROOT)
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(collection.parents[2]), ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false")
+    return Contender(
+        f"fleet_report.yml, {clusters} clusters, forks {forks}{label}",
+        [command],
+        env=env,
+        after=check_report(report_dir, clusters),
+        notes={"junit": str(junit_dir), "report_dir": str(report_dir)},
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-cluster", type=int, default=20, help="contexts (inventory clusters) per local cluster")
     parser.add_argument("--forks", default="1,10", help="the fork counts to compare")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--then", help="a shell command to run while both clusters are up")
+    parser.add_argument(
+        "--baseline-ref",
+        help="also run this git ref's playbook and collection (git archive), alternating with this checkout's",
+    )
+    parser.add_argument(
+        "--second-ports",
+        help="etcd,apiserver,kwok ports of the second instance (default: tests/cluster/instance.py's)",
+    )
     args = parser.parse_args()
 
     shared = local_cluster.Layout(local_cluster.state_dir())
     if not local_cluster.running(shared):
         raise SystemExit("the shared local cluster is not running: make cluster-up (under the cluster lock)")
     work = Path(tempfile.mkdtemp(prefix="kubegpu-bench-fleet-report-"))
-    with instance.started(prefix="kubegpu-bench-second-") as second, _removed(work):
+    ports = None
+    if args.second_ports:
+        names = ("KUBEGPU_ETCD_PORT", "KUBEGPU_APISERVER_PORT", "KUBEGPU_KWOK_PORT")
+        ports = dict(zip(names, (int(p) for p in args.second_ports.split(",")), strict=True))
+    with instance.started(ports=ports, prefix="kubegpu-bench-second-") as second, _removed(work):
         inventory = write_inventory(work, {"shared": shared.kubeconfig, "second": second.kubeconfig}, args.per_cluster)
         clusters = 2 * args.per_cluster
-        contenders = []
-        for forks in (int(f) for f in args.forks.split(",")):
-            report_dir, junit_dir = work / f"report-forks-{forks}", work / f"junit-forks-{forks}"
-            command = [str(BIN / "ansible-playbook"), "-i", str(inventory), "--forks", str(forks), str(PLAYBOOK)]
-            command += ["-e", f"kubegpu_report_dir={report_dir}"]
-            contenders.append(
-                Contender(
-                    f"fleet_report.yml, {clusters} clusters, forks {forks}",
-                    [command],
-                    env=playbook_env(junit_dir),
-                    after=check_report(report_dir, clusters),
-                    notes={"junit": str(junit_dir), "report_dir": str(report_dir)},
-                )
-            )
+        collections = {"": None}
+        if args.baseline_ref:
+            collections[f" ({args.baseline_ref})"] = extract(args.baseline_ref, work / "baseline")
+        contenders = [
+            report_contender(work, inventory, clusters, forks, label, collection)
+            for forks in (int(f) for f in args.forks.split(","))
+            for label, collection in collections.items()
+        ]
         alternate(contenders, args.repeat, log=lambda line: print(line, flush=True))
         print(f"\n{clusters} inventory clusters (contexts) on 2 local clusters, {args.repeat} runs each:\n")
         print(table(contenders))
-        base = statistics.median(contenders[0].walls)
-        for contender in contenders[1:]:
-            print(f"\n{contenders[0].name} / {contender.name}: {base / statistics.median(contender.walls):.2f}x wall")
+        print()
+        for one in contenders:
+            for other in contenders:
+                if other is not one and (one.name in other.name or one is contenders[0]):
+                    ratio = statistics.median(one.walls) / statistics.median(other.walls)
+                    print(f"{one.name} / {other.name}: {ratio:.2f}x wall (medians)")
         for contender in contenders:
             steps = report_step_seconds(Path(contender.notes["junit"]))
             print(

@@ -37,6 +37,7 @@ CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
     "gpu_node_label": {},
     "gpu_device_plugin_check": {},
     "gpu_pod_validate": {"live": True},
+    "gpu_cluster_read": {},
     # Removal of what is not there: reads only, so a working connection changes nothing.
     "gpu_admission_policy": {"state": "absent"},
     "gpu_placement": {},
