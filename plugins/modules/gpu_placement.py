@@ -22,7 +22,7 @@ description:
   - >-
     B(Pending GPU pods.) For each pod that no node took yet and that asks for GPUs (a GPU resource or ResourceClaims),
     the scheduler's filters node by node, in the order of its default profile and in its words (V(node(s\) were
-    unschedulable), V(node(s\) had untolerated taint {key: value}), V(node(s\) didn't match Pod's node
+    unschedulable), V(node(s\) had untolerated taint(s\)), V(node(s\) didn't match Pod's node
     affinity/selector), V(Insufficient nvidia.com/gpu), V(Insufficient cpu), V(Too many pods), V(cannot allocate all
     claims)), their sum as its FailedScheduling event writes it, and one reason with its remedy; a selector that no
     GPU node matches names the values of its keys that exist.

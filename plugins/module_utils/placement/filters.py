@@ -29,6 +29,8 @@ SAYS_UNSCHEDULABLE = "node(s) were unschedulable"
 SAYS_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 SAYS_TOO_MANY_PODS = "Too many pods"
 SAYS_CLAIMS = "cannot allocate all claims"
+# Since 1.35 the scheduler no longer names the taint in the sum (the view's sentence does).
+SAYS_TAINT = "node(s) had untolerated taint(s)"
 # The filter kinds, in the order the scheduler runs them.
 UNSCHEDULABLE = "unschedulable"
 TAINT = "taint"
@@ -38,8 +40,9 @@ CLAIMS = "claims"
 STATIC_KINDS = (UNSCHEDULABLE, TAINT, SELECTOR)
 
 
-def says_taint(taint: Mapping[str, Any]) -> str:
-    return f"node(s) had untolerated taint {{{taint['key']}: {taint.get('value') or ''}}}"
+def taint_words(taint: Mapping[str, Any]) -> str:
+    """A taint as the scheduler wrote it in its sum before 1.35: `{key: value}`."""
+    return f"{{{taint['key']}: {taint.get('value') or ''}}}"
 
 
 def says_insufficient(resource: str) -> str:
@@ -67,7 +70,7 @@ def static_failure(node: Mapping[str, Any], shape: Mapping[str, Any]) -> tuple[s
         return UNSCHEDULABLE, SAYS_UNSCHEDULABLE
     taint = untolerated_taint(node["taints"], tolerations)
     if taint is not None:
-        return TAINT, says_taint(taint)
+        return TAINT, SAYS_TAINT
     if not selector_met(node["labels"], shape):
         return SELECTOR, SAYS_AFFINITY
     return None

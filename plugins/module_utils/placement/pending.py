@@ -20,6 +20,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.filte
     node_verdict,
     selector_met,
     static_failure,
+    taint_words,
+    untolerated_taint,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import Fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.projection import DEFAULT_SCHEDULER
@@ -100,7 +102,9 @@ def _sentence(shape: Mapping[str, Any], fleet: Fleet, verdicts: Sequence[tuple],
         kinds = Counter(static_failure(n, shape)[0] for n in selected)  # type: ignore[index]
         if kinds.get(UNSCHEDULABLE) == len(selected):
             return Hit("placement.nodes_cordoned", {**base, "nodes": len(selected)})
-        taints = sorted({w for node, kind, words, _n in verdicts if kind == TAINT and node in selected for w in words})
+        taints = sorted(
+            {taint_words(t) for t in (untolerated_taint(n["taints"], shape["tolerations"]) for n in selected) if t}
+        )
         return Hit("placement.taints_not_tolerated", {**base, "nodes": len(selected), "taints": "; ".join(taints)})
     return _resource_sentence(base, open_nodes, verdicts)
 
@@ -111,7 +115,7 @@ def _resource_sentence(base: dict[str, Any], open_nodes: Sequence[Mapping[str, A
     kinds = {node["name"]: (kind, words) for node, kind, words, _n in verdicts if node["name"] in names}
     claims_only = base["resource"] == CLAIMED
     enough = [] if claims_only else [n for n in open_nodes if n["gpus_free"] >= count]
-    if any(kind == CLAIMS for kind, _w in kinds.values()) and not enough:
+    if claims_only and any(kind == CLAIMS for kind, _w in kinds.values()):
         return Hit("placement.claims_unallocatable", {**base, "nodes": len(open_nodes)})
     if enough:
         nearest = _nearest(enough)

@@ -28,7 +28,7 @@ def test_the_sum_is_written_as_the_scheduler_writes_it():
     nodes = [node("c", 4, cordoned=True), node("t", 4, taints=[taint]), node("small", 2), node("cpu", None)]
     (entry,) = explained(nodes, [pod("want", 4)]).values()
     assert entry["message"] == (
-        "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: x}, 1 node(s) were unschedulable, "
+        "0/4 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, "
         "2 Insufficient nvidia.com/gpu."
     )
     assert kinds(entry) == ["placement.not_enough_gpus"]
