@@ -15,7 +15,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.filters import (
     CLAIMS,
     RESOURCES,
-    TAINT,
     UNSCHEDULABLE,
     node_verdict,
     selector_met,
