@@ -43,8 +43,8 @@ description:
     (a DeviceClass maps an extended resource the node's device plugin advertises to its DRA devices),
     V(DRA GPU devices tainted NoSchedule or NoExecute) and V(claim allocated to a device no ResourceSlice
     publishes). For the cluster, V(GPU pod Pending: no node can allocate its claims) (the scheduler says
-    C(cannot allocate all claims) of a pod with GPU limits or a claim on a GPU DeviceClass). DRA problems carry a
-    C(remedy)."
+    C(cannot allocate all claims) of a pod with GPU limits or a claim on a GPU DeviceClass). Every problem carries
+    a C(remedy)."
   - For the fleet, totals per model and in all (each also per source), the GPU nodes that expose no GPU
     capacity, all problems in one list, and notes.
   - Costs one paginated list each of nodes, pods (field selector on the phase), DeviceClasses, ResourceSlices,
@@ -376,12 +376,14 @@ ansible_facts:
               type: dict
               sample: {labels: [nvidia.com/gpu.product=Tesla-T4], capacity: [capacity nvidia.com/gpu=4], dra_devices: 0}
             problems:
-              description: The node's problems, each with a stable C(kind), the C(problem), the C(reason), and for DRA
-                problems a C(remedy).
+              description: The node's problems, each with a stable C(kind), the C(problem), the C(reason) and a
+                C(remedy).
               type: list
               elements: dict
               sample: [{kind: allocatable_below_capacity, problem: allocatable below capacity,
-                        reason: "capacity 4, allocatable 3: 1 GPU(s) marked unhealthy by the device plugin"}]
+                        reason: "capacity 4, allocatable 3: 1 GPU(s) marked unhealthy by the device plugin",
+                        remedy: "find the GPU with nvidia-smi -q on the node and repair or replace it, then restart the
+                                 device-plugin pod: a GPU stays unhealthy until the plugin restarts"}]
         models:
           description: >-
             Totals per model (V(unknown) for GPU nodes whose labels and devices name none), both sources added, and per
@@ -408,8 +410,8 @@ ansible_facts:
           sample: [gfd-a100-noplugin]
         problems:
           description:
-            - Every node's problems in one list, each with the C(node), a stable C(kind), the C(problem) and the C(reason);
-              DRA problems also carry a C(remedy). Problems of no node (a GPU pod no node can allocate) have C(node) null.
+            - Every node's problems in one list, each with the C(node), a stable C(kind), the C(problem), the C(reason)
+              and a C(remedy). Problems of no node (a GPU pod no node can allocate) have C(node) null.
             - "Kinds: V(no_gpu_capacity), V(allocatable_below_capacity), V(no_device_plugin_pod),
               V(device_plugin_not_ready), V(not_default_scheduling_mode), V(allocated_above_allocatable),
               V(gpu_use_outside_scheduler), V(dra_plugin_not_ready), V(dra_no_resource_slices),
@@ -423,6 +425,9 @@ ansible_facts:
               kind: not_default_scheduling_mode
               problem: node not in default (exclusive) GPU scheduling mode
               reason: ack.node.gpu.schedule=cgpu
+              remedy: >-
+                GPU pods on this node share GPUs (ACK GPU sharing): for whole, exclusive GPUs run them in a node
+                pool labeled ack.node.gpu.schedule=default
         dra:
           description: >-
             The DRA objects read: whether they could be (C(readable)), the DeviceClasses, the extended resources they map,

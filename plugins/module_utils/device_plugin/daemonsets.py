@@ -16,9 +16,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
     KIND_DAEMONSET_NOT_SCHEDULED,
     KIND_DAEMONSET_NOT_UPDATED,
     KIND_DAEMONSET_SELECTS_NO_NODE,
-    finding,
+    found,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, INFO, WARNING
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import Mismatch, placement_mismatches
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 
@@ -48,31 +48,37 @@ def _selects_no_node(
     daemonset: Mapping[str, Any], gpu_nodes: Sequence[Mapping[str, Any]], unserved: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
     subject = f"DaemonSet {namespaced_name(daemonset)}"
-    problem = f"selects no node (0 pods desired) while {len(gpu_nodes)} node(s) look like GPU nodes"
+    fields = {"gpu_nodes": len(gpu_nodes), "describe": describe_command(daemonset)}
     if not unserved:
-        return finding(
-            INFO,
-            KIND_DAEMONSET_SELECTS_NO_NODE,
-            subject,
-            problem + ", all of them served by another plugin pod",
-            "nothing to do when it is meant for other nodes (as GKE's DaemonSets per machine type); delete it if unused",
-        )
+        return found(KIND_DAEMONSET_SELECTS_NO_NODE, subject, case="served", **fields)
     nodes_by_mismatch: dict[Mismatch, list[str]] = defaultdict(list)
     for node in unserved:
         for mismatch in placement_mismatches(node, daemonset["placement"]):
             nodes_by_mismatch[mismatch].append(node["name"])
     if not nodes_by_mismatch:
-        remedy = (
-            "check its nodeSelector/affinity against the GPU nodes' labels: they match, so the DaemonSet controller "
-            f"has not placed its pods yet; {describe_command(daemonset)} shows why"
-        )
-        return finding(ERROR, KIND_DAEMONSET_SELECTS_NO_NODE, subject, problem, remedy)
+        return found(KIND_DAEMONSET_SELECTS_NO_NODE, subject, case="matching", **fields)
     reasons = "; ".join(f"{m.text} ({len(nodes)} GPU node(s) lack it)" for m, nodes in nodes_by_mismatch.items())
     fixes = [
         fix for m, nodes in nodes_by_mismatch.items() for fix in mismatch_fixes([m], nodes, namespaced_name(daemonset))
     ]
-    remedy = f"check its nodeSelector/affinity against the GPU nodes' labels: {reasons}. Fix: {'; '.join(fixes)}"
-    return finding(ERROR, KIND_DAEMONSET_SELECTS_NO_NODE, subject, problem, remedy)
+    return found(KIND_DAEMONSET_SELECTS_NO_NODE, subject, reasons=reasons, fixes="; ".join(fixes), **fields)
+
+
+def _status_kinds(daemonset: Mapping[str, Any]) -> list[str]:
+    """The kinds of the DaemonSet's status that differ from what it desires (some pods desired)."""
+    desired = daemonset["desired"]
+    kinds = []
+    if daemonset["current"] != desired:
+        kinds.append(KIND_DAEMONSET_NOT_SCHEDULED)
+    if daemonset["updated"] != desired:
+        kinds.append(KIND_DAEMONSET_NOT_UPDATED)
+    if daemonset["ready"] != desired:
+        kinds.append(KIND_DAEMONSET_NOT_READY)
+    elif daemonset["available"] != desired:
+        kinds.append(KIND_DAEMONSET_NOT_AVAILABLE)
+    if daemonset["misscheduled"]:
+        kinds.append(KIND_DAEMONSET_MISSCHEDULED)
+    return kinds
 
 
 def daemonset_findings(
@@ -86,78 +92,17 @@ def daemonset_findings(
     when there are any, and is only noted when every GPU node is served by another deployment.
     """
     subject = f"DaemonSet {namespaced_name(daemonset)}"
-    describe = describe_command(daemonset)
-    found = []
+    fields = {**daemonset, "describe": describe_command(daemonset)}
+    findings = []
     generation, observed = daemonset["generation"], daemonset["observed_generation"]
     if generation is not None and (observed is None or observed < generation):
-        found.append(
-            finding(
-                ERROR,
-                KIND_DAEMONSET_NOT_OBSERVED,
-                subject,
-                f"status is stale: generation {generation}, observed generation {observed if observed is not None else 'none'}",
-                "the DaemonSet controller has not processed the latest spec yet: run the check again in a minute; "
-                "if it stays, check that kube-controller-manager is running and healthy",
-            )
-        )
-    desired = daemonset["desired"]
-    if desired == 0:
+        observed_text = observed if observed is not None else "none"
+        findings.append(found(KIND_DAEMONSET_NOT_OBSERVED, subject, **{**fields, "observed": observed_text}))
+    if daemonset["desired"] == 0:
         if gpu_nodes:
-            found.append(_selects_no_node(daemonset, gpu_nodes, unserved))
-        return found
-    if daemonset["current"] != desired:
-        found.append(
-            finding(
-                ERROR,
-                KIND_DAEMONSET_NOT_SCHEDULED,
-                subject,
-                f"{daemonset['current']} of {desired} pods scheduled",
-                f"{describe} shows why pods are not created (events); the per-node findings name the nodes",
-            )
-        )
-    if daemonset["updated"] != desired:
-        found.append(
-            finding(
-                ERROR,
-                KIND_DAEMONSET_NOT_UPDATED,
-                subject,
-                f"rollout incomplete: {daemonset['updated']} of {desired} pods run the current template",
-                f"wait for the rollout: kubectl -n {daemonset['namespace']} rollout status daemonset {daemonset['name']}; "
-                "with updateStrategy OnDelete, delete the old pods so that they are recreated",
-            )
-        )
-    if daemonset["ready"] != desired:
-        found.append(
-            finding(
-                ERROR,
-                KIND_DAEMONSET_NOT_READY,
-                subject,
-                f"{daemonset['ready']} of {desired} pods Ready",
-                "see the per-node findings for the pods that are not Ready and read their logs",
-            )
-        )
-    elif daemonset["available"] != desired:
-        found.append(
-            finding(
-                WARNING,
-                KIND_DAEMONSET_NOT_AVAILABLE,
-                subject,
-                f"{daemonset['available']} of {desired} pods available",
-                "pods are Ready but not yet available (minReadySeconds): run the check again shortly",
-            )
-        )
-    if daemonset["misscheduled"]:
-        found.append(
-            finding(
-                ERROR,
-                KIND_DAEMONSET_MISSCHEDULED,
-                subject,
-                f"{daemonset['misscheduled']} pod(s) run on nodes the DaemonSet no longer selects",
-                f"the controller removes them; if they stay, {describe} and compare the nodes' labels and taints "
-                "with its nodeSelector, affinity and tolerations",
-            )
-        )
-    return found
+            findings.append(_selects_no_node(daemonset, gpu_nodes, unserved))
+        return findings
+    return findings + [found(kind, subject, **fields) for kind in _status_kinds(daemonset)]
 
 
 def daemonset_summary(daemonset: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

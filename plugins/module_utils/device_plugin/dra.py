@@ -14,9 +14,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
     KIND_DRA_NOT_READABLE,
     KIND_DRA_PLUGIN_NOT_READY,
     KIND_NO_DRA_PLUGIN_POD,
-    finding,
+    found,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, INFO
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import is_dra_deployment
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import current_pools, devices_by_node
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
@@ -56,57 +55,21 @@ def dra_layout(
     return DraLayout(slices is not None, pods, devices_by_node(current), counts, note)
 
 
-def _not_ready_remedy(pod: Mapping[str, Any]) -> str:
-    return (
-        f"read its log: kubectl -n {pod['namespace']} logs {pod['name']} -c gpus; NVML errors there point at the driver "
-        "on the node (check nvidia-smi); the plugin publishes the node's GPUs once it is Ready"
-    )
-
-
 def dra_node_findings(node: Mapping[str, Any], layout: DraLayout) -> list[dict[str, Any]]:
     """A Ready kubelet-plugin pod on a DRA GPU node, and ResourceSlices published for it."""
     name, subject = node["name"], f"node {node['name']}"
     pods = layout.plugin_pods.get(name, [])
-    devices = layout.devices.get(name, [])
-    found = []
+    findings = []
     if not pods:
-        found.append(
-            finding(
-                ERROR,
-                KIND_NO_DRA_PLUGIN_POD,
-                subject,
-                f"ResourceSlices publish {len(devices)} GPU device(s) here, but no DRA kubelet-plugin pod runs here",
-                "the slices are left from a plugin that stopped: check that the driver's kubelet-plugin DaemonSet "
-                "selects this node (kubectl get daemonsets -A | grep kubelet-plugin, then describe it)",
-                name,
-            )
-        )
+        devices = len(layout.devices.get(name, []))
+        findings.append(found(KIND_NO_DRA_PLUGIN_POD, subject, name, devices=devices))
     elif not any(p["ready"] for p in pods):
         pod = pods[0]
-        found.append(
-            finding(
-                ERROR,
-                KIND_DRA_PLUGIN_NOT_READY,
-                subject,
-                f"DRA kubelet-plugin pod {namespaced_name(pod)} is not Ready ({pod['phase']})",
-                _not_ready_remedy(pod),
-                name,
-            )
-        )
+        fields = {"pod": namespaced_name(pod), "phase": pod["phase"], "namespace": pod["namespace"]}
+        findings.append(found(KIND_DRA_PLUGIN_NOT_READY, subject, name, name=pod["name"], **fields))
     if pods and layout.readable and not layout.slices.get(name):
-        found.append(
-            finding(
-                ERROR,
-                KIND_DRA_NO_SLICES,
-                subject,
-                "the DRA kubelet plugin runs here but no ResourceSlice of a GPU driver names this node",
-                f"read the plugin's log (kubectl -n {pods[0]['namespace']} logs {pods[0]['name']} -c gpus): it "
-                "publishes the GPUs NVML finds; kubectl get resourceslices --field-selector "
-                f"spec.nodeName={name} lists what it published",
-                name,
-            )
-        )
-    return found
+        findings.append(found(KIND_DRA_NO_SLICES, subject, name, namespace=pods[0]["namespace"], name=pods[0]["name"]))
+    return findings
 
 
 def dra_node_summary(name: str, layout: DraLayout) -> dict[str, Any]:
@@ -122,13 +85,4 @@ def dra_node_summary(name: str, layout: DraLayout) -> dict[str, Any]:
 def dra_cluster_findings(layout: DraLayout) -> list[dict[str, Any]]:
     if layout.note is None:
         return []
-    return [
-        finding(
-            INFO,
-            KIND_DRA_NOT_READABLE,
-            "cluster",
-            layout.note,
-            "nothing to do when the cluster has no DRA GPUs; otherwise grant list on resourceslices "
-            "(apiGroup resource.k8s.io) so that DRA nodes are checked",
-        )
-    ]
+    return [found(KIND_DRA_NOT_READABLE, "cluster", note=layout.note)]

@@ -1,49 +1,55 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The kinds of device-plugin findings and how one is written."""
+"""The device-plugin check's findings: its kinds are in findings/kinds/device_plugin.py; a verdict
+names the kind, where it hit and the fields, and ``found`` turns that into the documented finding."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import device_plugin as kinds
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import plugin_finding
+
 # A plugin pod restarting this often is unstable even when it is Ready right now.
 RESTART_WARNING_THRESHOLD = 5
-KIND_NO_DEVICE_PLUGIN = "no_device_plugin_deployed"
-KIND_DAEMONSET_MISSING = "daemonset_missing"
-KIND_DAEMONSET_NOT_OBSERVED = "daemonset_generation_not_observed"
-KIND_DAEMONSET_SELECTS_NO_NODE = "daemonset_selects_no_node"
-KIND_DAEMONSET_NOT_SCHEDULED = "daemonset_pods_not_scheduled"
-KIND_DAEMONSET_NOT_UPDATED = "daemonset_rollout_incomplete"
-KIND_DAEMONSET_NOT_READY = "daemonset_pods_not_ready"
-KIND_DAEMONSET_NOT_AVAILABLE = "daemonset_pods_not_available"
-KIND_DAEMONSET_MISSCHEDULED = "daemonset_pods_misscheduled"
-KIND_SEVERAL_DEPLOYMENTS = "several_device_plugin_deployments"
-KIND_NO_GPU_NODES = "no_gpu_nodes"
-KIND_NO_DRA_PLUGIN_POD = "no_dra_kubelet_plugin_pod"
-KIND_DRA_PLUGIN_NOT_READY = "dra_kubelet_plugin_not_ready"
-KIND_DRA_NO_SLICES = "dra_no_resource_slices"
-KIND_DRA_NOT_READABLE = "dra_objects_not_readable"
-KIND_NODE_NOT_READY = "node_not_ready"
-KIND_NO_PLUGIN_POD = "no_device_plugin_pod"
-KIND_SEVERAL_PLUGIN_PODS = "several_device_plugin_pods"
-KIND_PLUGIN_NOT_READY = "device_plugin_not_ready"
-KIND_PLUGIN_RESTARTING = "device_plugin_restarting"
-KIND_NO_CAPACITY = "no_gpu_capacity"
-KIND_UNHEALTHY_GPUS = "allocatable_below_capacity"
-KIND_LABEL_COUNT_MISMATCH = "gpu_count_differs_from_labels"
-KIND_HOST_FACTS_FAILED = "host_facts_failed"
-KIND_HOST_NOT_A_NODE = "host_not_a_node"
-KIND_HOST_GPUS_NOT_ADVERTISED = "host_gpus_not_advertised"
-KIND_DRIVER_MISSING = "driver_not_found"
-KIND_NVIDIA_SMI_FAILED = "nvidia_smi_failed"
-KIND_HOST_GPU_COUNT_MISMATCH = "host_gpu_count_differs_from_capacity"
-KIND_TOOLKIT_CONFIG_MISSING = "toolkit_config_not_found"
-KIND_TOOLKIT_CONFIG_UNREADABLE = "toolkit_config_unreadable"
-KIND_ENVVAR_ACCEPTED = "toolkit_accepts_visible_devices_env"
-KIND_VOLUME_MOUNTS_OFF = "toolkit_volume_mounts_disabled"
+KIND_NO_DEVICE_PLUGIN = kinds.NO_DEVICE_PLUGIN
+KIND_DAEMONSET_MISSING = kinds.DAEMONSET_MISSING
+KIND_DAEMONSET_NOT_OBSERVED = kinds.DAEMONSET_NOT_OBSERVED
+KIND_DAEMONSET_SELECTS_NO_NODE = kinds.DAEMONSET_SELECTS_NO_NODE
+KIND_DAEMONSET_NOT_SCHEDULED = kinds.DAEMONSET_NOT_SCHEDULED
+KIND_DAEMONSET_NOT_UPDATED = kinds.DAEMONSET_NOT_UPDATED
+KIND_DAEMONSET_NOT_READY = kinds.DAEMONSET_NOT_READY
+KIND_DAEMONSET_NOT_AVAILABLE = kinds.DAEMONSET_NOT_AVAILABLE
+KIND_DAEMONSET_MISSCHEDULED = kinds.DAEMONSET_MISSCHEDULED
+KIND_SEVERAL_DEPLOYMENTS = kinds.SEVERAL_DEPLOYMENTS
+KIND_NO_GPU_NODES = kinds.NO_GPU_NODES
+KIND_NO_DRA_PLUGIN_POD = kinds.NO_DRA_PLUGIN_POD
+KIND_DRA_PLUGIN_NOT_READY = kinds.DRA_PLUGIN_NOT_READY
+KIND_DRA_NO_SLICES = kinds.DRA_NO_SLICES
+KIND_DRA_NOT_READABLE = kinds.DRA_NOT_READABLE
+KIND_NODE_NOT_READY = kinds.NODE_NOT_READY
+KIND_NO_PLUGIN_POD = kinds.NO_PLUGIN_POD
+KIND_SEVERAL_PLUGIN_PODS = kinds.SEVERAL_PLUGIN_PODS
+KIND_PLUGIN_NOT_READY = kinds.PLUGIN_NOT_READY
+KIND_PLUGIN_RESTARTING = kinds.PLUGIN_RESTARTING
+KIND_NO_CAPACITY = kinds.NO_CAPACITY
+KIND_UNHEALTHY_GPUS = kinds.UNHEALTHY_GPUS
+KIND_LABEL_COUNT_MISMATCH = kinds.LABEL_COUNT_MISMATCH
+KIND_HOST_FACTS_FAILED = kinds.HOST_FACTS_FAILED
+KIND_HOST_NOT_A_NODE = kinds.HOST_NOT_A_NODE
+KIND_HOST_GPUS_NOT_ADVERTISED = kinds.HOST_GPUS_NOT_ADVERTISED
+KIND_DRIVER_MISSING = kinds.DRIVER_MISSING
+KIND_NVIDIA_SMI_FAILED = kinds.NVIDIA_SMI_FAILED
+KIND_HOST_GPU_COUNT_MISMATCH = kinds.HOST_GPU_COUNT_MISMATCH
+KIND_TOOLKIT_CONFIG_MISSING = kinds.TOOLKIT_CONFIG_MISSING
+KIND_TOOLKIT_CONFIG_UNREADABLE = kinds.TOOLKIT_CONFIG_UNREADABLE
+KIND_ENVVAR_ACCEPTED = kinds.ENVVAR_ACCEPTED
+KIND_VOLUME_MOUNTS_OFF = kinds.VOLUME_MOUNTS_OFF
 
 
-def finding(
-    severity: str, kind: str, subject: str, problem: str, remedy: str, node: str | None = None
-) -> dict[str, Any]:
-    return {"severity": severity, "kind": kind, "node": node, "subject": subject, "problem": problem, "remedy": remedy}
+def found(kind: str, subject: str, node: str | None = None, case: str = "", **fields: Any) -> dict[str, Any]:
+    """The finding of a hit of ``kind`` on ``subject`` (and ``node``), in the module's result shape."""
+    hit = Hit(kind, {**fields, "node": node}, {"node": node, "subject": subject}, case)
+    return plugin_finding(KINDS.finding(hit))

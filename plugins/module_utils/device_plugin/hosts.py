@@ -20,27 +20,19 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
     KIND_TOOLKIT_CONFIG_MISSING,
     KIND_TOOLKIT_CONFIG_UNREADABLE,
     KIND_VOLUME_MOUNTS_OFF,
-    finding,
+    found,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.nodes import why_no_plugin_pod
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import gpu_count_of
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds.device_plugin import REQUIRED
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import MIG_RESOURCE_PATTERN
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import ENVVAR_KEY, VOLUME_MOUNTS_KEY
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
     as_mapping,
     as_text,
     positive_int,
-)
-
-_HARDENING_REMEDY = (
-    f"set {ENVVAR_KEY} = false and {VOLUME_MOUNTS_KEY} = true in the toolkit's config.toml, and run "
-    "the device plugin with DEVICE_LIST_STRATEGY=volume-mounts (Helm: --set deviceListStrategy=volume-mounts; "
-    "GPU Operator: toolkit env ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED=false and device plugin env "
-    "DEVICE_LIST_STRATEGY=volume-mounts), so that only GPUs the scheduler assigned reach a container"
 )
 
 
@@ -74,49 +66,27 @@ def host_facts_of(result: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _task_failure(result: Mapping[str, Any]) -> str | None:
+    """The case of host_facts_failed that the registered result is, if it is one of a failed task."""
     if result.get("unreachable"):
-        return f"host unreachable: {as_text(result.get('msg')) or 'no answer'}"
+        return "unreachable"
     if result.get("failed"):
-        return f"gpu_host_facts failed: {as_text(result.get('msg')) or 'no message'}"
+        return ""
     if result.get("skipped"):
-        return "gpu_host_facts was skipped on this host"
+        return "skipped"
     return None
 
 
 def driver_findings(subject: str, node: str, facts: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not facts.get("driver_found"):
         looked = ", ".join(str(x) for x in as_list(facts.get("looked_for"))) or "nvidia-smi, the kernel module"
-        return [
-            finding(
-                ERROR,
-                KIND_DRIVER_MISSING,
-                subject,
-                f"no NVIDIA driver found (looked for {looked})",
-                "install the driver: on ACK a GPU node pool installs it (pin a version with the node-pool label "
-                "ack.aliyun.com/nvidia-driver-version, or follow ACK's custom driver guide); with the GPU Operator "
-                "check the nvidia-driver-daemonset pod on this node; elsewhere install NVIDIA's driver for the running "
-                "kernel and load it (modprobe nvidia, or reboot)",
-                node,
-            )
-        ]
+        return [found(KIND_DRIVER_MISSING, subject, node, looked=looked)]
     if facts.get("driver_working"):
         return []
     smi = as_mapping(facts.get("nvidia_smi"))
     version = as_text(facts.get("driver_version")) or "unknown version"
-    if not smi.get("path"):
-        problem = f"the driver is present ({version}) but nvidia-smi was not found"
-        remedy = (
-            "install the driver's utilities (nvidia-smi), or give gpu_host_facts its path (nvidia_smi); "
-            "the GPU Operator's containerized driver keeps it under /run/nvidia/driver"
-        )
-    else:
-        problem = f"the driver is present ({version}) but nvidia-smi fails: {as_text(smi.get('error')) or 'no output'}"
-        remedy = (
-            'run nvidia-smi on the host: "couldn\'t communicate with the NVIDIA driver" means the loaded '
-            "kernel module does not match the installed driver (reboot after a driver upgrade, or reinstall "
-            "the driver for the running kernel); on ACK follow the driver upgrade guide for the node"
-        )
-    return [finding(ERROR, KIND_NVIDIA_SMI_FAILED, subject, problem, remedy, node)]
+    error = as_text(smi.get("error")) or "no output"
+    case = "" if smi.get("path") else "not_found"
+    return [found(KIND_NVIDIA_SMI_FAILED, subject, node, case, version=version, error=error)]
 
 
 def gpu_count_findings(
@@ -127,93 +97,38 @@ def gpu_count_findings(
     uses_mig = any(r.startswith(MIG_RESOURCE_PATTERN.rstrip("*")) for r in node["capacity"])
     if not facts.get("driver_working") or capacity == 0 or capacity == host_count or uses_mig:
         return []
-    text = (
-        f"nvidia-smi lists {host_count} GPU(s), node {node['name']} has {options.primary_resource} capacity {capacity}"
-    )
-    if capacity < host_count:
-        return [
-            finding(
-                ERROR,
-                KIND_HOST_GPU_COUNT_MISMATCH,
-                subject,
-                text,
-                "the device plugin has not registered every GPU: read its log for devices it skipped, and restart "
-                "the device-plugin pod on this node",
-                node["name"],
-            )
-        ]
-    return [
-        finding(
-            WARNING,
-            KIND_HOST_GPU_COUNT_MISMATCH,
-            subject,
-            text,
-            "the node advertises more GPUs than the host has: time-slicing or MPS sharing is on (nvidia.com/gpu.replicas), "
-            "so pods that ask for a whole GPU share one; turn sharing off in the device plugin's config for exclusive "
-            "scheduling",
-            node["name"],
-        )
-    ]
+    case = "" if capacity < host_count else "shared"
+    counts = {"host_count": host_count, "resource": options.primary_resource, "capacity": capacity}
+    return [found(KIND_HOST_GPU_COUNT_MISMATCH, subject, node["name"], case, **counts)]
+
+
+def _config_kind(config: Mapping[str, Any]) -> str | None:
+    """What is wrong with one toolkit config file that exists, if anything."""
+    if config.get("error"):
+        return KIND_TOOLKIT_CONFIG_UNREADABLE
+    if config.get("envvar_when_unprivileged") is not False:
+        return KIND_ENVVAR_ACCEPTED
+    if config.get("volume_mounts") is not True:
+        return KIND_VOLUME_MOUNTS_OFF
+    return None
 
 
 def hardening_findings(
     subject: str, node: str, facts: Mapping[str, Any], require_hardening: bool
 ) -> list[dict[str, Any]]:
-    severity = ERROR if require_hardening else WARNING
+    case = REQUIRED if require_hardening else ""
     configs = [as_mapping(c) for c in as_list(as_mapping(facts.get("toolkit")).get("configs"))]
     present = [c for c in configs if c.get("exists")]
     if not present:
         looked = ", ".join(as_text(c.get("path")) for c in configs) or "the default paths"
-        return [
-            finding(
-                severity,
-                KIND_TOOLKIT_CONFIG_MISSING,
-                subject,
-                f"no NVIDIA Container Toolkit config found ({looked}): its defaults let unprivileged pods take GPUs "
-                "through NVIDIA_VISIBLE_DEVICES",
-                f"create the config with the toolkit (nvidia-ctk config --in-place) and {_HARDENING_REMEDY}",
-                node,
-            )
-        ]
-    found = []
+        return [found(KIND_TOOLKIT_CONFIG_MISSING, subject, node, case, looked=looked)]
+    findings = []
     for config in present:
-        path = as_text(config.get("path"))
-        if config.get("error"):
-            found.append(
-                finding(
-                    severity,
-                    KIND_TOOLKIT_CONFIG_UNREADABLE,
-                    subject,
-                    f"{path} cannot be read: {config['error']}",
-                    f"fix the file, then {_HARDENING_REMEDY}",
-                    node,
-                )
-            )
-        elif config.get("envvar_when_unprivileged") is not False:
-            found.append(
-                finding(
-                    severity,
-                    KIND_ENVVAR_ACCEPTED,
-                    subject,
-                    f"{path}: {ENVVAR_KEY} is not false, so unprivileged pods can take any GPU through "
-                    "NVIDIA_VISIBLE_DEVICES, outside the scheduler",
-                    _HARDENING_REMEDY,
-                    node,
-                )
-            )
-        elif config.get("volume_mounts") is not True:
-            found.append(
-                finding(
-                    severity,
-                    KIND_VOLUME_MOUNTS_OFF,
-                    subject,
-                    f"{path}: {VOLUME_MOUNTS_KEY} is not true, so the device plugin cannot hand out GPUs "
-                    "as volume mounts",
-                    _HARDENING_REMEDY,
-                    node,
-                )
-            )
-    return found
+        kind = _config_kind(config)
+        if kind is not None:
+            path = as_text(config.get("path"))
+            findings.append(found(kind, subject, node, case, path=path, error=config.get("error")))
+    return findings
 
 
 def host_summary(host: str, facts: Mapping[str, Any]) -> dict[str, Any]:
@@ -235,49 +150,22 @@ def one_host_findings(
     node = node_name or host
     failure = _task_failure(result)
     facts = host_facts_of(result)
-    if failure or facts is None:
-        return [
-            finding(
-                ERROR,
-                KIND_HOST_FACTS_FAILED,
-                subject,
-                failure or "not a gpu_host_facts result",
-                "make the host reachable for Ansible (ansible -m ansible.builtin.ping <host>) and run "
-                "kubegpu.scheduling.gpu_host_facts on it",
-                node,
-            )
-        ]
-    found = driver_findings(subject, node, facts)
-    found += hardening_findings(subject, node, facts, require_hardening)
+    if failure is not None or facts is None:
+        case = "not_facts" if failure is None else failure
+        message = as_text(result.get("msg")) or ("no answer" if failure == "unreachable" else "no message")
+        return [found(KIND_HOST_FACTS_FAILED, subject, node, case, msg=message)]
+    findings = driver_findings(subject, node, facts)
+    findings += hardening_findings(subject, node, facts, require_hardening)
     if node_name is None:
-        found.append(
-            finding(
-                WARNING,
-                KIND_HOST_NOT_A_NODE,
-                subject,
-                "no node of this name in the cluster",
-                "name the host in the inventory as its node is named (or by the same short name), or check that "
-                "it joined the cluster (kubectl get nodes)",
-                node,
-            )
-        )
-        return found
+        return findings + [found(KIND_HOST_NOT_A_NODE, subject, node)]
     if node_name in context.node_summaries:
         context.node_summaries[node_name]["host"] = host_summary(host, facts)
-        found += gpu_count_findings(subject, context.nodes[node_name], facts, context.options)
+        findings += gpu_count_findings(subject, context.nodes[node_name], facts, context.options)
     elif positive_int(facts.get("gpu_count")):
-        found.append(
-            finding(
-                ERROR,
-                KIND_HOST_GPUS_NOT_ADVERTISED,
-                subject,
-                f"the host has {facts['gpu_count']} GPU(s), but node {node_name} has no GPU labels and no "
-                f"{context.options.primary_resource} capacity",
-                why_no_plugin_pod(context.nodes[node_name], context.daemonsets, context.static_pods_seen),
-                node,
-            )
-        )
-    return found
+        why = why_no_plugin_pod(context.nodes[node_name], context.daemonsets, context.static_pods_seen)
+        fields = {"gpu_count": facts["gpu_count"], "resource": context.options.primary_resource, "why": why}
+        findings.append(found(KIND_HOST_GPUS_NOT_ADVERTISED, subject, node, **fields))
+    return findings
 
 
 def host_verdicts(host_facts: object, context: HostContext, require_hardening: bool) -> list[dict[str, Any]]:

@@ -21,14 +21,13 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
     KIND_SEVERAL_PLUGIN_PODS,
     KIND_UNHEALTHY_GPUS,
     RESTART_WARNING_THRESHOLD,
-    finding,
+    found,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import gpu_count_of
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
-    ACK_STATIC_MANIFEST,
-    REGISTERED_LOG_LINE,
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds.device_plugin import (
+    DEPLOY_PLUGIN_REMEDY,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import ACK_STATIC_MANIFEST
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import COUNT_LABEL_KEYS, label_gpu_count
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import MIG_RESOURCE_PATTERN
@@ -43,14 +42,6 @@ def restart_hint(pod: Mapping[str, Any]) -> str:
             "wait until the pod is gone, and move it back"
         )
     return f"restart it: kubectl -n {pod['namespace']} delete pod {pod['name']}"
-
-
-_DEPLOY_PLUGIN_REMEDY = (
-    "deploy one: on ACK install the ack-nvidia-device-plugin component from the cluster's add-ons; "
-    "elsewhere NVIDIA's device plugin (kubectl create -f "
-    "https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/v0.17.0/deployments/static/nvidia-device-plugin.yml, "
-    "or its Helm chart nvdp/nvidia-device-plugin) or the NVIDIA GPU Operator"
-)
 
 
 def why_no_plugin_pod(node: Mapping[str, Any], daemonsets: Sequence[Mapping[str, Any]], static_pods_seen: bool) -> str:
@@ -77,7 +68,7 @@ def why_no_plugin_pod(node: Mapping[str, Any], daemonsets: Sequence[Mapping[str,
             "on the node (as on its other GPU nodes), or install the ack-nvidia-device-plugin component "
             "and label the node ack.node.gpu.schedule=default"
         )
-    return "no device plugin is deployed for this node: " + _DEPLOY_PLUGIN_REMEDY
+    return "no device plugin is deployed for this node: " + DEPLOY_PLUGIN_REMEDY
 
 
 def _pod_state(pod: Mapping[str, Any]) -> str:
@@ -87,20 +78,6 @@ def _pod_state(pod: Mapping[str, Any]) -> str:
     if pod["restarts"]:
         parts.append(f"{pod['restarts']} restarts")
     return ", ".join(parts)
-
-
-def _several_pods_remedy(pods: Sequence[Mapping[str, Any]]) -> str:
-    if any(p["static"] for p in pods) and any(not p["static"] for p in pods):
-        return (
-            "ACK clusters upgraded to 1.32 can run both the static pod and the ack-nvidia-device-plugin DaemonSet: "
-            f"on the node move {ACK_STATIC_MANIFEST} out of /etc/kubernetes/manifests so that only the DaemonSet's "
-            "pod serves the GPUs"
-        )
-    owners = sorted({p["daemonset"] or namespaced_name(p) for p in pods})
-    return (
-        f"two deployments of the device plugin serve the same GPUs ({', '.join(owners)}): keep one, and delete the "
-        "other or change its nodeSelector so that it no longer selects this node"
-    )
 
 
 def plugin_pod_findings(
@@ -113,59 +90,24 @@ def plugin_pod_findings(
     name = node["name"]
     subject = f"node {name}"
     if not pods:
-        return [
-            finding(
-                ERROR,
-                KIND_NO_PLUGIN_POD,
-                subject,
-                "no device-plugin pod runs on this GPU node",
-                why_no_plugin_pod(node, daemonsets, static_pods_seen),
-                name,
-            )
-        ]
+        return [found(KIND_NO_PLUGIN_POD, subject, name, why=why_no_plugin_pod(node, daemonsets, static_pods_seen))]
     if len(pods) > 1:
         listed = ", ".join(f"{namespaced_name(p)} ({'static' if p['static'] else p['deployment']})" for p in pods)
-        return [
-            finding(
-                ERROR,
-                KIND_SEVERAL_PLUGIN_PODS,
-                subject,
-                f"{len(pods)} device-plugin pods: {listed}",
-                _several_pods_remedy(pods),
-                name,
-            )
-        ]
+        owners = ", ".join(sorted({p["daemonset"] or namespaced_name(p) for p in pods}))
+        mixed = any(p["static"] for p in pods) and any(not p["static"] for p in pods)
+        case = "static_and_daemonset" if mixed else ""
+        return [found(KIND_SEVERAL_PLUGIN_PODS, subject, name, case, count=len(pods), listed=listed, owners=owners)]
     pod = pods[0]
+    fields = {**_pod_fields(pod), "restart": restart_hint(pod)}
     if not pod["ready"]:
-        remedy = (
-            f"read its log: kubectl -n {pod['namespace']} logs {pod['name']} (a healthy plugin logs "
-            f'"{REGISTERED_LOG_LINE}"); check the driver on the node with nvidia-smi; '
-            '"Failed to initialize NVML: Unknown Error" after systemctl daemon-reload (Ubuntu 22.04, RHEL 9.3) '
-            f"goes away when the pod restarts; {restart_hint(pod)}"
-        )
-        return [
-            finding(
-                ERROR,
-                KIND_PLUGIN_NOT_READY,
-                subject,
-                f"device-plugin pod {namespaced_name(pod)} is not Ready ({_pod_state(pod)})",
-                remedy,
-                name,
-            )
-        ]
+        return [found(KIND_PLUGIN_NOT_READY, subject, name, state=_pod_state(pod), **fields)]
     if pod["restarts"] >= RESTART_WARNING_THRESHOLD:
-        return [
-            finding(
-                WARNING,
-                KIND_PLUGIN_RESTARTING,
-                subject,
-                f"device-plugin pod {namespaced_name(pod)} has restarted {pod['restarts']} times",
-                f"read the log of its previous run: kubectl -n {pod['namespace']} logs {pod['name']} --previous; "
-                "repeated NVML or driver errors there point at the driver on the node (check nvidia-smi)",
-                name,
-            )
-        ]
+        return [found(KIND_PLUGIN_RESTARTING, subject, name, restarts=pod["restarts"], **fields)]
     return []
+
+
+def _pod_fields(pod: Mapping[str, Any]) -> dict[str, Any]:
+    return {"pod": namespaced_name(pod), "namespace": pod["namespace"], "name": pod["name"]}
 
 
 def capacity_findings(
@@ -179,49 +121,20 @@ def capacity_findings(
     capacity = gpu_count_of(node, "capacity", options)
     allocatable = gpu_count_of(node, "allocatable", options)
     if capacity == 0:
-        if plugin_ready:
-            remedy = (
-                f"the plugin runs but has not registered GPUs with the kubelet: its log should show "
-                f'"{REGISTERED_LOG_LINE}"; "No devices found" or NVML errors there mean the driver is not '
-                "usable (check nvidia-smi on the node); right after a kubelet restart capacity stays 0 until the "
-                "plugin registers again, so run the check again in a minute"
-            )
-        else:
-            remedy = (
-                "fix the device-plugin pod on this node first (see its finding); capacity appears once it registers"
-            )
-        return [finding(ERROR, KIND_NO_CAPACITY, subject, f"no {resource} capacity", remedy, name)]
-    found = []
+        case = "" if plugin_ready else "plugin_not_ready"
+        return [found(KIND_NO_CAPACITY, subject, name, case, resource=resource)]
+    findings = []
     if allocatable < capacity:
-        found.append(
-            finding(
-                ERROR,
-                KIND_UNHEALTHY_GPUS,
-                subject,
-                f"allocatable {allocatable} below capacity {capacity}: {capacity - allocatable} GPU(s) marked unhealthy",
-                'the device plugin marks a GPU unhealthy after XID or ECC errors (its log: "XidCriticalError ... marking '
-                'device as unhealthy"); find the GPU with nvidia-smi -q on the node (on ACK, ack-node-problem-detector '
-                f"events name it) and repair or replace it; a GPU stays unhealthy until the plugin restarts, so then "
-                f"{restart}",
-                name,
-            )
-        )
+        counts = {"capacity": capacity, "allocatable": allocatable, "unhealthy": capacity - allocatable}
+        findings.append(found(KIND_UNHEALTHY_GPUS, subject, name, restart=restart, **counts))
     stated = label_gpu_count(node["labels"])
     uses_mig = any(r.startswith(MIG_RESOURCE_PATTERN.rstrip("*")) for r in node["capacity"])
     if stated is not None and stated != capacity and not uses_mig:
         key = next(k for k in COUNT_LABEL_KEYS if node["labels"].get(k, "").isdigit())
-        found.append(
-            finding(
-                WARNING,
-                KIND_LABEL_COUNT_MISMATCH,
-                subject,
-                f"labels state {stated} GPU(s) ({key}), capacity is {capacity}",
-                "nvidia-smi -L on the node lists the GPUs the driver sees: a GPU missing there needs a hardware check; "
-                f"if all are listed, the plugin has not registered them all: {restart}",
-                name,
-            )
+        findings.append(
+            found(KIND_LABEL_COUNT_MISMATCH, subject, name, stated=stated, key=key, capacity=capacity, restart=restart)
         )
-    return found
+    return findings
 
 
 def node_findings(
@@ -231,21 +144,12 @@ def node_findings(
     static_pods_seen: bool,
     options: FleetOptions,
 ) -> list[dict[str, Any]]:
-    found = []
+    findings = []
     if not node["ready"]:
-        found.append(
-            finding(
-                WARNING,
-                KIND_NODE_NOT_READY,
-                f"node {node['name']}",
-                "node is not Ready",
-                "its kubelet does not report: check it on the node (systemctl status kubelet; journalctl -u kubelet)",
-                node["name"],
-            )
-        )
-    found += plugin_pod_findings(node, pods, daemonsets, static_pods_seen)
-    found += capacity_findings(node, pods, options)
-    return found
+        findings.append(found(KIND_NODE_NOT_READY, f"node {node['name']}", node["name"]))
+    findings += plugin_pod_findings(node, pods, daemonsets, static_pods_seen)
+    findings += capacity_findings(node, pods, options)
+    return findings
 
 
 def node_summary(node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], options: FleetOptions) -> dict[str, Any]:

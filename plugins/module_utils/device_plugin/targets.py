@@ -11,9 +11,8 @@ from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import (
     KIND_DAEMONSET_MISSING,
-    finding,
+    found,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions, options_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
@@ -146,21 +145,4 @@ def select_daemonsets(
 
 
 def missing_target_finding(target: DaemonSetTarget) -> dict[str, Any]:
-    if target.name:
-        problem, remedy = (
-            "not found",
-            (
-                "deploy the device plugin there, or correct namespace and name in the daemonsets option "
-                "(kubectl get daemonsets -A | grep -i device-plugin lists the candidates)"
-            ),
-        )
-    else:
-        problem, remedy = (
-            "no DaemonSet found",
-            (
-                "check the selector against the DaemonSets' labels and pod template labels "
-                "(kubectl get daemonsets -A --show-labels); "
-                "leave the daemonsets option unset to find the known deployments by their pod labels"
-            ),
-        )
-    return finding(ERROR, KIND_DAEMONSET_MISSING, target.text, problem, remedy)
+    return found(KIND_DAEMONSET_MISSING, target.text, case="" if target.name else "selector")

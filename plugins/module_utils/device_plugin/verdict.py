@@ -24,11 +24,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
     KIND_NO_DEVICE_PLUGIN,
     KIND_NO_GPU_NODES,
     KIND_SEVERAL_DEPLOYMENTS,
-    finding,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import found as found_kind
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.hosts import HostContext, host_verdicts
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.nodes import (
-    _DEPLOY_PLUGIN_REMEDY,
     node_findings,
     node_summary,
 )
@@ -39,9 +38,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.p
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.report import render_report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import (
     ERROR,
-    INFO,
     SEVERITIES,
-    WARNING,
     severity_rank,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
@@ -91,40 +88,14 @@ def cluster_findings(
     serves_through_dra = dra is not None and bool(dra.nodes)
     deployments = [d for d in deployments if not is_dra_deployment(d["key"])]
     if not gpu_nodes:
-        found.append(
-            finding(
-                INFO,
-                KIND_NO_GPU_NODES,
-                "cluster",
-                f"no node looks like a GPU node (no GPU model or count labels, no {options.primary_resource} capacity)",
-                "nothing to check on nodes; if GPU nodes were expected, check that they joined the cluster and carry "
-                "their provider's GPU labels",
-            )
-        )
+        found.append(found_kind(KIND_NO_GPU_NODES, "cluster", resource=options.primary_resource))
     elif not daemonsets and not plugin_pods and not serves_through_dra:
-        found.append(
-            finding(
-                ERROR,
-                KIND_NO_DEVICE_PLUGIN,
-                "cluster",
-                f"no device plugin found ({len(gpu_nodes)} GPU node(s), no device-plugin DaemonSet or pod)",
-                _DEPLOY_PLUGIN_REMEDY,
-            )
-        )
+        found.append(found_kind(KIND_NO_DEVICE_PLUGIN, "cluster", gpu_nodes=len(gpu_nodes)))
     if len(deployments) > 1:
         titles = "; ".join(
             f"{d['title']} ({', '.join(d['daemonsets']) or str(d['static_pods']) + ' pods'})" for d in deployments
         )
-        found.append(
-            finding(
-                WARNING,
-                KIND_SEVERAL_DEPLOYMENTS,
-                "cluster",
-                f"several deployments of the device plugin: {titles}",
-                "keep one per node: two plugins on one node advertise the same GPUs twice (the per-node findings "
-                "name any node that runs two)",
-            )
-        )
+        found.append(found_kind(KIND_SEVERAL_DEPLOYMENTS, "cluster", titles=titles))
     return found
 
 

@@ -7,7 +7,12 @@ A new check adds its module there and its group here; a new kind is one entry in
 
 from __future__ import annotations
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import placement, validator
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import (
+    device_plugin,
+    fleet,
+    placement,
+    validator,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import KindRegistry
 
-KINDS = KindRegistry(validator.KINDS, placement.KINDS)
+KINDS = KindRegistry(validator.KINDS, device_plugin.KINDS, fleet.KINDS, placement.KINDS)

@@ -42,6 +42,17 @@ API_SERVER_REFUSES = Admission(unseen="the API server's own validation refuses i
 
 
 @dataclass(frozen=True)
+class Case:
+    """One named case of a kind whose severity or wording depends on what the check found (a check
+    option that makes warnings errors; the same kind seen by another check with other evidence):
+    whatever it sets replaces the kind's own."""
+
+    severity: str = ""
+    message: str = ""
+    remedy: str = ""
+
+
+@dataclass(frozen=True)
 class Kind:
     id: str
     severity: str
@@ -52,16 +63,19 @@ class Kind:
     name: str = ""  # a short slug where the id is a code (KGPU101); else the id itself
     allowable: bool = True  # an allow annotation may waive it (validator kinds)
     admission: Admission | None = None  # None: not said whether admission can decide it
+    cases: Mapping[str, Case] = field(default_factory=dict)  # a hit names its case, if any
 
     @property
     def slug(self) -> str:
         return self.name or self.id
 
     def fields(self) -> set[str]:
-        """The field names its templates use."""
+        """The field names its templates use (title, message, remedy, and those of its cases)."""
+        templates = [self.title, self.message, self.remedy]
+        templates += [t for case in self.cases.values() for t in (case.message, case.remedy)]
         return {
             name.split(".")[0].split("[")[0]
-            for template in (self.message, self.remedy)
+            for template in templates
             for _, name, _, _ in Formatter().parse(template)
             if name
         }
@@ -75,6 +89,7 @@ class Hit:
     kind: str
     fields: Mapping[str, Any] = field(default_factory=dict)
     where: Mapping[str, Any] = field(default_factory=dict)
+    case: str = ""  # one of the kind's cases, or "" for the kind as declared
 
 
 @dataclass(frozen=True)
@@ -83,10 +98,16 @@ class Finding:
     message: str
     remedy: str
     where: Mapping[str, Any] = field(default_factory=dict)
+    title: str = ""  # the kind's title over the hit's fields
+    case_severity: str = ""  # the severity of the hit's case, where it sets one
 
     @property
     def severity(self) -> str:
-        return self.kind.severity
+        return self.case_severity or self.kind.severity
+
+    @property
+    def id(self) -> str:
+        return self.kind.id
 
 
 class KindError(ValueError):
@@ -120,10 +141,15 @@ class KindRegistry(Mapping[str, Kind]):
         kind = self._kinds.get(hit.kind)
         if kind is None:
             raise KindError(f"a hit of the undeclared finding kind {hit.kind!r}")
+        case = kind.cases.get(hit.case) if hit.case else Case()
+        if case is None:
+            raise KindError(f"a hit of {hit.kind!r} names the undeclared case {hit.case!r}")
+        message, remedy = case.message or kind.message, case.remedy or kind.remedy
         try:
-            return Finding(kind, kind.message.format(**hit.fields), kind.remedy.format(**hit.fields), hit.where)
+            texts = [template.format(**hit.fields) for template in (message, remedy, kind.title)]
         except (KeyError, IndexError) as missing:
             raise KindError(f"a hit of {hit.kind!r} lacks the field {missing}") from None
+        return Finding(kind, texts[0], texts[1], hit.where, texts[2], case.severity)
 
 
 def declaration_problem(kind: Kind) -> str | None:
@@ -134,4 +160,7 @@ def declaration_problem(kind: Kind) -> str | None:
         return f"checks {list(kind.checks)!r} must name some of {', '.join(CHECKS)}"
     if not kind.title or not kind.message or not kind.remedy:
         return "title, message and remedy must all be written"
+    wrong = [name for name, case in kind.cases.items() if case.severity and case.severity not in SEVERITIES]
+    if wrong:
+        return f"case {wrong[0]!r} has a severity that is not one of {', '.join(SEVERITIES)}"
     return None

@@ -17,6 +17,16 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import device_plugin as plugin_kinds
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import fleet as fleet_kinds
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds.device_plugin import FLEET_CASE
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import (
+    CHECK_DEVICE_PLUGIN,
+    CHECK_FLEET,
+    Hit,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import fleet_problem
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra import (
     SOURCE_DEVICE_PLUGIN,
     SOURCE_DRA,
@@ -48,69 +58,29 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes impor
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS, FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 
-PROBLEM_NO_CAPACITY = "no_gpu_capacity"
-PROBLEM_UNHEALTHY = "allocatable_below_capacity"
-PROBLEM_NO_PLUGIN = "no_device_plugin_pod"
-PROBLEM_PLUGIN_NOT_READY = "device_plugin_not_ready"
-PROBLEM_NOT_EXCLUSIVE = "not_default_scheduling_mode"
-PROBLEM_OVERALLOCATED = "allocated_above_allocatable"
-PROBLEM_OUTSIDE_SCHEDULER = "gpu_use_outside_scheduler"
-PROBLEM_DRA_PLUGIN_NOT_READY = "dra_plugin_not_ready"
-PROBLEM_DRA_NO_SLICES = "dra_no_resource_slices"
-PROBLEM_SERVED_TWICE = "gpus_served_by_device_plugin_and_dra"
-PROBLEM_DRA_DEVICE_GONE = "claim_on_unpublished_device"
-PROBLEM_DRA_DEVICE_TAINTED = "dra_devices_tainted"
-PROBLEM_CLAIMS_UNALLOCATABLE = "gpu_claims_unallocatable"
-PROBLEM_TEXT = {
-    PROBLEM_NO_CAPACITY: "GPU labels but no {resource} capacity",
-    PROBLEM_UNHEALTHY: "allocatable below capacity",
-    PROBLEM_NO_PLUGIN: "no device-plugin pod",
-    PROBLEM_PLUGIN_NOT_READY: "plugin pod not Ready",
-    PROBLEM_NOT_EXCLUSIVE: "node not in default (exclusive) GPU scheduling mode",
-    PROBLEM_OVERALLOCATED: "allocated above allocatable",
-    PROBLEM_OUTSIDE_SCHEDULER: "pods on this node use GPUs outside the scheduler",
-    PROBLEM_DRA_PLUGIN_NOT_READY: "DRA kubelet-plugin pod missing or not Ready",
-    PROBLEM_DRA_NO_SLICES: "DRA kubelet plugin publishes no ResourceSlice",
-    PROBLEM_SERVED_TWICE: "GPUs served by both the device plugin and a DRA driver",
-    PROBLEM_DRA_DEVICE_GONE: "claim allocated to a device no ResourceSlice publishes",
-    PROBLEM_DRA_DEVICE_TAINTED: "DRA GPU devices tainted NoSchedule or NoExecute",
-    PROBLEM_CLAIMS_UNALLOCATABLE: "GPU pod Pending: no node can allocate its claims",
-}
-# What each problem asks of the operator, for the problems of DRA nodes.
-_DRA_REMEDIES = {
-    PROBLEM_DRA_PLUGIN_NOT_READY: (
-        "read the kubelet plugin's log (kubectl -n <namespace> logs <pod> -c gpus); the driver's DaemonSet "
-        "must select this node (its nodeSelector and affinity) and nvidia-smi must work on the host"
-    ),
-    PROBLEM_DRA_NO_SLICES: (
-        "the plugin has not published its GPUs: its log names the NVML or driver error; kubectl get "
-        "resourceslices --field-selector spec.nodeName=<node> lists what it published"
-    ),
-    PROBLEM_SERVED_TWICE: (
-        "the same GPUs are handed out twice: keep one of the two on this node (label it "
-        "nvidia.com/gpu.deploy.device-plugin=false for the GPU Operator, or take it out of the DRA "
-        "kubelet plugin's nodeSelector)"
-    ),
-    PROBLEM_DRA_DEVICE_GONE: (
-        "the device vanished after the claim was allocated (GPU lost, driver restarted, node replaced): "
-        "delete the pods that hold the claim so that it is allocated again"
-    ),
-    PROBLEM_DRA_DEVICE_TAINTED: (
-        "the driver or an admin took the devices out of scheduling (an XID error, a lost GPU, a "
-        "DeviceTaintRule): repair the GPU (nvidia-smi -q on the node), then the taint goes away"
-    ),
-    PROBLEM_CLAIMS_UNALLOCATABLE: (
-        "compare the claim's requests (kubectl describe resourceclaim) with the free devices in the "
-        "ResourceSlices: too many GPUs asked for, a selector no device meets, or all such GPUs taken"
-    ),
-}
+PROBLEM_NO_CAPACITY = plugin_kinds.NO_CAPACITY
+PROBLEM_UNHEALTHY = plugin_kinds.UNHEALTHY_GPUS
+PROBLEM_NO_PLUGIN = plugin_kinds.NO_PLUGIN_POD
+PROBLEM_PLUGIN_NOT_READY = plugin_kinds.PLUGIN_NOT_READY
+PROBLEM_NOT_EXCLUSIVE = fleet_kinds.NOT_EXCLUSIVE
+PROBLEM_OVERALLOCATED = fleet_kinds.OVERALLOCATED
+PROBLEM_OUTSIDE_SCHEDULER = fleet_kinds.OUTSIDE_SCHEDULER
+PROBLEM_DRA_PLUGIN_NOT_READY = fleet_kinds.DRA_PLUGIN_NOT_READY
+PROBLEM_DRA_NO_SLICES = plugin_kinds.DRA_NO_SLICES
+PROBLEM_SERVED_TWICE = fleet_kinds.SERVED_TWICE
+PROBLEM_DRA_DEVICE_GONE = fleet_kinds.DRA_DEVICE_GONE
+PROBLEM_DRA_DEVICE_TAINTED = fleet_kinds.DRA_DEVICE_TAINTED
+PROBLEM_CLAIMS_UNALLOCATABLE = fleet_kinds.CLAIMS_UNALLOCATABLE
+# The problem text of each kind (its title in the registry; {resource} is the primary GPU resource).
+PROBLEM_TEXT = {kind.id: kind.title for kind in KINDS.of_check(CHECK_FLEET)}
 
 
-def _problem(kind: str, reason: str, options: FleetOptions) -> dict[str, str]:
-    problem = {"kind": kind, "problem": PROBLEM_TEXT[kind].format(resource=options.primary_resource), "reason": reason}
-    if kind in _DRA_REMEDIES:
-        problem["remedy"] = _DRA_REMEDIES[kind]
-    return problem
+def _problem(kind: str, options: FleetOptions, case: str = "", **fields: Any) -> dict[str, str]:
+    """The fleet problem of a hit of ``kind``: its text, the reason it was found and the remedy."""
+    if case == "" and CHECK_DEVICE_PLUGIN in KINDS[kind].checks:
+        case = FLEET_CASE
+    hit = Hit(kind, {"resource": options.primary_resource, **fields}, case=case)
+    return fleet_problem(KINDS.finding(hit))
 
 
 def _resource_table(node: Mapping[str, Any], allocated: Mapping[str, int], options: FleetOptions) -> dict[str, dict]:
@@ -140,34 +110,22 @@ def _device_plugin_problems(facts: Mapping[str, Any], options: FleetOptions) -> 
     on_dra_node = facts["dra"]["is_dra_node"]
     label_evidence = facts["gpu_signals"]["labels"]
     if own["capacity"] == 0 and label_evidence and not on_dra_node:
-        problems.append(_problem(PROBLEM_NO_CAPACITY, f"labels {', '.join(label_evidence)}; capacity 0", options))
+        problems.append(_problem(PROBLEM_NO_CAPACITY, options, labels=", ".join(label_evidence)))
     if own["allocatable"] < own["capacity"]:
-        problems.append(
-            _problem(
-                PROBLEM_UNHEALTHY,
-                f"capacity {own['capacity']}, allocatable {own['allocatable']}: "
-                f"{own['capacity'] - own['allocatable']} GPU(s) marked unhealthy by the device plugin",
-                options,
-            )
-        )
+        unhealthy = own["capacity"] - own["allocatable"]
+        problems.append(_problem(PROBLEM_UNHEALTHY, options, unhealthy=unhealthy, **own))
     if not facts["device_plugin_pods"]:
         if not on_dra_node:
-            problems.append(
-                _problem(PROBLEM_NO_PLUGIN, "no pod matching the device-plugin selectors is bound here", options)
-            )
+            problems.append(_problem(PROBLEM_NO_PLUGIN, options))
     elif not facts["device_plugin_ready"]:
-        problems.append(
-            _problem(PROBLEM_PLUGIN_NOT_READY, f"not Ready: {', '.join(facts['device_plugin_pods'])}", options)
-        )
+        problems.append(_problem(PROBLEM_PLUGIN_NOT_READY, options, pods=", ".join(facts["device_plugin_pods"])))
     mode = facts["ack_scheduling_mode"]
     if mode is not None and mode != ACK_EXCLUSIVE_MODE:
-        problems.append(_problem(PROBLEM_NOT_EXCLUSIVE, f"{ACK_SCHEDULE_LABEL}={mode}", options))
+        problems.append(_problem(PROBLEM_NOT_EXCLUSIVE, options, mode=mode))
     if own["allocated"] > own["allocatable"]:
-        problems.append(
-            _problem(PROBLEM_OVERALLOCATED, f"allocated {own['allocated']}, allocatable {own['allocatable']}", options)
-        )
+        problems.append(_problem(PROBLEM_OVERALLOCATED, options, **own))
     if facts["pods_outside_scheduler"]:
-        problems.append(_problem(PROBLEM_OUTSIDE_SCHEDULER, "; ".join(facts["pods_outside_scheduler"]), options))
+        problems.append(_problem(PROBLEM_OUTSIDE_SCHEDULER, options, pods="; ".join(facts["pods_outside_scheduler"])))
     return problems
 
 
@@ -176,26 +134,18 @@ def _dra_problems(facts: Mapping[str, Any], options: FleetOptions) -> list[dict[
     problems = []
     plugins, devices = dra["kubelet_plugin_pods"], dra["devices"]
     if plugins and not dra["kubelet_plugin_ready"]:
-        problems.append(_problem(PROBLEM_DRA_PLUGIN_NOT_READY, f"not Ready: {', '.join(plugins)}", options))
+        problems.append(_problem(PROBLEM_DRA_PLUGIN_NOT_READY, options, pods=", ".join(plugins)))
     elif devices and not plugins:
-        reason = (
-            f"ResourceSlices publish {len(devices)} device(s) here, but no pod matching the DRA kubelet-plugin "
-            "selectors is bound here"
-        )
-        problems.append(_problem(PROBLEM_DRA_PLUGIN_NOT_READY, reason, options))
+        problems.append(_problem(PROBLEM_DRA_PLUGIN_NOT_READY, options, "no_pod", devices=len(devices)))
     if plugins and dra["readable"] and not dra["slices"]:
-        reason = f"no ResourceSlice of a GPU driver names this node; kubelet plugin: {', '.join(plugins)}"
-        problems.append(_problem(PROBLEM_DRA_NO_SLICES, reason, options))
+        problems.append(_problem(PROBLEM_DRA_NO_SLICES, options, plugins=", ".join(plugins)))
     for both in dra["served_by_both"]:
-        reason = (
-            f"{both['resource']} is in the node's allocatable (device plugin) and DeviceClass {both['device_class']} "
-            f"maps it to the DRA devices published here"
-        )
-        problems.append(_problem(PROBLEM_SERVED_TWICE, reason, options))
+        fields = {"resource": both["resource"], "device_class": both["device_class"]}
+        problems.append(_problem(PROBLEM_SERVED_TWICE, options, **fields))
     if dra["tainted_devices"]:
-        problems.append(_problem(PROBLEM_DRA_DEVICE_TAINTED, "; ".join(dra["tainted_devices"]), options))
+        problems.append(_problem(PROBLEM_DRA_DEVICE_TAINTED, options, devices="; ".join(dra["tainted_devices"])))
     if dra["missing_devices"]:
-        problems.append(_problem(PROBLEM_DRA_DEVICE_GONE, "; ".join(dra["missing_devices"]), options))
+        problems.append(_problem(PROBLEM_DRA_DEVICE_GONE, options, devices="; ".join(dra["missing_devices"])))
     return problems
 
 
@@ -343,11 +293,11 @@ def _cluster_problems(
     """Problems that belong to no reported node: GPU pods no node can allocate, allocations off every node."""
     problems: list[dict[str, Any]] = []
     for pod in unallocatable_pods(pending, dra):
-        reason = f"{namespaced_name(pod)}: {pod['message']}"
-        problems.append({"node": None, **_problem(PROBLEM_CLAIMS_UNALLOCATABLE, reason, options)})
+        problem = _problem(PROBLEM_CLAIMS_UNALLOCATABLE, options, pod=namespaced_name(pod), message=pod["message"])
+        problems.append({"node": None, **problem})
     for node, missing in sorted(dra.missing.items(), key=lambda pair: pair[0] or ""):
         if node is None or node not in node_names:
-            problems.append({"node": node, **_problem(PROBLEM_DRA_DEVICE_GONE, "; ".join(missing), options)})
+            problems.append({"node": node, **_problem(PROBLEM_DRA_DEVICE_GONE, options, devices="; ".join(missing))})
     return problems
 
 

@@ -87,38 +87,33 @@ def _problem_key(problem: Mapping[str, Any]) -> tuple:
     return (severity_rank(problem.get("severity") or ""), problem.get("node") or "", problem.get("kind") or "")
 
 
+def problem_row(finding: Mapping[str, Any], source: str, fleet_problem: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of the problems table, the one shape of both sources: a device-plugin finding (it
+    carries severity, subject and remedy) with the fleet problem of the same node and kind, or a
+    fleet problem alone (``finding`` empty)."""
+    node = finding.get("node", fleet_problem.get("node"))
+    subject = finding.get("subject") or (f"node {node}" if node else "cluster")
+    return {
+        "node": node,
+        "kind": finding.get("kind") or fleet_problem.get("kind"),
+        "severity": finding.get("severity"),
+        "subject": subject,
+        "problem": finding.get("problem") or fleet_problem.get("problem"),
+        "reason": fleet_problem.get("reason"),
+        "remedy": finding.get("remedy") or fleet_problem.get("remedy"),
+        "source": source,
+    }
+
+
 def report_problems(fleet: Mapping[str, Any], plugin: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The device-plugin findings (they carry severity and remedy), and the fleet problems they do not
-    already cover; a finding and a fleet problem of the same node and kind are one row with both texts."""
+    """The device-plugin findings, and the fleet problems they do not already cover; a finding and a
+    fleet problem of the same node and kind are one row with both texts."""
     fleet_problems = {(p.get("node"), p.get("kind")): p for p in fleet.get("problems") or []}
     rows = []
     for finding in plugin.get("findings") or []:
         matched = fleet_problems.pop((finding.get("node"), finding.get("kind")), {})
-        rows.append(
-            {
-                "node": finding.get("node"),
-                "kind": finding.get("kind"),
-                "severity": finding.get("severity"),
-                "subject": finding.get("subject"),
-                "problem": finding.get("problem"),
-                "reason": matched.get("reason"),
-                "remedy": finding.get("remedy") or matched.get("remedy"),
-                "source": "device_plugin",
-            }
-        )
-    for problem in fleet_problems.values():
-        rows.append(
-            {
-                "node": problem.get("node"),
-                "kind": problem.get("kind"),
-                "severity": None,
-                "subject": f"node {problem['node']}" if problem.get("node") else "cluster",
-                "problem": problem.get("problem"),
-                "reason": problem.get("reason"),
-                "remedy": problem.get("remedy"),
-                "source": "fleet",
-            }
-        )
+        rows.append(problem_row(finding, "device_plugin", matched))
+    rows += [problem_row({}, "fleet", problem) for problem in fleet_problems.values()]
     return sorted(rows, key=_problem_key)
 
 

@@ -6,8 +6,10 @@ import pytest
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import (
+    CHECK_DEVICE_PLUGIN,
     CHECK_FLEET,
     CHECK_HEALTH,
+    Case,
     Hit,
     Kind,
     KindError,
@@ -70,3 +72,55 @@ def test_an_id_declared_twice_is_refused():
 def test_every_declared_kind_of_the_collection_is_well_formed():
     for kind in KINDS.values():
         assert declaration_problem(kind) is None, kind.id
+
+
+SHARED = Kind(
+    "no_gpu_capacity",
+    ERROR,
+    "GPU labels but no {resource} capacity",
+    "no {resource} capacity",
+    "wait for the plugin to register",
+    (CHECK_FLEET, CHECK_DEVICE_PLUGIN),
+    cases={
+        "fleet": Case(message="labels {labels}; capacity 0", remedy="run the device-plugin check"),
+        "strict": Case(severity=WARNING),
+    },
+)
+
+
+def test_a_case_replaces_what_it_sets_and_the_title_takes_the_fields():
+    registry = KindRegistry([SHARED])
+    plain = registry.finding(Hit("no_gpu_capacity", {"resource": "nvidia.com/gpu"}))
+    assert (plain.title, plain.message, plain.severity) == (
+        "GPU labels but no nvidia.com/gpu capacity",
+        "no nvidia.com/gpu capacity",
+        ERROR,
+    )
+    fleet = registry.finding(Hit("no_gpu_capacity", {"resource": "x/gpu", "labels": "a=b"}, case="fleet"))
+    assert (fleet.message, fleet.remedy, fleet.severity) == (
+        "labels a=b; capacity 0",
+        "run the device-plugin check",
+        ERROR,
+    )
+    strict = registry.finding(Hit("no_gpu_capacity", {"resource": "x/gpu"}, case="strict"))
+    assert strict.severity == WARNING and strict.message == "no x/gpu capacity" and strict.id == "no_gpu_capacity"
+    assert SHARED.fields() == {"resource", "labels"}
+    with pytest.raises(KindError, match="undeclared case 'nope'"):
+        registry.finding(Hit("no_gpu_capacity", {"resource": "x"}, case="nope"))
+
+
+def test_a_case_of_an_unknown_severity_is_refused():
+    kind = Kind(**{**SHARED.__dict__, "cases": {"odd": Case(severity="fatal")}})
+    assert "case 'odd'" in (declaration_problem(kind) or "")
+
+
+def test_the_kinds_fleet_and_device_plugin_both_report_are_declared_once_for_both():
+    shared = {k.id for k in KINDS.of_check(CHECK_FLEET)} & {k.id for k in KINDS.of_check(CHECK_DEVICE_PLUGIN)}
+    assert shared == {
+        "no_gpu_capacity",
+        "allocatable_below_capacity",
+        "no_device_plugin_pod",
+        "device_plugin_not_ready",
+        "dra_no_resource_slices",
+    }
+    assert all("fleet" in KINDS[kind].cases for kind in shared)
