@@ -294,7 +294,20 @@ findings:
       description: V(error) (fails the task), V(warning) or V(info).
       type: str
     kind:
-      description: A stable name of the problem, for example V(no_device_plugin_pod) or V(allocatable_below_capacity).
+      description:
+        - A stable name of the problem, its id in the collection's registry of finding kinds.
+        - "Kinds: V(no_gpu_nodes), V(no_device_plugin_deployed), V(several_device_plugin_deployments),
+          V(dra_objects_not_readable), V(daemonset_missing), V(daemonset_generation_not_observed),
+          V(daemonset_selects_no_node), V(daemonset_pods_not_scheduled),
+          V(daemonset_rollout_incomplete), V(daemonset_pods_not_ready), V(daemonset_pods_not_available),
+          V(daemonset_pods_misscheduled), V(node_not_ready), V(no_device_plugin_pod),
+          V(several_device_plugin_pods), V(device_plugin_not_ready), V(device_plugin_restarting),
+          V(no_gpu_capacity), V(allocatable_below_capacity), V(gpu_count_differs_from_labels),
+          V(no_dra_kubelet_plugin_pod), V(dra_kubelet_plugin_not_ready), V(dra_no_resource_slices),
+          V(host_facts_failed), V(host_not_a_node), V(host_gpus_not_advertised), V(driver_not_found),
+          V(nvidia_smi_failed), V(host_gpu_count_differs_from_capacity), V(toolkit_config_not_found),
+          V(toolkit_config_unreadable), V(toolkit_accepts_visible_devices_env),
+          V(toolkit_volume_mounts_disabled) (docs/findings.md has their severities and titles)."
       type: str
     node:
       description: The node (or host) concerned; null for a DaemonSet or the cluster.

@@ -16,6 +16,13 @@ from ansible_collections.kubegpu.scheduling.plugins.doc_fragments.connection imp
 from ansible_collections.kubegpu.scheduling.plugins.doc_fragments.model_labels import (
     ModuleDocFragment as ModelLabelsFragment,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.reference import BEGIN, END, kinds_markdown
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import (
+    CHECK_DEVICE_PLUGIN,
+    CHECK_FLEET,
+    CHECK_VALIDATOR,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import PROBLEM_TEXT
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
@@ -169,3 +176,34 @@ def test_gpu_node_facts_documents_every_problem_text_and_kind():
     for kind, text in PROBLEM_TEXT.items():
         assert f"V({text.format(resource=NVIDIA_GPU)})" in documentation, kind
         assert f"V({kind})" in returned, kind
+
+
+def documented_kinds(text: str) -> set[str]:
+    return set(re.findall(r"V\(([a-z0-9_]+)\)", " ".join(text.split())))
+
+
+def test_gpu_device_plugin_check_documents_every_kind_of_its_findings():
+    kind = yaml.safe_load(gpu_device_plugin_check.RETURN)["findings"]["contains"]["kind"]
+    listed = documented_kinds(" ".join(kind["description"]))
+    assert listed == {k.id for k in KINDS.of_check(CHECK_DEVICE_PLUGIN)}
+
+
+def test_gpu_node_facts_lists_exactly_the_fleet_kinds():
+    problems = yaml.safe_load(gpu_node_facts.RETURN)["ansible_facts"]["contains"]["gpu_fleet"]["contains"]["problems"]
+    kinds_line = next(line for line in problems["description"] if line.startswith("Kinds:"))
+    assert documented_kinds(kinds_line) == {k.id for k in KINDS.of_check(CHECK_FLEET)} == set(PROBLEM_TEXT)
+
+
+def test_docs_findings_holds_the_tables_generated_from_the_registry():
+    text = (REPO / "docs" / "findings.md").read_text()
+    assert BEGIN in text and END in text, "docs/findings.md lost its generated tables"
+    held = text[text.index(BEGIN) : text.index(END) + len(END)]
+    assert held == kinds_markdown(), (
+        "docs/findings.md differs from the registry: regenerate its tables with "
+        "python -m ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.reference"
+    )
+    assert all(f"`{kind_id}`" in held for kind_id in KINDS)
+
+
+def test_every_validator_kind_is_a_row_of_the_readme_rule_table():
+    assert set(readme_rule_rows()) == {k.id for k in KINDS.of_check(CHECK_VALIDATOR)}
