@@ -148,16 +148,15 @@ files:
 """
 
 import os  # noqa: E402
-import time  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission import (  # noqa: E402
-    plan,
     policy,
     reads,
+    reconcile,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError  # noqa: E402
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (  # noqa: E402
@@ -218,69 +217,14 @@ def render(module: AnsibleModule, objects: list[dict[str, Any]], directory: str)
     return {"changed": bool(changes), "changes": changes, "files": files}
 
 
-# The API server sees policies, bindings and their params ConfigMap through separate caches. A binding
-# whose params it cannot find denies every request (parameterNotFoundAction: Deny), so the params are
-# given this long to reach its cache before a binding that needs them is created, and a removed binding
-# this long to leave it before the params are deleted.
-PARAMS_SETTLE_SECONDS = 2.0
-
-
 def present(module: AnsibleModule, client: Any, objects: list[dict[str, Any]], stale: list[dict[str, Any]]) -> dict:
-    changes, diffs, applied = [], [], {}
-    params_created = False
-    for obj in objects:
-        key = policy.object_key(obj)
-        live = reads.read_object(client, obj)
-        wanted = reads.apply_object(client, obj, dry_run=True)
-        before, after = plan.comparable(live), plan.comparable(wanted)
-        if before != after:
-            changes.append(key)
-            diffs.append({"before_header": key, "after_header": key, "before": before or {}, "after": after})
-            if not module.check_mode:
-                if params_created and obj["kind"].endswith("Binding"):
-                    time.sleep(PARAMS_SETTLE_SECONDS)
-                    params_created = False
-                wanted = reads.apply_object(client, obj, dry_run=False)
-                params_created = params_created or (obj["kind"] == "ConfigMap" and live is None)
-        applied[obj["kind"], obj["metadata"]["name"]] = wanted if before != after else live
-    for obj in stale:
-        if reads.read_object(client, obj) is not None:
-            key = policy.object_key(obj)
-            changes.append(key)
-            diffs.append({"before_header": key, "after_header": key, "before": {"exists": True}, "after": {}})
-            if not module.check_mode:
-                reads.delete_object(client, obj)
-    in_force, checking = {}, {}
-    for obj in objects:
-        if obj["kind"] != "ValidatingAdmissionPolicy":
-            continue
-        name = obj["metadata"]["name"]
-        live_policy = applied.get(("ValidatingAdmissionPolicy", name))
-        if not module.check_mode and live_policy is not None:
-            live_policy = reads.wait_type_checked(client, obj, plan.type_checked) or live_policy
-        in_force[name] = plan.policy_in_force(live_policy, applied.get(("ValidatingAdmissionPolicyBinding", name)))
-        checking[name] = plan.type_checking_warnings(live_policy or {})
-    result: dict[str, Any] = {"changed": bool(changes), "changes": changes, "in_force": in_force}
-    result["type_checking"] = checking
-    for name, warnings in checking.items():
+    result, diffs = reconcile.present(client, objects, stale, module.check_mode)
+    for name, warnings in result["type_checking"].items():
         for warning in warnings:
             module.warn(f"ValidatingAdmissionPolicy {name}: type checking: {warning}")
     if module._diff and diffs:  # pylint: disable=protected-access
         result["diff"] = diffs
     return result
-
-
-def absent(module: AnsibleModule, client: Any, objects: list[dict[str, Any]]) -> dict[str, Any]:
-    changes = []
-    # Bindings first and the params last, so that no policy is left bound to missing params.
-    for obj in reversed(objects):
-        if reads.read_object(client, obj) is not None:
-            changes.append(policy.object_key(obj))
-            if not module.check_mode:
-                if obj["kind"] == "ConfigMap" and len(changes) > 1:
-                    time.sleep(PARAMS_SETTLE_SECONDS)
-                reads.delete_object(client, obj)
-    return {"changed": bool(changes), "changes": changes}
 
 
 def run(module: AnsibleModule) -> dict[str, Any]:
@@ -293,7 +237,11 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         return {**base, **render(module, objects, params["render_to"])}
     client = module_client(module)
     if params["state"] == "absent":
-        return {**base, "objects": [policy.object_key(o) for o in everything], **absent(module, client, everything)}
+        return {
+            **base,
+            "objects": [policy.object_key(o) for o in everything],
+            **reconcile.absent(client, everything, module.check_mode),
+        }
     reads.require_apis(client, settings.mutating)
     kept = {policy.object_key(o) for o in objects}
     stale = [o for o in everything if policy.object_key(o) not in kept]

@@ -361,6 +361,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.t
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.verdict import evaluate
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import CheckFailed
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
     errors_fail,
@@ -422,8 +423,8 @@ def main() -> None:
     module = api_module(argument_spec())
     with errors_fail(module):
         result = run(module)
-    if not result["healthy"] and not module.params["report_only"]:
-        module.fail_json(msg=result["report"], changed=False, **result)
+        if not result["healthy"] and not module.params["report_only"]:
+            raise CheckFailed(result["report"], result=dict(changed=False, **result))
     module.exit_json(changed=False, **result)
 
 

@@ -237,6 +237,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.host.probe import host_report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.host.reads import DEFAULT_TOOLKIT_CONFIGS, read_host
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import CheckFailed, OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import errors_fail
 
 
 def argument_spec() -> dict[str, Any]:
@@ -248,19 +250,25 @@ def argument_spec() -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+def host_facts(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
     if not os.path.isdir(params["root"]):
-        module.fail_json(msg=f"root {params['root']} is not a directory")
+        raise OptionError(f"root {params['root']} is not a directory")
     readings = read_host(
         params["root"], params["nvidia_smi"], params["toolkit_config_paths"], module.run_command, module.warn
     )
     facts = host_report(readings)
     if params["require_driver"] and not facts["driver_working"]:
-        module.fail_json(
-            msg="require_driver: " + "; ".join(facts["problems"][:1] or ["nvidia-smi does not work"]), **facts
+        raise CheckFailed(
+            "require_driver: " + "; ".join(facts["problems"][:1] or ["nvidia-smi does not work"]), result=facts
         )
+    return facts
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    with errors_fail(module):
+        facts = host_facts(module)
     module.exit_json(changed=False, ansible_facts={"gpu_host": facts}, **facts)
 
 

@@ -266,7 +266,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
+    CheckFailed,
+    ClusterError,
+    OptionError,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
     errors_fail,
@@ -366,9 +370,9 @@ def main() -> None:
     module = api_module(argument_spec())
     with errors_fail(module):
         result, results = run(module)
-    problem = failure_message(results)
-    if problem:
-        module.fail_json(msg=problem, **result)
+        problem = failure_message(results)
+        if problem:
+            raise CheckFailed(problem, result=result)
     module.exit_json(**result)
 
 

@@ -166,14 +166,17 @@ logs:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (  # noqa: E402
+    CheckFailed,
+    OptionError,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (  # noqa: E402
     api_module,
     errors_fail,
     module_client,
     with_connection_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod import lifecycle  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod import lifecycle, outcome  # noqa: E402
 
 
 def argument_spec() -> dict:
@@ -199,7 +202,7 @@ def remove(module: AnsibleModule, client) -> dict:
     definition = params["definition"] or {}
     name = params["name"] or (definition.get("metadata") or {}).get("name")
     if not name:
-        module.fail_json(msg="state=absent needs name or definition.metadata.name")
+        raise OptionError("state=absent needs name or definition.metadata.name")
     namespace = params["namespace"] or (definition.get("metadata") or {}).get("namespace") or "default"
     existing = lifecycle.read_pod(client, namespace, name)
     if existing is None:
@@ -212,6 +215,17 @@ def remove(module: AnsibleModule, client) -> dict:
     return {"changed": True, "action": "delete"}
 
 
+def diff_of(existing: dict | None, definition: dict) -> dict:
+    namespace, name = definition["metadata"]["namespace"], definition["metadata"]["name"]
+    before = (existing or {}).get("metadata", {}).get("annotations", {}).get(lifecycle.DIGEST_ANNOTATION)
+    return {
+        "before_header": f"pod {namespace}/{name}",
+        "after_header": f"pod {namespace}/{name}",
+        "before": {"manifest-sha256": before} if existing else {},
+        "after": definition,
+    }
+
+
 def apply(module: AnsibleModule, client) -> dict:
     params = module.params
     definition = lifecycle.checked_definition(params["definition"], params["namespace"])
@@ -220,20 +234,14 @@ def apply(module: AnsibleModule, client) -> dict:
     existing = lifecycle.read_pod(client, namespace, name)
     action = lifecycle.plan_present(existing, digest, params["recreate"])
     if action == "conflict":
-        module.fail_json(
-            msg=f"pod {namespace}/{name} exists with a different manifest and a pod's spec cannot be changed; "
+        raise CheckFailed(
+            f"pod {namespace}/{name} exists with a different manifest and a pod's spec cannot be changed; "
             "set recreate=true to delete and create it again",
-            action=action,
+            result={"action": action},
         )
     result: dict = {"changed": action != "unchanged", "action": action}
     if module._diff and action != "unchanged":
-        before = (existing or {}).get("metadata", {}).get("annotations", {}).get(lifecycle.DIGEST_ANNOTATION)
-        result["diff"] = {
-            "before_header": f"pod {namespace}/{name}",
-            "after_header": f"pod {namespace}/{name}",
-            "before": {"manifest-sha256": before} if existing else {},
-            "after": definition,
-        }
+        result["diff"] = diff_of(existing, definition)
     if module.check_mode:
         return result
     if params["create_namespace"] and action == "create":
@@ -242,40 +250,17 @@ def apply(module: AnsibleModule, client) -> dict:
         lifecycle.delete_and_wait(client, namespace, name, params["wait_timeout"])
     if action in ("create", "recreate"):
         lifecycle.create_pod(client, namespace, lifecycle.with_digest(definition, digest), params["wait_timeout"])
-    pod = lifecycle.read_pod(client, namespace, name) or {}
-    if params["wait"]:
-        pod, settled = lifecycle.wait_for(
-            lambda: lifecycle.read_pod(client, namespace, name) or {},
-            lambda p: lifecycle.is_settled(lifecycle.pod_summary(p)),
-            params["wait_timeout"],
-        )
-        if not settled:
-            module.fail_json(
-                msg=lifecycle.timeout_message(name, namespace, lifecycle.pod_summary(pod), params["wait_timeout"]),
-                **result,
-            )
-    summary = lifecycle.pod_summary(pod)
-    result.update(phase=summary["phase"])
-    result.update(lifecycle.landed_on(client, summary["node"], params["model_label_keys"]))
-    if params["logs"] and lifecycle.is_settled(summary):
-        try:
-            text = client.read_text(
-                lifecycle.pod_path(namespace, name, "log"), query={"tailLines": params["log_lines"]}
-            )
-        except ClusterError as exc:
-            if exc.status in (401, 403):
-                raise
-            # The pod runs; logs its node cannot serve are worth a warning, not a failed task.
-            module.warn(f"could not read the logs of pod {namespace}/{name}: {exc.message}")
-            text = ""
-        result["logs"] = text.splitlines()
-    if summary["phase"] == "Failed":
-        module.fail_json(msg=f"pod {namespace}/{name} failed on node {summary['node']}", **result)
-    return result
+    watch = outcome.Watch(
+        params["wait"], params["wait_timeout"], params["logs"], params["log_lines"], params["model_label_keys"]
+    )
+    return outcome.follow(client, definition, watch, result, module.warn)
 
 
 def main() -> None:
-    module = api_module(argument_spec(), required_if=[("state", "present", ["definition"])])
+    module = api_module(
+        argument_spec(),
+        required_if=[("state", "present", ["definition"]), ("state", "absent", ["name", "definition"], True)],
+    )
     with errors_fail(module):
         client = module_client(module)
         result = apply(module, client) if module.params["state"] == "present" else remove(module, client)

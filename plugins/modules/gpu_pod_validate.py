@@ -405,7 +405,7 @@ admission:
 
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.plan import enforcement_summary
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.reads import read_enforcement
@@ -413,11 +413,17 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components 
     catalogue_from_option,
     system_components_argument_spec,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError, error_context
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
+    CheckFailed,
+    KubegpuError,
+    OptionError,
+    error_context,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
     errors_fail,
     module_client,
+    require_library,
     with_connection_options,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.batches import default_jobs
@@ -514,11 +520,29 @@ def validate(module: AnsibleModule) -> tuple[Report, dict[str, Any] | None]:
 
 def main() -> None:
     module = api_module(argument_spec())
-    if not HAS_YAML:
-        module.fail_json(msg=missing_required_lib("PyYAML"))
-    params = module.params
     with errors_fail(module):
-        report, admission = validate(module)
+        require_library(HAS_YAML, "PyYAML")
+        result = validate_and_report(module)
+    module.exit_json(**result)
+
+
+def validate_and_report(module: AnsibleModule) -> dict[str, Any]:
+    """The findings, the report files written, and the result; the findings at fail_on fail the task."""
+    params = module.params
+    report, admission = validate(module)
+    write_reports(params, report)
+    summary = summarize(report)
+    result = dict(
+        result_fields(report), notes=report.notes, changed=False, report_text=format_text(report, summary).splitlines()
+    )
+    if admission is not None:
+        result["admission"] = admission
+    if failed(summary, params["fail_on"]):
+        raise CheckFailed(failure_message(report, summary), result=result)
+    return result
+
+
+def write_reports(params: dict[str, Any], report: Any) -> None:
     try:
         if params["report_json"]:
             write_json(params["report_json"], json_report(report))
@@ -527,16 +551,7 @@ def main() -> None:
         if params["report_junit"]:
             write_text(params["report_junit"], junit_xml(report, params["fail_on"]))
     except ReportWriteError as exc:
-        module.fail_json(msg=str(exc), changed=False, **result_fields(report))
-    summary = summarize(report)
-    result = dict(
-        result_fields(report), notes=report.notes, changed=False, report_text=format_text(report, summary).splitlines()
-    )
-    if admission is not None:
-        result["admission"] = admission
-    if failed(summary, params["fail_on"]):
-        module.fail_json(msg=failure_message(report, summary), **result)
-    module.exit_json(**result)
+        raise KubegpuError(str(exc), result=dict(changed=False, **result_fields(report))) from None
 
 
 if __name__ == "__main__":

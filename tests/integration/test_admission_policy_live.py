@@ -14,10 +14,11 @@ import pytest
 from conftest import LocalCluster, run_ansible_module, wait_until
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission import policy
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import API_SERVER_REFUSES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import validate_documents
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import parse_text
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import API_SERVER_REFUSES, RULES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
 
 CORPUS = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "manifests"
 MODULE = "gpu_admission_policy"

@@ -8,6 +8,8 @@ prints them; tests/unit/test_parity.py fails when docs/findings.md holds other t
 
 from __future__ import annotations
 
+import sys
+
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import (
     CHECKS,
@@ -49,4 +51,4 @@ def kinds_markdown(registry: KindRegistry = KINDS) -> str:
 
 
 if __name__ == "__main__":
-    print(kinds_markdown())
+    sys.stdout.write(kinds_markdown() + "\n")

@@ -73,12 +73,8 @@ class Kind:
         """The field names its templates use (title, message, remedy, and those of its cases)."""
         templates = [self.title, self.message, self.remedy]
         templates += [t for case in self.cases.values() for t in (case.message, case.remedy)]
-        return {
-            name.split(".")[0].split("[")[0]
-            for template in templates
-            for _, name, _, _ in Formatter().parse(template)
-            if name
-        }
+        names = [parsed[1] for template in templates for parsed in Formatter().parse(template)]
+        return {name.split(".")[0].split("[")[0] for name in names if name}
 
 
 @dataclass(frozen=True)

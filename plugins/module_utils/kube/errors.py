@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 _HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"})
@@ -45,15 +46,31 @@ STDERR_TAIL_CHARS = 400
 
 
 class KubegpuError(Exception):
-    """The base of every error the collection reports: one message that names what and where."""
+    """The base of every error the collection reports: one message that names what and where, the
+    HTTP status if any, and the result fields a module's failure returns besides its message."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, result: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        self.result = dict(result or {})
 
     def __str__(self) -> str:
         return self.message
+
+    def fail_fields(self) -> dict[str, Any]:
+        """What ``fail_json`` takes: the message, the status (unless the error carries a result
+        without one) and the result's fields."""
+        fields: dict[str, Any] = {"msg": self.message}
+        if self.status is not None or not self.result:
+            fields["status"] = self.status
+        fields.update(self.result)
+        return fields
+
+
+class CheckFailed(KubegpuError):
+    """A module's verdict fails the task (an unhealthy plugin, findings at the failing severity, a
+    pod that failed): the message says why, the result is what the module returns with it."""
 
 
 class ClusterError(KubegpuError):

@@ -71,10 +71,15 @@ def api_module(argument_spec: dict[str, Any], **kwargs: Any) -> AnsibleModule:
     return module
 
 
+def require_library(present: bool, name: str, import_error: str | None = None) -> None:
+    """Fails the module (through errors_fail) when a Python library it needs is missing."""
+    if not present:
+        raise KubegpuError(missing_required_lib(name), result={"exception": import_error} if import_error else None)
+
+
 def module_client(module: AnsibleModule) -> KubeClient:
     """The API client for the module's connection options."""
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    require_library(HAS_KUBERNETES, "kubernetes", KUBERNETES_IMPORT_ERROR)
     return client_from_params(module.params)
 
 
@@ -84,4 +89,4 @@ def errors_fail(module: AnsibleModule) -> Iterator[None]:
     try:
         yield
     except KubegpuError as exc:
-        module.fail_json(msg=exc.message, status=exc.status)
+        module.fail_json(**exc.fail_fields())

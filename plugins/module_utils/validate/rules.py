@@ -17,16 +17,7 @@ from functools import partial
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import (
-    API_SERVER_REFUSES as API_SERVER_REFUSES,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import (
-    CHECK_VALIDATOR,
-    Kind,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import (
-    Admission as Admission,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import CHECK_VALIDATOR, Kind
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_annotations import (
     DEVICE_ANNOTATION_KEYS,
     DEVICE_ANNOTATION_PREFIXES,

@@ -22,6 +22,13 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_anno
 
 VALIDATOR = (CHECK_VALIDATOR,)
 
+
+def refused(kind_id: str, name: str, title: str, message: str, remedy: str) -> Kind:
+    """A kind of GPU quantity the API server itself refuses: an error, never waived by the allow
+    annotation, and left to the API server at admission. Its message is the server's own."""
+    return Kind(kind_id, ERROR, title, message, remedy, VALIDATOR, name, False, API_SERVER_REFUSES)
+
+
 KINDS = (
     Kind(
         id="KGPU101",
@@ -127,84 +134,56 @@ KINDS = (
             unseen="GPU intent reads the image's configuration; Pod Security's baseline level forbids privileged"
         ),
     ),
-    Kind(
-        id="KGPU401",
-        name="gpu-request-without-limit",
-        severity=ERROR,
-        title="A GPU resource is requested without a limit; the API server rejects it",
-        message="{api_path}.limits: Required value: Limit must be set for non overcommitable resources ({name} is "
+    refused(
+        "KGPU401",
+        "gpu-request-without-limit",
+        "A GPU resource is requested without a limit; the API server rejects it",
+        "{api_path}.limits: Required value: Limit must be set for non overcommitable resources ({name} is "
         "requested without a limit)",
-        remedy="Set the GPU in resources.limits (requests may be omitted: they default to the limits).",
-        checks=VALIDATOR,
-        allowable=False,
-        admission=API_SERVER_REFUSES,
+        "Set the GPU in resources.limits (requests may be omitted: they default to the limits).",
     ),
-    Kind(
-        id="KGPU402",
-        name="gpu-request-not-equal-limit",
-        severity=ERROR,
-        title="A GPU request differs from its limit; the API server rejects it",
-        message='{api_path}.requests: Invalid value: "{value}": must be equal to {name} limit of {limit}',
-        remedy="Set the GPU only in resources.limits, or make the request equal to the limit.",
-        checks=VALIDATOR,
-        allowable=False,
-        admission=API_SERVER_REFUSES,
+    refused(
+        "KGPU402",
+        "gpu-request-not-equal-limit",
+        "A GPU request differs from its limit; the API server rejects it",
+        '{api_path}.requests: Invalid value: "{value}": must be equal to {name} limit of {limit}',
+        "Set the GPU only in resources.limits, or make the request equal to the limit.",
     ),
-    Kind(
-        id="KGPU403",
-        name="gpu-quantity-not-whole",
-        severity=ERROR,
-        title="A GPU quantity is not a whole number",
-        message="{message}",
-        remedy="Request whole GPUs (1, 2, ...), and whole units of a sharing resource (MiB, GiB or percent, as its "
+    refused(
+        "KGPU403",
+        "gpu-quantity-not-whole",
+        "A GPU quantity is not a whole number",
+        "{message}",
+        "Request whole GPUs (1, 2, ...), and whole units of a sharing resource (MiB, GiB or percent, as its "
         "device plugin counts them); for a share of a GPU use a shared-GPU or MIG resource.",
-        checks=VALIDATOR,
-        allowable=False,
-        admission=API_SERVER_REFUSES,
     ),
-    Kind(
-        id="KGPU404",
-        name="gpu-quantity-negative",
-        severity=ERROR,
-        title="A GPU quantity is negative; the API server rejects it",
-        message="{message}",
-        remedy="Use a quantity of 0 or more.",
-        checks=VALIDATOR,
-        allowable=False,
-        admission=API_SERVER_REFUSES,
+    refused(
+        "KGPU404",
+        "gpu-quantity-negative",
+        "A GPU quantity is negative; the API server rejects it",
+        "{message}",
+        "Use a quantity of 0 or more.",
     ),
-    Kind(
-        id="KGPU405",
-        name="gpu-quantity-malformed",
-        severity=ERROR,
-        title="A GPU quantity is not a Kubernetes quantity; the API server rejects it",
-        message="{message}",
-        remedy="Write the quantity as a whole number such as 1.",
-        checks=VALIDATOR,
-        allowable=False,
-        admission=API_SERVER_REFUSES,
+    refused(
+        "KGPU405",
+        "gpu-quantity-malformed",
+        "A GPU quantity is not a Kubernetes quantity; the API server rejects it",
+        "{message}",
+        "Write the quantity as a whole number such as 1.",
     ),
-    Kind(
-        id="KGPU406",
-        name="pod-level-gpu-resources",
-        severity=ERROR,
-        title="A GPU resource is set in pod-level spec.resources; the API server rejects it",
-        message='{api_path}.resources.{section}[{name}]: Unsupported value: "{name}": supported values: "cpu", "memory"',
-        remedy="Move the GPU to the resources.limits of the container that uses it.",
-        checks=VALIDATOR,
-        allowable=False,
-        admission=API_SERVER_REFUSES,
+    refused(
+        "KGPU406",
+        "pod-level-gpu-resources",
+        "A GPU resource is set in pod-level spec.resources; the API server rejects it",
+        '{api_path}.resources.{section}[{name}]: Unsupported value: "{name}": supported values: "cpu", "memory"',
+        "Move the GPU to the resources.limits of the container that uses it.",
     ),
-    Kind(
-        id="KGPU407",
-        name="ephemeral-container-gpu-resources",
-        severity=ERROR,
-        title="An ephemeral container sets GPU resources; the API server rejects it",
-        message="{api_path}: Forbidden: cannot be set for an Ephemeral Container",
-        remedy="Remove resources from the ephemeral container.",
-        checks=VALIDATOR,
-        allowable=False,
-        admission=API_SERVER_REFUSES,
+    refused(
+        "KGPU407",
+        "ephemeral-container-gpu-resources",
+        "An ephemeral container sets GPU resources; the API server rejects it",
+        "{api_path}: Forbidden: cannot be set for an Ephemeral Container",
+        "Remove resources from the ephemeral container.",
     ),
     Kind(
         id="KGPU501",
