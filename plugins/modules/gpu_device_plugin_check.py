@@ -403,18 +403,7 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     targets = daemonset_targets(params["daemonsets"])
     client = module_client(module)
     read = read_cluster(client, targets, options)
-    result = evaluate(
-        read.daemonsets,
-        read.nodes,
-        read.plugin_pods,
-        options,
-        host_facts=params["host_facts"],
-        require_hardening=params["require_hardening"],
-        missing_daemonsets=read.missing,
-        dra_daemonsets=read.dra_daemonsets,
-        slices=read.slices,
-        dra_note=read.dra_note,
-    )
+    result = evaluate(read, options, params["host_facts"], params["require_hardening"])
     result["api_requests"] = client.request_count
     return result
 

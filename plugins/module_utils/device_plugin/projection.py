@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import deployment_of, is_static_pod
@@ -132,3 +133,18 @@ def compact_node(node: object, options: FleetOptions, extra_label_keys: Iterable
 
 def is_gpu_node(node: Mapping[str, Any], options: FleetOptions) -> bool:
     return looks_like_gpu_node(node["labels"], node["capacity"], options.counts, options.model_label_keys)
+
+
+@dataclass
+class ClusterReads:
+    """What the check read, projected: the DaemonSets to check and the findings of the targets that
+    matched none, the nodes, the plugin pods (device plugin and DRA kubelet plugin), the DRA driver's
+    DaemonSets and the GPU ResourceSlices (None when they could not be read, ``dra_note`` says why)."""
+
+    daemonsets: list[dict[str, Any]]
+    missing: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    plugin_pods: list[dict[str, Any]]
+    dra_daemonsets: list[dict[str, Any]] = field(default_factory=list)
+    slices: list[dict[str, Any]] | None = None
+    dra_note: str | None = None

@@ -5,10 +5,10 @@ each a paginated list, projected as it is read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import (
+    ClusterReads,
     compact_node,
     project_daemonset,
     project_plugin_pod,
@@ -74,17 +74,6 @@ def read_slices(client: KubeClient) -> tuple[list[dict[str, Any]] | None, str | 
         if note is None:
             raise
         return None, note
-
-
-@dataclass
-class ClusterReads:
-    daemonsets: list[dict[str, Any]]
-    missing: list[dict[str, Any]]
-    nodes: list[dict[str, Any]]
-    plugin_pods: list[dict[str, Any]]
-    dra_daemonsets: list[dict[str, Any]] = field(default_factory=list)
-    slices: list[dict[str, Any]] | None = None
-    dra_note: str | None = None
 
 
 def read_cluster(client: KubeClient, targets: list[DaemonSetTarget] | None, options: FleetOptions) -> ClusterReads:

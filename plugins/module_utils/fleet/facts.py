@@ -167,6 +167,46 @@ def _sum_sources(sources: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
     return {key: sum(s[key] for s in sources.values()) for key in ("capacity", "allocatable", "allocated", "free")}
 
 
+def _plugin_pod_facts(plugin_pods: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The node's device-plugin pod (a Ready one first), whether one is Ready, and all of them."""
+    refs = sorted(namespaced_name(p) for p in plugin_pods)
+    ready = sorted(namespaced_name(p) for p in plugin_pods if p["ready"])
+    return {
+        "device_plugin_pod": next(iter(ready or refs), None),
+        "device_plugin_ready": bool(ready),
+        "device_plugin_pods": refs,
+    }
+
+
+def _gpu_sources(device_plugin: bool, dra_facts: Mapping[str, Any]) -> list[str]:
+    sources = ((SOURCE_DEVICE_PLUGIN, device_plugin), (SOURCE_DRA, dra_facts["is_dra_node"]))
+    return [source for source, present in sources if present]
+
+
+def _gpu_signals(node: Mapping[str, Any], options: FleetOptions, dra_devices: int) -> dict[str, Any]:
+    return {
+        "labels": label_signals(node["labels"], options.model_label_keys),
+        "capacity": capacity_signals(node["capacity"], options.counts),
+        "dra_devices": dra_devices,
+    }
+
+
+def _plugin_counts(resources: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """The device plugin's counts: its extended resources added up."""
+    return _source_counts(
+        *(sum(r[key] for r in resources.values()) for key in ("capacity", "allocatable", "allocated"))
+    )
+
+
+def _model_facts(model: Any) -> dict[str, Any]:
+    return {
+        "model": model.model,
+        "model_source": model.source,
+        "model_label_value": model.label_value,
+        "mig_profile": model.mig_profile,
+    }
+
+
 def node_facts(
     node: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]],
@@ -185,25 +225,13 @@ def node_facts(
     holders = [p for p in pods if p["gpus"]]
     allocated_by_resource = _allocated_by_resource(holders, options)
     resources = _resource_table(node, allocated_by_resource, options)
-    by_source = {
-        SOURCE_DEVICE_PLUGIN: _source_counts(
-            sum(r["capacity"] for r in resources.values()),
-            sum(r["allocatable"] for r in resources.values()),
-            sum(r["allocated"] for r in resources.values()),
-        ),
-        SOURCE_DRA: dra_counts(devices, dra.holders),
-    }
+    by_source = {SOURCE_DEVICE_PLUGIN: _plugin_counts(resources), SOURCE_DRA: dra_counts(devices, dra.holders)}
     totals = _sum_sources(by_source)
     dra_facts = node_dra_facts(node["name"], node["allocatable"], dra_plugin_pods, dra)
     dra_facts["is_dra_node"] = is_dra_node(node["name"], dra_plugin_pods, dra)
-    plugin_refs = sorted(namespaced_name(p) for p in plugin_pods)
-    ready_plugins = sorted(namespaced_name(p) for p in plugin_pods if p["ready"])
     facts: dict[str, Any] = {
         "name": node["name"],
-        "model": model.model,
-        "model_source": model.source,
-        "model_label_value": model.label_value,
-        "mig_profile": model.mig_profile,
+        **_model_facts(model),
         "label_gpu_count": label_gpu_count(labels),
         "capacity": totals["capacity"],
         "allocatable": totals["allocatable"],
@@ -211,14 +239,7 @@ def node_facts(
         "allocated": totals["allocated"],
         "free": totals["free"],
         "resources": resources,
-        "gpu_sources": [
-            source
-            for source, present in (
-                (SOURCE_DEVICE_PLUGIN, by_source[SOURCE_DEVICE_PLUGIN]["capacity"] > 0 or bool(plugin_pods)),
-                (SOURCE_DRA, dra_facts["is_dra_node"]),
-            )
-            if present
-        ],
+        "gpu_sources": _gpu_sources(by_source[SOURCE_DEVICE_PLUGIN]["capacity"] > 0 or bool(plugin_pods), dra_facts),
         "by_source": by_source,
         "ready": node["ready"],
         "schedulable": node["schedulable"],
@@ -227,18 +248,12 @@ def node_facts(
         "driver_version": driver_version(labels),
         "cuda_version": cuda_version(labels),
         "ack_scheduling_mode": labels.get(ACK_SCHEDULE_LABEL),
-        "device_plugin_pod": next(iter(ready_plugins or plugin_refs), None),
-        "device_plugin_ready": bool(ready_plugins),
-        "device_plugin_pods": plugin_refs,
+        **_plugin_pod_facts(plugin_pods),
         "gpu_pods": sorted({namespaced_name(p) for p in holders} | set(dra_facts["pods"])),
         "pods_outside_scheduler": sorted(
             f"{namespaced_name(p)} ({', '.join(p['bypass'])})" for p in pods if p["bypass"]
         ),
-        "gpu_signals": {
-            "labels": label_signals(labels, options.model_label_keys),
-            "capacity": capacity_signals(node["capacity"], options.counts),
-            "dra_devices": len(devices),
-        },
+        "gpu_signals": _gpu_signals(node, options, len(devices)),
         "dra": dra_facts,
     }
     facts["problems"] = node_problems(facts, options)

@@ -22,6 +22,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
     KIND_SEVERAL_DEPLOYMENTS,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import (
+    ClusterReads,
     compact_node,
     project_daemonset,
     project_plugin_pod,
@@ -117,15 +118,16 @@ def gpu_slice(node_name, gpus=2):
 
 
 def check(nodes, pods, daemonsets=(), dra_daemonsets=(), slices=(), note=None):
-    return evaluate(
+    read = ClusterReads(
         [project_daemonset(d) for d in daemonsets],
+        [],
         [compact_node(n, DEFAULT_OPTIONS) for n in nodes],
         [p for p in map(project_plugin_pod, pods) if p],
-        DEFAULT_OPTIONS,
         dra_daemonsets=[project_daemonset(d) for d in dra_daemonsets],
         slices=slices,
         dra_note=note,
     )
+    return evaluate(read, DEFAULT_OPTIONS)
 
 
 def kinds(result, node_name=None):

@@ -35,6 +35,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.hosts import node_for_host
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import (
+    ClusterReads,
     compact_node,
     project_daemonset,
     project_plugin_pod,
@@ -185,9 +186,8 @@ def check(daemonsets=(), nodes=(), pods=(), host_facts=None, require_hardening=F
     keys = placement_label_keys(d["placement"] for d in projected_ds)
     compact = [compact_node(n, options, keys) for n in nodes]
     projected_pods = [p for p in map(project_plugin_pod, pods) if p is not None]
-    return evaluate(
-        projected_ds, compact, projected_pods, options, host_facts=host_facts, require_hardening=require_hardening
-    )
+    read = ClusterReads(projected_ds, [], compact, projected_pods, slices=[])
+    return evaluate(read, options, host_facts=host_facts, require_hardening=require_hardening)
 
 
 def kinds(result, node=None):
