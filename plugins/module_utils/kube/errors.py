@@ -182,16 +182,8 @@ def describe_api_error(
     detail = f": {api_message}" if api_message else ""
     label = f"{status} {reason}".strip()
 
-    if status == 401 and not credentials_sent:
-        return (
-            f"unauthenticated ({label}) on {request}: the request carried no credentials, and the API server "
-            "requires them; give a kubeconfig user, api_key, or client_cert and client_key"
-        )
     if status == 401:
-        return (
-            f"credentials rejected ({label}) on {request}: the token, client certificate or kubeconfig "
-            "user is not accepted by the API server (expired or revoked?)"
-        )
+        return _unauthenticated(label, request, credentials_sent)
     if status == 403:
         if api_message and not _RBAC_DENIAL.search(api_message):
             # Admission (PodSecurity, quota, a webhook) denied it, not RBAC.
@@ -214,19 +206,28 @@ def describe_api_error(
             group = f"{target.group}/{target.version}" if target.group else target.version
             return f'not found: resource "{target.resource}" ({group}) is not served by this API server'
         return f"not found: {_object_ref(target)}"
-    kinds = {
-        409: "conflict",
-        410: "gone",
-        422: "invalid",
-        429: "throttled by the API server",
-    }
-    if status in kinds:
-        what = kinds[status]
-    elif status >= 500:
-        what = "API server error"
-    else:
-        what = "request failed"
-    return f"{what} ({label}) on {request}{detail}"
+    return f"{_failure_word(status)} ({label}) on {request}{detail}"
+
+
+_FAILURE_WORDS = {409: "conflict", 410: "gone", 422: "invalid", 429: "throttled by the API server"}
+
+
+def _failure_word(status: int) -> str:
+    if status in _FAILURE_WORDS:
+        return _FAILURE_WORDS[status]
+    return "API server error" if status >= 500 else "request failed"
+
+
+def _unauthenticated(label: str, request: str, credentials_sent: bool) -> str:
+    if not credentials_sent:
+        return (
+            f"unauthenticated ({label}) on {request}: the request carried no credentials, and the API server "
+            "requires them; give a kubeconfig user, api_key, or client_cert and client_key"
+        )
+    return (
+        f"credentials rejected ({label}) on {request}: the token, client certificate or kubeconfig "
+        "user is not accepted by the API server (expired or revoked?)"
+    )
 
 
 def _anonymous_denial(label: str, request: str, credentials_sent: bool) -> str:

@@ -125,11 +125,9 @@ def analyse(
     allow_annotation: str,
     components: ComponentCatalogue = NO_CATALOGUE,
 ) -> PodFacts:
-    volumes = gpu_host_path_volumes(site.spec)
     pod_claims = pod_claim_names(site.spec)
-    containers = [
-        _container_facts(c, site, is_gpu, sources, images, volumes, pod_claims) for c in iter_containers(site)
-    ]
+    shared = _SpecShared(gpu_host_path_volumes(site.spec), pod_claims, is_gpu)
+    containers = [_container_facts(c, site, shared, sources, images) for c in iter_containers(site)]
     has_gpu = any(c.has_gpu for c in containers) or bool(pod_claims)
     reason, path = allow_annotation_of(site, allow_annotation)
     admin = admin_access_requests(site.claim_spec, site.path) if site.claim_spec is not None else []
@@ -144,14 +142,18 @@ def pod_claim_names(spec: Mapping[str, Any]) -> set[str]:
     return {n for n in names if isinstance(n, str) and n}
 
 
+@dataclass(frozen=True)
+class _SpecShared:
+    """What every container of a pod spec is judged with: the GPU hostPath volumes, the pod's claims
+    and the GPU resource matcher."""
+
+    volumes: Mapping[str, tuple[int, str]]
+    claims: set[str]
+    is_gpu: Callable[[str], bool]
+
+
 def _container_facts(
-    container: ContainerSite,
-    site: PodSpecSite,
-    is_gpu: Callable[[str], bool],
-    sources: EnvSources,
-    images: ImageCatalogue,
-    volumes: Mapping[str, tuple[int, str]],
-    pod_claims: set[str],
+    container: ContainerSite, site: PodSpecSite, shared: _SpecShared, sources: EnvSources, images: ImageCatalogue
 ) -> ContainerFacts:
     c = container.container
     env = (
@@ -170,15 +172,15 @@ def _container_facts(
         resources_api_path="",
         limits=[],
         requests=[],
-        mounts=device_mounts(container, volumes),
+        mounts=device_mounts(container, shared.volumes),
         escalations=privilege_escalations(container),
         device_values=device_values(env),
         quantity_issues=[],
     )
     resources = as_mapping(c.get("resources"))
     if resources:
-        facts.claims = [n for n in map(_claim_name, as_list(resources.get("claims"))) if n in pod_claims]
-        _read_resources(facts, resources, site, is_gpu)
+        facts.claims = [n for n in map(_claim_name, as_list(resources.get("claims"))) if n in shared.claims]
+        _read_resources(facts, resources, site, shared.is_gpu)
     return facts
 
 

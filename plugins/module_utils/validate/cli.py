@@ -63,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="manifest files, directories or globs (YAML or JSON); - reads standard input, e.g. helm template ... | "
         "gpu-pod-validate -",
     )
+    _add_rule_options(parser)
+    _add_output_options(parser)
+    parser.add_argument("--list-rules", action="store_true", help="print the rules and exit")
+    return parser
+
+
+def _add_rule_options(parser: argparse.ArgumentParser) -> None:
+    """What is judged and how: the failing severity, skipped rules, GPU names, images, allowances."""
     parser.add_argument(
         "--fail-on",
         choices=FAIL_ON_CHOICES,
@@ -103,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="judge the known GPU system components (device plugins, GPU Operator operands...) like any workload",
     )
+
+
+def _add_output_options(parser: argparse.ArgumentParser) -> None:
+    """How much is read, by how many workers, and where the reports go."""
     parser.add_argument(
         "--max-file-size",
         type=int,
@@ -128,8 +140,6 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument(
         "-v", "--verbose", action="store_true", help="also print allowed findings and the objects not checked"
     )
-    parser.add_argument("--list-rules", action="store_true", help="print the rules and exit")
-    return parser
 
 
 def split_ids(values: Sequence[str]) -> list[str]:
