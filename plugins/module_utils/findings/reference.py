@@ -23,6 +23,7 @@ CHECK_TITLES = {
     "validator": "Validator (`gpu_pod_validate`, `gpu_admission_policy`): `rule`",
     "device_plugin": "Device plugin and driver (`gpu_device_plugin_check`): `kind`",
     "fleet": "Fleet facts (`gpu_node_facts`): `kind` of `problems`",
+    "placement": "Placement (`gpu_placement`)",
 }
 
 
