@@ -12,10 +12,14 @@ Probes, holders, scratch nodes and their slice are removed after.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -308,3 +312,35 @@ def test_probes_bind_where_the_view_says_they_fit_and_wait_where_it_says_they_fi
     )
     for model in (f"PT-H100-{fleet['run']}", f"PT-A10-{fleet['run']}", f"PT-DRA-{fleet['run']}"):
         assert model in entry["reason"]
+
+
+def test_the_command_line_what_if_reads_the_cluster_and_exits_1_when_a_manifest_does_not_fit(
+    cluster: LocalCluster, tmp_path
+):
+    manifest = tmp_path / "jobs.yaml"
+    manifest.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: b200, namespace: ml}\nspec:\n  template:\n    spec:\n"
+        "      restartPolicy: Never\n      nodeSelector: {accelerator: NVIDIA-B200}\n"
+        "      containers: [{name: main, image: cuda, resources: {limits: {nvidia.com/gpu: 1}}}]\n"
+    )
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu-placement"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--json",
+            str(tmp_path / "r.json"),
+            str(manifest),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Job ml/b200 x1, 1 GPU(s) each: it selects accelerator=NVIDIA-B200, which no GPU node carries" in done.stdout
+    (entry,) = json.loads((tmp_path / "r.json").read_text())["what_if"]
+    nodes = len(cluster.get("/api/v1/nodes")["items"])
+    assert entry["fits"] is False and sum(entry["reasons"].values()) == nodes
