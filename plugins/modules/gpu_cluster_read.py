@@ -86,8 +86,6 @@ api_requests:
 from collections.abc import Callable
 from typing import Any
 
-from ansible.module_utils.basic import missing_required_lib
-
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.plan import enforcement_summary
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.reads import read_enforcement
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.reads import read_cluster
@@ -102,7 +100,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
+    errors_fail,
     module_client,
+    require_library,
     with_connection_options,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.shared_lists import SharedLists
@@ -133,16 +133,7 @@ def fleet(client: KubeClient) -> dict[str, Any]:
 def device_plugin(client: KubeClient) -> dict[str, Any]:
     options = check_options(NVIDIA_GPU, None)
     read = read_cluster(client, None, options)
-    result = evaluate(
-        read.daemonsets,
-        read.nodes,
-        read.plugin_pods,
-        options,
-        missing_daemonsets=read.missing,
-        dra_daemonsets=read.dra_daemonsets,
-        slices=read.slices,
-        dra_note=read.dra_note,
-    )
+    result = evaluate(read, options)
     return device_plugin_input(result)
 
 
@@ -172,10 +163,8 @@ def argument_spec() -> dict[str, Any]:
     return with_connection_options({})
 
 
-def main() -> None:
-    module = api_module(argument_spec())
-    if not HAS_YAML:
-        module.fail_json(msg=missing_required_lib("PyYAML"))
+def read_steps(module: Any) -> dict[str, Any]:
+    """Each step's part of the report; a failed step fails the task, naming it, with the parts done."""
     done: dict[str, Any] = {}
     client: SharedLists | None = None
     for key, step, read in STEPS:
@@ -183,8 +172,17 @@ def main() -> None:
             client = client or SharedLists(module_client(module))
             done[key] = read(client)
         except KubegpuError as exc:
-            module.fail_json(msg=exc.message, status=exc.status, step=step, changed=False, **done)
-    module.exit_json(changed=False, api_requests=client.request_count if client else 0, **done)
+            fields = {"status": exc.status, "step": step, "changed": False, **done}
+            raise KubegpuError(exc.message, exc.status, result=fields) from None
+    return {"changed": False, "api_requests": client.request_count if client else 0, **done}
+
+
+def main() -> None:
+    module = api_module(argument_spec())
+    with errors_fail(module):
+        require_library(HAS_YAML, "PyYAML")
+        result = read_steps(module)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":
