@@ -113,7 +113,12 @@ def last_json_line(output: str) -> dict[str, Any]:
     return dict(json.loads(output.strip().splitlines()[-1]))
 
 
-def facts_contenders(kubeconfig: str, with_empty: bool = True, with_kubectl: bool = True) -> list[Contender]:
+ALL_DRA_DEVICES = "gpu_node_facts via ansible-playbook, dra_devices=all (every DRA device listed)"
+
+
+def facts_contenders(
+    kubeconfig: str, with_empty: bool = True, with_kubectl: bool = True, all_dra_devices: bool = False
+) -> list[Contender]:
     t = tools()
     kubectl = [t["kubectl"], "--kubeconfig", kubeconfig]
 
@@ -141,6 +146,18 @@ def facts_contenders(kubeconfig: str, with_empty: bool = True, with_kubectl: boo
             after=json_after,
         ),
     ]
+    if all_dra_devices:
+        chosen.append(
+            Contender(
+                ALL_DRA_DEVICES,
+                [
+                    playbook_command(t, kubeconfig, "facts.yml")[:-1]
+                    + ["-e", "dra_devices=all", str(HERE / "playbooks" / "facts.yml")]
+                ],
+                env=ansible_env(),
+                after=check_ok,
+            )
+        )
     if with_kubectl:
         chosen.append(
             Contender(
@@ -213,11 +230,13 @@ def bench_facts(
     log: Callable[[str], None],
     with_empty: bool = True,
     peer_repeat: int = 0,
-    with_kubectl: bool = True,
+    **chosen: bool,
 ) -> dict[str, Any]:
     """The facts contenders alternated `repeat` times; with_kubectl=False leaves out kubectl, as a peer and
-    for the sizes of its JSON (at 100,000 pods it prints about a gigabyte and needs over 10 GB)."""
-    contenders = facts_contenders(kubeconfig, with_empty, with_kubectl)
+    for the sizes of its JSON (at 100,000 pods it prints about a gigabyte and needs over 10 GB);
+    all_dra_devices=True adds the facts listing every DRA device beside the default's."""
+    with_kubectl = chosen.get("with_kubectl", True)
+    contenders = facts_contenders(kubeconfig, with_empty, with_kubectl, chosen.get("all_dra_devices", False))
     direct = next(c for c in contenders if c.name == "gpu_node_facts via module_utils")
     run_once(direct)  # warm-up: page cache, the API server's watch cache; not counted
     for kept in (direct.walls, direct.cpus, direct.rss_kib, direct.codes):
@@ -477,12 +496,19 @@ def main() -> int:
         "--profile", type=Path, help="write a cProfile of the module_utils facts run here (and of a warm label run)"
     )
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument(
+        "--all-dra-devices", action="store_true", help="also the facts with dra_devices=all (every DRA device listed)"
+    )
     args = parser.parse_args()
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    results: dict[str, Any] = {"facts": bench_facts(args.kubeconfig, args.repeat, log, peer_repeat=args.peer_repeat)}
+    results: dict[str, Any] = {
+        "facts": bench_facts(
+            args.kubeconfig, args.repeat, log, peer_repeat=args.peer_repeat, all_dra_devices=args.all_dra_devices
+        )
+    }
     if args.labels:
         results["labels"] = bench_labels(
             args.kubeconfig, args.label_repeat, log, args.peer_repeat, args.label_peer_nodes

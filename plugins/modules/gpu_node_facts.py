@@ -21,8 +21,9 @@ description:
     C(productName) of its devices, spelled as GPU Feature Discovery spells it), the model as a valid label value,
     capacity, allocatable, unhealthy (capacity minus allocatable), allocated, free, the same per source
     (device plugin and DRA), Ready, schedulable, taints, the driver and CUDA versions GPU Feature Discovery labels
-    give, ACK's scheduling mode, the device-plugin pod and whether it is Ready, the DRA devices with their model,
-    UUID, memory, MIG profile and the claims that hold them, and the problems found, each with its reason.
+    give, ACK's scheduling mode, the device-plugin pod and whether it is Ready, the number of DRA devices and the
+    tainted ones (or all, O(dra_devices=all)) with their model, UUID, memory, MIG profile and the claims that hold
+    them, and the problems found, each with its reason.
   - B(Device plugin.) Capacity and allocatable are the node's O(resource_names) and MIG resources; allocated is the
     GPU limits of the pods bound to the node that have not finished.
   - B(DRA.) Capacity is the devices the newest generation of each pool publishes, a physical GPU counted once
@@ -144,6 +145,16 @@ options:
       - Items per page of each list.
     type: int
     default: 500
+  dra_devices:
+    description:
+      - Which DRA devices each node's C(dra.devices) lists. V(problems), the devices that carry a taint (the ones
+        its problems are about); V(all), every device the node's ResourceSlices publish, with the claims that hold
+        it.
+      - The counts (C(capacity), C(allocatable), C(allocated), C(free), per node, per model and in all, and
+        C(by_source)), C(dra.device_count) and C(dra.pods) cover every device either way.
+    type: str
+    choices: [problems, all]
+    default: problems
 notes:
   - Read-only; always returns C(changed=false). Needs C(list) on nodes and on pods in all namespaces, and on
     C(deviceclasses), C(resourceslices), C(resourceclaims) and C(devicetaintrules) (group C(resource.k8s.io)) to
@@ -277,9 +288,10 @@ ansible_facts:
             dra:
               description:
                 - What DRA says of the node. C(readable) is false when the DRA objects could not be read.
-                - C(devices) lists each device of a GPU driver with C(name), C(driver), C(pool), C(type) (V(gpu), V(mig),
-                  V(vfio)), C(model), C(product_name), C(uuid), C(parent_uuid), C(memory), C(mig_profile), C(allocated),
-                  the C(claims) that hold it, and its C(taints).
+                - C(device_count) is the devices of a GPU driver the node's ResourceSlices publish. C(devices) lists those
+                  that carry a taint (with O(dra_devices=all), every one), each with C(name), C(driver), C(pool), C(type)
+                  (V(gpu), V(mig), V(vfio)), C(model), C(product_name), C(uuid), C(parent_uuid), C(memory),
+                  C(mig_profile), C(allocated), the C(claims) that hold it, and its C(taints).
                 - C(pods) are the pods the allocated devices are reserved for; C(kubelet_plugin_pods) and
                   C(kubelet_plugin_ready) the driver's kubelet plugin here; C(slices) the ResourceSlices that name the node;
                   C(served_by_both), C(tainted_devices) and C(missing_devices) what its problems are about.
@@ -289,11 +301,12 @@ ansible_facts:
                 is_dra_node: true
                 drivers: [gpu.nvidia.com]
                 slices: 1
+                device_count: 8
                 devices:
-                  - {name: gpu-0, driver: gpu.nvidia.com, pool: dra-h100, type: gpu, model: NVIDIA-H100-80GB-HBM3,
-                     product_name: NVIDIA H100 80GB HBM3, uuid: GPU-4d5c8a0e-0000-0000-0000-000000000000,
-                     parent_uuid: null, memory: 80Gi, mig_profile: null, allocated: true,
-                     claims: [ml/trainer-0-extended-resources-x7k9m], taints: []}
+                  - {name: gpu-7, driver: gpu.nvidia.com, pool: dra-h100, type: gpu, model: NVIDIA-H100-80GB-HBM3,
+                     product_name: NVIDIA H100 80GB HBM3, uuid: GPU-4d5c8a0e-0000-0000-0000-000000000007,
+                     parent_uuid: null, memory: 80Gi, mig_profile: null, allocated: false, claims: [],
+                     taints: [{key: example.com/maintenance, value: hbm-errors, effect: NoExecute}]}
                 pods: [ml/trainer-0]
                 kubelet_plugin_pods: [nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-kubelet-plugin-7xk2p]
                 kubelet_plugin_ready: true
@@ -462,6 +475,7 @@ ansible_facts:
           sample: 5
 """
 
+from dataclasses import replace
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
@@ -512,6 +526,7 @@ def argument_spec() -> dict[str, Any]:
             exempt_pod_selectors={"type": "list", "elements": "str", "default": list(DEFAULT_EXEMPT_POD_SELECTORS)},
             system_components=system_components_argument_spec(),
             page_size={"type": "int", "default": 500},
+            dra_devices={"type": "str", "choices": ["problems", "all"], "default": "problems"},
         )
     )
 
@@ -527,6 +542,7 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         params["exempt_pod_selectors"],
         params["system_components"],
     )
+    options = replace(options, all_dra_devices=params["dra_devices"] == "all")
     client = module_client(module)
     nodes, pods, plugins, dra = read_fleet(
         client, options, params["label_selector"], params["names"], params["page_size"]

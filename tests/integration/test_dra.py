@@ -77,9 +77,15 @@ def fleet_pod(cluster: LocalCluster, name: str) -> dict:
 
 def test_per_node_capacity_allocated_and_free_are_the_slices_less_the_allocations(cluster: LocalCluster):
     api = api_dra(cluster)
-    result = facts(cluster)
+    result = facts(cluster, {"dra_devices": "all"})
     nodes = by_node(result)
     assert sorted(api) == sorted(dra_node_names(cluster))
+    # By default, the devices of a node without a tainted device are counted, not listed.
+    listed = by_node(facts(cluster))
+    assert all(listed[name]["dra"]["devices"] == [] for name in api)
+    assert {name: listed[name]["dra"]["device_count"] for name in api} == {n: len(h["devices"]) for n, h in api.items()}
+    for name in api:
+        assert {**listed[name], "dra": {**listed[name]["dra"], "devices": nodes[name]["dra"]["devices"]}} == nodes[name]
     for name, held in api.items():
         node = nodes[name]
         capacity, allocated = len(held["devices"]), len(held["held"])
@@ -105,7 +111,7 @@ def test_per_node_capacity_allocated_and_free_are_the_slices_less_the_allocation
 
 @pytest.mark.usefixtures("unlabeled_nodes")
 def test_full_gpus_and_static_mig_devices(cluster: LocalCluster):
-    nodes = by_node(facts(cluster))
+    nodes = by_node(facts(cluster, {"dra_devices": "all"}))
     mig = nodes["dra-a100-mig"]
     assert mig["model"] == "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb" and mig["mig_profile"] == "3g.40gb"
     assert {d["type"] for d in mig["dra"]["devices"]} == {"mig"}
@@ -118,7 +124,7 @@ def test_full_gpus_and_static_mig_devices(cluster: LocalCluster):
 def test_a_pod_with_an_nvidia_gpu_limit_on_a_dra_node_counts_once(cluster: LocalCluster, namespace: str):
     pod = fleet_pod(cluster, "dra-extended")
     claim_name = pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
-    before = by_node(facts(cluster))["dra-h100"]
+    before = by_node(facts(cluster, {"dra_devices": "all"}))["dra-h100"]
     ref = f"{cluster.fleet['pod_namespace']}/dra-extended"
     assert before["gpu_pods"].count(ref) == 1
     assert before["by_source"]["device_plugin"]["allocated"] == 0

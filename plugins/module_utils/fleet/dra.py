@@ -187,14 +187,18 @@ def node_dra_facts(
     allocatable: Mapping[str, int],
     plugin_pods: Sequence[Mapping[str, Any]],
     fleet: DraFleet,
+    every_device: bool = False,
 ) -> dict[str, Any]:
-    """The DRA part of one node's facts."""
+    """The DRA part of one node's facts: the devices listed are those with a taint, or every device with
+    `every_device`; `device_count` counts them all."""
     devices = fleet.devices.get(name, [])
+    listed = devices if every_device else [d for d in devices if d["taints"]]
     return {
         "readable": fleet.readable,
         "drivers": sorted({d["driver"] for d in devices}),
         "slices": fleet.slice_counts.get(name, 0),
-        "devices": [device_facts(d, fleet.holders) for d in devices],
+        "device_count": len(devices),
+        "devices": [device_facts(d, fleet.holders) for d in listed],
         "pods": holding_pods(devices, fleet.holders),
         "kubelet_plugin_pods": sorted(namespaced_name(p) for p in plugin_pods),
         "kubelet_plugin_ready": any(p["ready"] for p in plugin_pods),

@@ -132,11 +132,11 @@ def _device_plugin_problems(facts: Mapping[str, Any], options: FleetOptions) -> 
 def _dra_problems(facts: Mapping[str, Any], options: FleetOptions) -> list[dict[str, str]]:
     dra = facts["dra"]
     problems = []
-    plugins, devices = dra["kubelet_plugin_pods"], dra["devices"]
+    plugins, devices = dra["kubelet_plugin_pods"], dra["device_count"]
     if plugins and not dra["kubelet_plugin_ready"]:
         problems.append(_problem(PROBLEM_DRA_PLUGIN_NOT_READY, options, pods=", ".join(plugins)))
     elif devices and not plugins:
-        problems.append(_problem(PROBLEM_DRA_PLUGIN_NOT_READY, options, "no_pod", devices=len(devices)))
+        problems.append(_problem(PROBLEM_DRA_PLUGIN_NOT_READY, options, "no_pod", devices=devices))
     if plugins and dra["readable"] and not dra["slices"]:
         problems.append(_problem(PROBLEM_DRA_NO_SLICES, options, plugins=", ".join(plugins)))
     for both in dra["served_by_both"]:
@@ -227,7 +227,7 @@ def node_facts(
     resources = _resource_table(node, allocated_by_resource, options)
     by_source = {SOURCE_DEVICE_PLUGIN: _plugin_counts(resources), SOURCE_DRA: dra_counts(devices, dra.holders)}
     totals = _sum_sources(by_source)
-    dra_facts = node_dra_facts(node["name"], node["allocatable"], dra_plugin_pods, dra)
+    dra_facts = node_dra_facts(node["name"], node["allocatable"], dra_plugin_pods, dra, options.all_dra_devices)
     dra_facts["is_dra_node"] = is_dra_node(node["name"], dra_plugin_pods, dra)
     facts: dict[str, Any] = {
         "name": node["name"],

@@ -50,6 +50,8 @@ class FleetOptions:
     )
     is_gpu: Callable[[str], bool] = field(default=gpu_resource_matcher(), compare=False)
     components: ComponentCatalogue = field(default=BUILTIN_CATALOGUE, compare=False)
+    # The facts list every DRA device (True), or only those with a problem (gpu_node_facts' dra_devices).
+    all_dra_devices: bool = False
 
     def counts(self, resource: str) -> bool:
         """Whether a resource counts as whole GPUs in capacity, allocatable and allocated."""

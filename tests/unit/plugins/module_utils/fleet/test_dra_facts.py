@@ -6,6 +6,7 @@ Slices, claims and classes are built in the shape NVIDIA's DRA driver publishes 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -194,16 +195,19 @@ def extended_resource_pod(name: str, node: str, gpus: int, claim_name: str) -> d
     return make_pod(name, node, gpus=gpus, status=status)
 
 
-def facts_of(nodes, pods, slices=(), claims=(), classes=(), unavailable=None):
+def facts_of(nodes, pods, slices=(), claims=(), classes=(), options=DEFAULT_OPTIONS):
     dra = DraObjects(
         classes=[c for c in map(project_device_class, classes) if c],
         slices=[s for s in map(project_slice, slices) if s],
         claims=[c for c in map(project_claim, claims) if c],
-        unavailable=unavailable,
     )
     projected, plugins = split_pods(project_pod(p, DEFAULT_OPTIONS) for p in pods)
     compact = [project_node(n, DEFAULT_OPTIONS) for n in nodes]
-    return summarise([n for n in compact if n], projected, plugins, DEFAULT_OPTIONS, dra)
+    return summarise([n for n in compact if n], projected, plugins, options, dra)
+
+
+# gpu_node_facts' dra_devices=all: every DRA device listed.
+EVERY_DEVICE = replace(DEFAULT_OPTIONS, all_dra_devices=True)
 
 
 def by_name(facts):
@@ -224,7 +228,7 @@ def test_a_dra_node_counts_its_devices_less_its_allocations():
         claim("notebook-gpu-8t4xw", "dra-h100", ["gpu-2"], pods=["notebook"]),
     ]
     pods = [dra_plugin("dra-h100"), extended_resource_pod("trainer", "dra-h100", 2, "trainer-extended-resources-x7k9m")]
-    node = by_name(facts_of([make_node("dra-h100")], pods, slices, claims, chart_classes()))["dra-h100"]
+    node = by_name(facts_of([make_node("dra-h100")], pods, slices, claims, chart_classes(), EVERY_DEVICE))["dra-h100"]
     assert (node["capacity"], node["allocatable"], node["allocated"], node["free"]) == (4, 4, 3, 1)
     assert node["by_source"] == {
         "device_plugin": {"capacity": 0, "allocatable": 0, "allocated": 0, "free": 0},
@@ -272,7 +276,14 @@ def test_static_mig_devices_count_one_each():
     devices = [static_mig(g, start, "dra-a100") for g in (0, 1) for start in (0, 4)]
     claims = [claim("mig-job-gpu-1", "dra-a100", [devices[0]["name"]], pods=["mig-job"], classes=("mig.nvidia.com",))]
     node = by_name(
-        facts_of([make_node("dra-a100")], [dra_plugin("dra-a100")], [resource_slice("dra-a100", devices)], claims)
+        facts_of(
+            [make_node("dra-a100")],
+            [dra_plugin("dra-a100")],
+            [resource_slice("dra-a100", devices)],
+            claims,
+            (),
+            EVERY_DEVICE,
+        )
     )["dra-a100"]
     assert (node["capacity"], node["allocated"], node["free"]) == (4, 1, 3)
     assert node["model"] == "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb"
@@ -284,7 +295,9 @@ def test_static_mig_devices_count_one_each():
 def test_devices_sharing_a_counter_set_are_one_gpu_allocated_when_any_part_is():
     docs = yaml.safe_load((FIXTURES / "resourceslice-dynamic-mig.example.yaml").read_text())["items"]
     held = claim("part", "gpu-node-3", ["gpu-0-mig-1g5gb-19-0"], pods=["small"])
-    node = by_name(facts_of([make_node("gpu-node-3")], [dra_plugin("gpu-node-3")], docs, [held]))["gpu-node-3"]
+    node = by_name(facts_of([make_node("gpu-node-3")], [dra_plugin("gpu-node-3")], docs, [held], (), EVERY_DEVICE))[
+        "gpu-node-3"
+    ]
     assert len(node["dra"]["devices"]) == 3
     assert (node["capacity"], node["allocated"], node["free"]) == (1, 1, 0)
 
@@ -608,3 +621,18 @@ def test_device_taint_rules_not_served_or_forbidden_are_a_note_and_the_rest_stil
         assert exc.status == 500
     else:
         raise AssertionError("a 500 must not pass as a missing API")
+
+
+def test_by_default_only_the_devices_with_a_taint_are_listed_and_all_are_counted():
+    slice_taint = [{"key": "example.com/maintenance", "value": "hbm-errors", "effect": "NoExecute"}]
+    devices = [full_gpu(0, "dra-h100"), full_gpu(1, "dra-h100", taints=slice_taint), full_gpu(2, "dra-h100")]
+    held = claim("trainer", "dra-h100", ["gpu-0"], pods=["trainer"])
+    nodes, pods = [make_node("dra-h100")], [dra_plugin("dra-h100")]
+    node = by_name(facts_of(nodes, pods, [resource_slice("dra-h100", devices)], [held]))["dra-h100"]
+    assert node["dra"]["device_count"] == 3
+    assert [d["name"] for d in node["dra"]["devices"]] == ["gpu-1"]
+    assert (node["capacity"], node["allocatable"], node["allocated"], node["free"]) == (3, 2, 1, 1)
+    assert node["dra"]["pods"] == ["ml/trainer"] and kinds(node) == [PROBLEM_DRA_DEVICE_TAINTED]
+    every = by_name(facts_of(nodes, pods, [resource_slice("dra-h100", devices)], [held], (), EVERY_DEVICE))["dra-h100"]
+    assert [d["name"] for d in every["dra"]["devices"]] == ["gpu-0", "gpu-1", "gpu-2"]
+    assert {**every, "dra": {**every["dra"], "devices": node["dra"]["devices"]}} == node
