@@ -107,3 +107,21 @@ def test_imports_down_the_layers_and_within_a_folder_pass(tmp_path):
         (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / where).write_text(source.format(p=PACKAGE) + "\n")
     assert layer_breaks(tmp_path) == []
+
+
+def fail_json_calls(plugins: Path) -> list[str]:
+    """Every call of fail_json under plugins/ but the one in errors_fail (kube/module.py)."""
+    calls = []
+    for path in sorted(plugins.rglob("*.py")):
+        relative = path.relative_to(plugins)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "fail_json":
+                calls.append(f"plugins/{relative}:{node.lineno}")
+    return [call for call in calls if not call.startswith("plugins/module_utils/kube/module.py:")]
+
+
+def test_modules_fail_only_through_errors_fail():
+    calls = fail_json_calls(PLUGINS)
+    assert not calls, "raise a KubegpuError (CheckFailed for a failed verdict) instead of fail_json at:\n" + "\n".join(
+        calls
+    )

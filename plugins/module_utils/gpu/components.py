@@ -172,6 +172,20 @@ _ENTRYPOINT_SCRIPT = ("/bin/sh", "-c", "/bin/entrypoint.sh")
 _UNINSTALL_DRIVER = ("driver-manager", "uninstall_driver")
 
 
+def _operand(
+    name: str, images: tuple[str, ...], commands: tuple[tuple[str, ...], ...], helper_images: tuple[str, ...] = ()
+) -> Component:
+    """A GPU Operator operand: deployed in the operator's namespaces from its published assets."""
+    return Component(
+        name,
+        images,
+        commands,
+        namespaces=_OPERATOR_NAMESPACES,
+        source=_OPERATOR_SOURCE,
+        helper_images=helper_images,
+    )
+
+
 def _wait_driver(then: str) -> tuple[str, ...]:
     return (
         "bash",
@@ -262,7 +276,7 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
         source="NVIDIA/k8s-device-plugin templates/daemonset-mps-control-daemon.yml; " + _OPERATOR_SOURCE,
         helper_images=_VALIDATOR_IMAGES,
     ),
-    Component(
+    _operand(
         "NVIDIA GPU Operator driver",
         ("nvidia/driver", "nvidia/cloud-native/nvidia-fs", "nvidia/cloud-native/gdrdrv"),
         (
@@ -272,17 +286,13 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
             _wait_driver("nvidia-gds-driver install"),
             _wait_driver("nvidia-gdrcopy-driver install"),
         ),
-        namespaces=_OPERATOR_NAMESPACES,
-        source=_OPERATOR_SOURCE,
-        helper_images=_DRIVER_MANAGER_IMAGES,
+        _DRIVER_MANAGER_IMAGES,
     ),
-    Component(
+    _operand(
         "NVIDIA GPU Operator container toolkit",
         ("nvidia/k8s/container-toolkit",),
         (_VALIDATOR, _ENTRYPOINT_SCRIPT),
-        namespaces=_OPERATOR_NAMESPACES,
-        source=_OPERATOR_SOURCE,
-        helper_images=_VALIDATOR_IMAGES,
+        _VALIDATOR_IMAGES,
     ),
     Component(
         "NVIDIA GPU Operator validator",
@@ -291,20 +301,16 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
         namespaces=_OPERATOR_NAMESPACES,
         source=_OPERATOR_SOURCE + " (state-operator-validation, state-sandbox-validation)",
     ),
-    Component(
+    _operand(
         "NVIDIA GPU Operator node status exporter",
         _VALIDATOR_IMAGES,
         (("nvidia-validator",),),
-        namespaces=_OPERATOR_NAMESPACES,
-        source=_OPERATOR_SOURCE,
     ),
-    Component(
+    _operand(
         "NVIDIA DCGM",
         ("nvidia/cloud-native/dcgm",),
         (_WAIT_TOOLKIT,),
-        namespaces=_OPERATOR_NAMESPACES,
-        source=_OPERATOR_SOURCE,
-        helper_images=_VALIDATOR_IMAGES,
+        _VALIDATOR_IMAGES,
     ),
     Component(
         "NVIDIA DCGM exporter",
@@ -315,13 +321,11 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
         source="NVIDIA/dcgm-exporter deployment/templates/daemonset.yaml; " + _OPERATOR_SOURCE,
         helper_images=_VALIDATOR_IMAGES,
     ),
-    Component(
+    _operand(
         "NVIDIA GPU Operator MIG manager",
         ("nvidia/cloud-native/k8s-mig-manager",),
         (_WAIT_TOOLKIT_MIG, _ENTRYPOINT_SCRIPT),
-        namespaces=_OPERATOR_NAMESPACES,
-        source=_OPERATOR_SOURCE,
-        helper_images=_VALIDATOR_IMAGES,
+        _VALIDATOR_IMAGES,
     ),
     Component(
         "NVIDIA GPU Operator sandbox device plugin",
@@ -344,23 +348,18 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
         source=_OPERATOR_SOURCE,
         helper_images=_VALIDATOR_IMAGES,
     ),
-    Component(
+    _operand(
         "NVIDIA GPU Operator VFIO manager",
         _DRIVER_MANAGER_IMAGES,
         (_UNINSTALL_DRIVER, ("/bin/sh", "-c", "vfio-manage bind --all && while true; do sleep 86400; done")),
-        namespaces=_OPERATOR_NAMESPACES,
-        source=_OPERATOR_SOURCE,
     ),
-    Component(
+    _operand(
         "NVIDIA vGPU manager",
-        # The vGPU manager image is built by the user from NVIDIA's vGPU driver: no public registry path.
         ("vgpu-manager",),
         (_UNINSTALL_DRIVER, ("nvidia-driver", "init")),
-        namespaces=_OPERATOR_NAMESPACES,
-        source=_OPERATOR_SOURCE,
-        helper_images=_DRIVER_MANAGER_IMAGES,
+        _DRIVER_MANAGER_IMAGES,
     ),
-    Component(
+    _operand(
         "NVIDIA vGPU device manager",
         ("nvidia/cloud-native/vgpu-device-manager",),
         (
@@ -372,9 +371,7 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
                 "setup; sleep 5; done",
             ),
         ),
-        namespaces=_OPERATOR_NAMESPACES,
-        source=_OPERATOR_SOURCE,
-        helper_images=_VALIDATOR_IMAGES,
+        _VALIDATOR_IMAGES,
     ),
     Component(
         "NVIDIA GPU Operator confidential computing manager",

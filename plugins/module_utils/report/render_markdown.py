@@ -9,17 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text import (
-    BYPASS_COLUMNS,
-    COUNT_COLUMNS,
-    NODE_COLUMNS,
-    PROBLEM_COLUMNS,
-    admission_cells,
-    cells,
-    cluster_status,
-    node_cells,
-    seconds,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.report import text as shared
 
 # Inline markup and table cells; block markup (#, -, +, >) only counts at a line's start, where no
 # cluster text is ever put.
@@ -47,10 +37,10 @@ def _totals_rows(report: Mapping[str, Any]) -> list[list[Any]]:
     return [
         [
             c["name"],
-            cluster_status(c),
-            seconds(c["elapsed_seconds"]),
+            shared.cluster_status(c),
+            shared.seconds(c["elapsed_seconds"]),
             c["totals"]["nodes"],
-            *(c["totals"][k] for k in COUNT_COLUMNS),
+            *(c["totals"][k] for k in shared.COUNT_COLUMNS),
             len(c["problems"]),
             len(c["bypass"]),
         ]
@@ -63,23 +53,23 @@ def _cluster_section(cluster: Mapping[str, Any]) -> list[str]:
         "",
         f"## Cluster {md(cluster['name'])}",
         "",
-        f"Status: {md(cluster_status(cluster))}; time taken: {md(seconds(cluster['elapsed_seconds']))}.",
+        f"Status: {md(shared.cluster_status(cluster))}; time taken: {md(shared.seconds(cluster['elapsed_seconds']))}.",
     ]
     if cluster["models"]:
         lines += ["", "### Per model", ""]
         lines += table(
-            ["model", "nodes", *COUNT_COLUMNS],
-            [[m["model"], m["nodes"], *(m[k] for k in COUNT_COLUMNS)] for m in cluster["models"]],
+            ["model", "nodes", *shared.COUNT_COLUMNS],
+            [[m["model"], m["nodes"], *(m[k] for k in shared.COUNT_COLUMNS)] for m in cluster["models"]],
         )
     if cluster["nodes"]:
         lines += ["", "### Nodes", ""]
-        lines += table(NODE_COLUMNS, [node_cells(node) for node in cluster["nodes"]])
+        lines += table(shared.NODE_COLUMNS, [shared.node_cells(node) for node in cluster["nodes"]])
     if cluster["problems"]:
         lines += ["", "### Problems and remedies", ""]
-        lines += table(PROBLEM_COLUMNS, [cells(p, PROBLEM_COLUMNS) for p in cluster["problems"]])
+        lines += table(shared.PROBLEM_COLUMNS, [shared.cells(p, shared.PROBLEM_COLUMNS) for p in cluster["problems"]])
     if cluster["bypass"]:
         lines += ["", "### GPU use that bypasses the scheduler", ""]
-        lines += table(BYPASS_COLUMNS, [cells(b, BYPASS_COLUMNS) for b in cluster["bypass"]])
+        lines += table(shared.BYPASS_COLUMNS, [shared.cells(b, shared.BYPASS_COLUMNS) for b in cluster["bypass"]])
     lines += admission_lines(cluster.get("admission"))
     if cluster["notes"]:
         lines += ["", "### Notes", ""] + [f"- {md(note)}" for note in cluster["notes"]]
@@ -93,7 +83,7 @@ def admission_lines(admission: Mapping[str, Any] | None) -> list[str]:
     lines = ["", "### Admission policies", ""]
     if admission.get("state") == "unknown":
         return lines + [f"Unknown: {md(admission.get('reason'))}"]
-    rows = [admission_cells(p) for p in admission.get("policies") or []]
+    rows = [shared.admission_cells(p) for p in admission.get("policies") or []]
     return lines + table(["policy", "in force", "actions", "deny"], rows)
 
 
@@ -111,12 +101,14 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if report["failed_clusters"]:
         lines += ["", "Failed: " + ", ".join(md(name) for name in report["failed_clusters"]) + "."]
     lines += ["", "## Clusters", ""]
-    lines += table(["cluster", "status", "time", "nodes", *COUNT_COLUMNS, "problems", "bypass"], _totals_rows(report))
+    lines += table(
+        ["cluster", "status", "time", "nodes", *shared.COUNT_COLUMNS, "problems", "bypass"], _totals_rows(report)
+    )
     if report["models"]:
         lines += ["", "## Models", ""]
         lines += table(
-            ["model", "clusters", "nodes", *COUNT_COLUMNS],
-            [[m["model"], m["clusters"], m["nodes"], *(m[k] for k in COUNT_COLUMNS)] for m in report["models"]],
+            ["model", "clusters", "nodes", *shared.COUNT_COLUMNS],
+            [[m["model"], m["clusters"], m["nodes"], *(m[k] for k in shared.COUNT_COLUMNS)] for m in report["models"]],
         )
     for cluster in report["clusters"]:
         lines += _cluster_section(cluster)

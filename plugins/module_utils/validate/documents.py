@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_mapping
@@ -43,6 +43,12 @@ class DocumentLike(Protocol):
     def line(self) -> int | None: ...
 
 
+def add_up(into: Any, other: Any) -> None:
+    """Adds each field of ``other`` (lists and counts) to the same field of ``into``."""
+    for name in (f.name for f in fields(into)):
+        setattr(into, name, getattr(into, name) + getattr(other, name))
+
+
 @dataclass
 class ValidationResult:
     findings: list[Finding] = field(default_factory=list)
@@ -53,12 +59,7 @@ class ValidationResult:
     notes: list[str] = field(default_factory=list)  # one per pod spec checked by shape
 
     def extend(self, other: ValidationResult) -> None:
-        self.findings += other.findings
-        self.allowed += other.allowed
-        self.not_checked += other.not_checked
-        self.objects_checked += other.objects_checked
-        self.documents += other.documents
-        self.notes += other.notes
+        add_up(self, other)
 
 
 def shape_note(site: PodSpecSite) -> str:
@@ -197,3 +198,6 @@ class Report:
     documents: int = 0
     objects_checked: int = 0
     notes: list[str] = field(default_factory=list)
+
+    def extend(self, other: Report) -> None:
+        add_up(self, other)

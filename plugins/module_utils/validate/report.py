@@ -56,14 +56,7 @@ def offline_report(manifests: Manifests, config: RuleConfig, jobs: int = 1) -> R
 def merge_reports(reports: Iterable[Report]) -> Report:
     merged = Report()
     for report in reports:
-        merged.findings += report.findings
-        merged.allowed += report.allowed
-        merged.not_checked += report.not_checked
-        merged.errors += report.errors
-        merged.files += report.files
-        merged.documents += report.documents
-        merged.objects_checked += report.objects_checked
-        merged.notes += report.notes
+        merged.extend(report)
     return merged
 
 

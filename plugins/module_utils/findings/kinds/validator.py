@@ -31,60 +31,60 @@ def refused(kind_id: str, name: str, title: str, message: str, remedy: str) -> K
 
 KINDS = (
     Kind(
-        id="KGPU101",
-        name="visible-devices-without-gpu",
-        severity=ERROR,
-        title="NVIDIA_VISIBLE_DEVICES (or a MIG device variable) gives GPUs to a container that requests none",
-        message="{shown} in {who} (from {origin}) {verb} {what}, but the container requests no GPU: the scheduler does "
+        "KGPU101",
+        ERROR,
+        "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) gives GPUs to a container that requests none",
+        "{shown} in {who} (from {origin}) {verb} {what}, but the container requests no GPU: the scheduler does "
         "not count them and places other GPU pods on the same cards",
-        remedy="Remove the variable and request GPUs in resources.limits (for example nvidia.com/gpu: 1); to keep a "
+        "Remove the variable and request GPUs in resources.limits (for example nvidia.com/gpu: 1); to keep a "
         "container away from GPUs set NVIDIA_VISIBLE_DEVICES=void.",
-        checks=VALIDATOR,
+        VALIDATOR,
+        "visible-devices-without-gpu",
         admission=Admission(
             'variables.deviceEnv.filter(e, !e.gpu && e.selecting.size() > 0).map(e, "container \'" + e.name + '
             '"\': " + e.selecting.join(\', \') + " selects GPUs, but the container requests none")'
         ),
     ),
     Kind(
-        id="KGPU102",
-        name="visible-devices-overrides-plugin",
-        severity=ERROR,
-        title="NVIDIA_VISIBLE_DEVICES (or a MIG device variable) overrides the GPUs the device plugin or a DRA "
+        "KGPU102",
+        ERROR,
+        "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) overrides the GPUs the device plugin or a DRA "
         "driver assigned",
-        message="{shown} in {who} (from {origin}) overrides the GPUs {assigner} assigned for its {request}: it {verb} "
+        "{shown} in {who} (from {origin}) overrides the GPUs {assigner} assigned for its {request}: it {verb} "
         "{what}, including GPUs the scheduler gave to other pods",
-        remedy="Remove the variable from the container: the device plugin, or the DRA driver for a resource claim, "
+        "Remove the variable from the container: the device plugin, or the DRA driver for a resource claim, "
         "gives it the GPUs the scheduler counted.",
-        checks=VALIDATOR,
+        VALIDATOR,
+        "visible-devices-overrides-plugin",
         admission=Admission(
             'variables.deviceEnv.filter(e, e.gpu && e.selecting.size() > 0).map(e, "container \'" + e.name + '
             '"\': " + e.selecting.join(\', \') + " overrides the GPUs assigned for its GPU limit or claim")'
         ),
     ),
     Kind(
-        id="KGPU103",
-        name="visible-devices-unknown",
-        severity=WARNING,
-        title="NVIDIA_VISIBLE_DEVICES (or a MIG device variable) may be set to a value that cannot be known here",
-        message="{variable} in {who} comes from {origin}, whose value cannot be known here ({note}); if it names GPUs, "
+        "KGPU103",
+        WARNING,
+        "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) may be set to a value that cannot be known here",
+        "{variable} in {who} comes from {origin}, whose value cannot be known here ({note}); if it names GPUs, "
         "the container gets them without the scheduler counting them",
-        remedy="Set the variable from a literal value, or not at all; check the referenced source.",
-        checks=VALIDATOR,
+        "Set the variable from a literal value, or not at all; check the referenced source.",
+        VALIDATOR,
+        "visible-devices-unknown",
         admission=Admission(
             'variables.deviceEnv.filter(e, e.unknown.size() > 0).map(e, "container \'" + e.name + "\': " + '
             "e.unknown.join(', ') + \" comes from valueFrom, whose value admission cannot know\")"
         ),
     ),
     Kind(
-        id="KGPU201",
-        name="gpu-device-host-path",
-        severity=ERROR,
-        title="A hostPath volume of GPU device nodes or driver files is mounted into a container",
-        message="{who} mounts hostPath {host_path} (volume {volume!r}) at {mount_path}: {effect}",
-        remedy="Remove the hostPath volume and mount; request GPUs in resources.limits if the container has none: the "
+        "KGPU201",
+        ERROR,
+        "A hostPath volume of GPU device nodes or driver files is mounted into a container",
+        "{who} mounts hostPath {host_path} (volume {volume!r}) at {mount_path}: {effect}",
+        "Remove the hostPath volume and mount; request GPUs in resources.limits if the container has none: the "
         "NVIDIA container toolkit injects the driver files and the device nodes of exactly the GPUs the scheduler "
         "assigned.",
-        checks=VALIDATOR,
+        VALIDATOR,
+        "gpu-device-host-path",
         admission=Admission(
             "variables.containers.filter(c, c.?volumeMounts.orValue([]).exists(m, m.name in variables.gpuHostVolumes))"
             '.map(c, "container \'" + c.name + "\' mounts hostPath volume " + '
@@ -92,15 +92,15 @@ KINDS = (
         ),
     ),
     Kind(
-        id="KGPU202",
-        name="device-list-volume-mount",
-        severity=ERROR,
-        title="A volume is mounted under /var/run/nvidia-container-devices, where a hardened NVIDIA runtime reads "
+        "KGPU202",
+        ERROR,
+        "A volume is mounted under /var/run/nvidia-container-devices, where a hardened NVIDIA runtime reads "
         "device requests",
-        message="{who} mounts volume {volume!r} at {mount_path}: with accept-nvidia-visible-devices-as-volume-mounts the "
+        "{who} mounts volume {volume!r} at {mount_path}: with accept-nvidia-visible-devices-as-volume-mounts the "
         "NVIDIA runtime reads this as a request for the GPUs named under it, which the scheduler does not count",
-        remedy="Remove the mount; only the device plugin may request devices this way.",
-        checks=VALIDATOR,
+        "Remove the mount; only the device plugin may request devices this way.",
+        VALIDATOR,
+        "device-list-volume-mount",
         admission=Admission(
             "variables.containers.filter(c, c.?volumeMounts.orValue([]).exists(m, "
             'm.mountPath.matches(variables.deviceListMountRegex))).map(c, "container \'" + c.name + "\' mounts " + '
@@ -108,28 +108,28 @@ KINDS = (
         ),
     ),
     Kind(
-        id="KGPU301",
-        name="privileged-gpu-container",
-        severity=ERROR,
-        title="A privileged container (privileged, SYS_ADMIN or ALL capabilities) shows GPU intent",
-        message="{who} runs with {how} and shows GPU intent ({signs}): a privileged container sees every /dev/nvidia* "
+        "KGPU301",
+        ERROR,
+        "A privileged container (privileged, SYS_ADMIN or ALL capabilities) shows GPU intent",
+        "{who} runs with {how} and shows GPU intent ({signs}): a privileged container sees every /dev/nvidia* "
         "device of its node, so it can use GPUs the scheduler gave to other pods",
-        remedy="Drop privileged and the SYS_ADMIN/ALL capabilities and request GPUs in resources.limits. If the "
+        "Drop privileged and the SYS_ADMIN/ALL capabilities and request GPUs in resources.limits. If the "
         "container must be privileged (a device plugin or driver), add the allow annotation with a reason.",
-        checks=VALIDATOR,
+        VALIDATOR,
+        "privileged-gpu-container",
         admission=Admission(
             unseen="GPU intent reads the image's configuration; Pod Security's baseline level forbids privileged"
         ),
     ),
     Kind(
-        id="KGPU302",
-        name="privileged-container",
-        severity=WARNING,
-        title="A privileged container (privileged, SYS_ADMIN or ALL capabilities) can reach every GPU of its node",
-        message="{who} runs with {how}; it shows no sign of GPU use, but on a GPU node it can reach every GPU",
-        remedy="Drop privileged if it is not needed, or keep the pod off GPU nodes; add the allow annotation with a "
+        "KGPU302",
+        WARNING,
+        "A privileged container (privileged, SYS_ADMIN or ALL capabilities) can reach every GPU of its node",
+        "{who} runs with {how}; it shows no sign of GPU use, but on a GPU node it can reach every GPU",
+        "Drop privileged if it is not needed, or keep the pod off GPU nodes; add the allow annotation with a "
         "reason for system components.",
-        checks=VALIDATOR,
+        VALIDATOR,
+        "privileged-container",
         admission=Admission(
             unseen="GPU intent reads the image's configuration; Pod Security's baseline level forbids privileged"
         ),
@@ -186,38 +186,38 @@ KINDS = (
         "Remove resources from the ephemeral container.",
     ),
     Kind(
-        id="KGPU501",
-        name="image-visible-devices-all",
-        severity=WARNING,
-        title="The image sets NVIDIA_VISIBLE_DEVICES=all (or is a legacy CUDA image) and the container requests no GPU",
-        message="image {image} ({source}) {problem}",
-        remedy="Set NVIDIA_VISIBLE_DEVICES=void in the container env, or request the GPU in resources.limits.",
-        checks=VALIDATOR,
+        "KGPU501",
+        WARNING,
+        "The image sets NVIDIA_VISIBLE_DEVICES=all (or is a legacy CUDA image) and the container requests no GPU",
+        "image {image} ({source}) {problem}",
+        "Set NVIDIA_VISIBLE_DEVICES=void in the container env, or request the GPU in resources.limits.",
+        VALIDATOR,
+        "image-visible-devices-all",
         admission=Admission(unseen="an image's configuration is not part of the object; the mutating policy covers it"),
     ),
     Kind(
-        id="KGPU601",
-        name="nvidia-runtime-class-without-gpu",
-        severity=WARNING,
-        title="The pod uses an NVIDIA runtime class but requests no GPU",
-        message="runtimeClassName {runtime} runs the pod with the NVIDIA runtime, but no container requests a GPU; with "
+        "KGPU601",
+        WARNING,
+        "The pod uses an NVIDIA runtime class but requests no GPU",
+        "runtimeClassName {runtime} runs the pod with the NVIDIA runtime, but no container requests a GPU; with "
         "an image or env that selects GPUs it gets them without the scheduler counting them",
-        remedy="Request GPUs in resources.limits, or remove runtimeClassName.",
-        checks=VALIDATOR,
+        "Request GPUs in resources.limits, or remove runtimeClassName.",
+        VALIDATOR,
+        "nvidia-runtime-class-without-gpu",
         admission=Admission(
             "!variables.podHasGpu && string(variables.spec.?runtimeClassName.orValue('')).lowerAscii().contains('nvidia') ? "
             '["runtimeClassName " + variables.spec.runtimeClassName + " runs the pod with the NVIDIA runtime"] : []'
         ),
     ),
     Kind(
-        id="KGPU602",
-        name="device-annotation-without-gpu",
-        severity=WARNING,
-        title="The pod carries device-injection annotations (CDI, NRI, CRI-O) but requests no GPU",
-        message="annotation {key} asks the container runtime to inject devices, which are not privilege-gated and not "
+        "KGPU602",
+        WARNING,
+        "The pod carries device-injection annotations (CDI, NRI, CRI-O) but requests no GPU",
+        "annotation {key} asks the container runtime to inject devices, which are not privilege-gated and not "
         "counted by the scheduler; no container in the pod requests a GPU",
-        remedy="Remove the annotation and request GPUs in resources.limits.",
-        checks=VALIDATOR,
+        "Remove the annotation and request GPUs in resources.limits.",
+        VALIDATOR,
+        "device-annotation-without-gpu",
         admission=Admission(
             "variables.podHasGpu ? [] : variables.podAnnotations.filter(k, "
             + " || ".join(
@@ -228,15 +228,14 @@ KINDS = (
         ),
     ),
     Kind(
-        id="KGPU603",
-        name="gke-device-injection-without-gpu",
-        severity=ERROR,
-        title="GKE's device injection annotation gives NVIDIA device nodes to a container that requests no GPU",
-        message="annotation {key} has GKE's device injector create {devices} in {who}, which requests no GPU: it uses "
+        "KGPU603",
+        ERROR,
+        "GKE's device injection annotation gives NVIDIA device nodes to a container that requests no GPU",
+        "annotation {key} has GKE's device injector create {devices} in {who}, which requests no GPU: it uses "
         "GPUs the scheduler does not count",
-        remedy="Remove the devices.gke.io/container.<name> annotation and request GPUs in the container's "
-        "resources.limits.",
-        checks=VALIDATOR,
+        "Remove the devices.gke.io/container.<name> annotation and request GPUs in the container's resources.limits.",
+        VALIDATOR,
+        "gke-device-injection-without-gpu",
         admission=Admission(
             "variables.deviceEnv.filter(e, !e.gpu && string(variables.podAnnotations[?"
             f"{GKE_DEVICE_ANNOTATION_PREFIX!r} + e.name].orValue('')).matches('/dev/nvidia')).map(e, "
@@ -244,26 +243,26 @@ KINDS = (
         ),
     ),
     Kind(
-        id="KGPU701",
-        name="claim-admin-access",
-        severity=WARNING,
-        title="A ResourceClaim (or claim template) asks for admin access to devices outside the GPU system namespaces",
-        message="{kind} request {request} asks for admin access in {where}: it reaches devices already allocated to "
+        "KGPU701",
+        WARNING,
+        "A ResourceClaim (or claim template) asks for admin access to devices outside the GPU system namespaces",
+        "{kind} request {request} asks for admin access in {where}: it reaches devices already allocated to "
         "other pods, which the scheduler does not count as used",
-        remedy="Remove adminAccess from the request: admin access is for monitoring and driver components, which run "
+        "Remove adminAccess from the request: admin access is for monitoring and driver components, which run "
         "in the GPU system namespaces (kube-system, gpu-operator, the DRA driver's); Kubernetes grants it only "
         "in namespaces labeled resource.kubernetes.io/admin-access=true.",
-        checks=VALIDATOR,
+        VALIDATOR,
+        "claim-admin-access",
         admission=Admission(unseen="Kubernetes grants admin access only in namespaces labeled for it"),
     ),
     Kind(
-        id="KGPU901",
-        name="allow-annotation-without-reason",
-        severity=WARNING,
-        title="The allow annotation has no reason, so it is not honoured",
-        message="annotation {annotation} is set without a reason, so the findings of this object stand",
-        remedy='Give the reason as the annotation value, for example: "NVIDIA device plugin".',
-        checks=VALIDATOR,
+        "KGPU901",
+        WARNING,
+        "The allow annotation has no reason, so it is not honoured",
+        "annotation {annotation} is set without a reason, so the findings of this object stand",
+        'Give the reason as the annotation value, for example: "NVIDIA device plugin".',
+        VALIDATOR,
+        "allow-annotation-without-reason",
         admission=Admission(unseen="admission exempts namespaces, not annotated objects"),
     ),
 )
