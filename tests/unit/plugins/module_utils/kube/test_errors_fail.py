@@ -1,5 +1,7 @@
 """errors_fail is the one failure path: an error's message, status and result fields reach fail_json."""
 
+from __future__ import annotations
+
 import pytest
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
