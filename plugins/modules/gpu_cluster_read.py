@@ -81,8 +81,14 @@ api_requests:
   description: The API requests the run made, all steps together.
   returned: success
   type: int
+elapsed_seconds:
+  description: How long the read of the cluster took, from the module's start to its result (the time the report
+    shows for the cluster).
+  returned: always
+  type: float
 """
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -163,7 +169,7 @@ def argument_spec() -> dict[str, Any]:
     return with_connection_options({})
 
 
-def read_steps(module: Any) -> dict[str, Any]:
+def read_steps(module: Any, began: float) -> dict[str, Any]:
     """Each step's part of the report; a failed step fails the task, naming it, with the parts done."""
     done: dict[str, Any] = {}
     client: SharedLists | None = None
@@ -172,16 +178,20 @@ def read_steps(module: Any) -> dict[str, Any]:
             client = client or SharedLists(module_client(module))
             done[key] = read(client)
         except KubegpuError as exc:
-            fields = {"status": exc.status, "step": step, "changed": False, **done}
+            elapsed = round(time.monotonic() - began, 3)
+            fields = {"status": exc.status, "step": step, "changed": False, "elapsed_seconds": elapsed, **done}
             raise KubegpuError(exc.message, exc.status, result=fields) from None
-    return {"changed": False, "api_requests": client.request_count if client else 0, **done}
+    requests = client.request_count if client else 0
+    elapsed = round(time.monotonic() - began, 3)
+    return {"changed": False, "api_requests": requests, "elapsed_seconds": elapsed, **done}
 
 
 def main() -> None:
+    began = time.monotonic()
     module = api_module(argument_spec())
     with errors_fail(module):
         require_library(HAS_YAML, "PyYAML")
-        result = read_steps(module)
+        result = read_steps(module, began)
     module.exit_json(**result)
 
 
