@@ -11,8 +11,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds 
     device_plugin,
     fleet,
     placement,
+    plugin_config,
     validator,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import KindRegistry
 
-KINDS = KindRegistry(validator.KINDS, device_plugin.KINDS, fleet.KINDS, placement.KINDS)
+KINDS = KindRegistry(validator.KINDS, device_plugin.KINDS, fleet.KINDS, placement.KINDS, plugin_config.KINDS)

@@ -1,0 +1,220 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_plugin_config
+short_description: Check NVIDIA device-plugin configs offline, before they reach a node
+version_added: 1.1.0
+description:
+  - Checks config files of NVIDIA's device plugin (C(version) V(v1)) against the schema of a pinned
+    release, without a cluster, and says for each mistake the key's path and the fix. The plugin reads
+    its config only when it starts, so a mistake crash-loops it on every GPU node (a value of the wrong
+    type, an unknown version or MIG strategy, fewer than two replicas, MPS without C(flags.mpsRoot)) or is
+    silently ignored and the capacity is not GPUs x replicas (a key it does not know, C(renameByDefault)
+    under C(flags) instead of C(sharing.timeSlicing), C(rename), C(devices) and the C(resources) section,
+    which these releases ignore).
+  - Reads a config, a set of named configs (the entries of the plugin's ConfigMap), or a file that holds
+    one or more YAML documents, each a config, a ConfigMap of configs, the values of the plugin's Helm
+    chart (C(config.map), C(config.default)) or those of the GPU Operator's (C(devicePlugin.config.data),
+    C(devicePlugin.config.default)).
+  - Finding kinds (RV(findings[].kind)), errors unless said otherwise. V(config_unparsable),
+    V(config_unknown_version), V(config_unknown_key), V(config_misplaced_key), V(config_key_not_in_release),
+    V(config_key_case) (warning), V(config_wrong_type), V(config_invalid_choice), V(config_missing_field),
+    V(config_replicas_below_two), V(config_invalid_resource_name), V(config_invalid_devices),
+    V(config_rename_ignored), V(config_devices_ignored), V(config_resources_ignored), V(config_sharing_both),
+    V(config_mps_without_root), V(config_mps_mig_mixed), V(config_mps_fail_requests_ignored),
+    V(config_mps_one_replica_per_container) (info), V(config_imex_channels), V(config_default_missing),
+    V(config_mps_not_deployable).
+  - Fails when a finding is an error, unless O(report_only=true). The same checks run from the command
+    line as C(scripts/gpu-plugin-config-validate).
+author:
+  - kubegpu.scheduling contributors (@kubegpu)
+extends_documentation_fragment:
+  - kubegpu.scheduling.read_only
+options:
+  config:
+    description:
+      - One config, as the plugin reads it from its file.
+    type: str
+  configs:
+    description:
+      - Named configs, as the entries of the plugin's ConfigMap (name to config text).
+    type: dict
+  src:
+    description:
+      - A file of one or more YAML documents (see the description).
+    type: path
+  default_config:
+    description:
+      - The config the plugin reads by default; it must be one of the configs.
+    type: str
+  release:
+    description:
+      - The plugin release whose schema applies.
+    type: str
+    choices: [v0.17.4, v0.18.2]
+    default: v0.18.2
+  static_daemonset:
+    description:
+      - The configs are for NVIDIA's static DaemonSet (as M(kubegpu.scheduling.gpu_device_plugin) deploys it),
+        which runs no MPS control daemon, so MPS sharing is an error.
+    type: bool
+    default: false
+  report_only:
+    description:
+      - Never fail; return the verdict only.
+    type: bool
+    default: false
+requirements:
+  - PyYAML
+seealso:
+  - name: NVIDIA device plugin, shared access to GPUs
+    description: The time-slicing and MPS options the checks follow.
+    link: https://github.com/NVIDIA/k8s-device-plugin#shared-access-to-gpus
+"""
+
+EXAMPLES = r"""
+- name: Check a time-slicing config before it is rolled out
+  kubegpu.scheduling.gpu_plugin_config:
+    config: |
+      version: v1
+      sharing:
+        timeSlicing:
+          renameByDefault: true
+          resources:
+            - name: nvidia.com/gpu
+              replicas: 4
+
+- name: Check the GPU Operator values of a release, and report only
+  kubegpu.scheduling.gpu_plugin_config:
+    src: gpu-operator-values.yaml
+    report_only: true
+  register: plugin_config
+"""
+
+RETURN = r"""
+valid:
+  description: Whether no finding is an error.
+  returned: always
+  type: bool
+  sample: false
+release:
+  description: The release whose schema was applied.
+  returned: always
+  type: str
+  sample: v0.18.2
+configs:
+  description: >-
+    What each config makes the plugin advertise: the sharing C(strategy) (V(none), V(time-slicing) or V(mps)),
+    the C(mig_strategy), and the C(shared) resources with their C(name), the C(advertised) name and C(replicas).
+  returned: always
+  type: dict
+  sample:
+    any:
+      release: v0.18.2
+      strategy: time-slicing
+      mig_strategy: none
+      shared: [{name: nvidia.com/gpu, advertised: nvidia.com/gpu.shared, replicas: 4}]
+findings:
+  description: Every mistake, errors first.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    severity:
+      description: V(error), V(warning) or V(info).
+      type: str
+    kind:
+      description: The finding kind, for example V(config_misplaced_key).
+      type: str
+    config:
+      description: The config (its ConfigMap key, or the file).
+      type: str
+    path:
+      description: The key's path in the config, for example C(flags.renameByDefault).
+      type: str
+    problem:
+      description: What is wrong.
+      type: str
+    remedy:
+      description: What to do.
+      type: str
+  sample:
+    - severity: error
+      kind: config_misplaced_key
+      config: any
+      path: flags.renameByDefault
+      problem: "flags.renameByDefault is not read there: the plugin ignores it, and renameByDefault keeps its default"
+      remedy: move it to sharing.timeSlicing.renameByDefault
+report:
+  description: One line per finding.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config import schema
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config.sources import (
+    HAS_YAML,
+    ConfigSet,
+    check_set,
+    merged,
+    report_lines,
+    sets_from_text,
+)
+
+
+def argument_spec() -> dict[str, Any]:
+    return dict(
+        config={"type": "str"},
+        configs={"type": "dict"},
+        src={"type": "path"},
+        default_config={"type": "str"},
+        release={"type": "str", "choices": list(schema.RELEASES), "default": schema.DEFAULT_RELEASE},
+        static_daemonset={"type": "bool", "default": False},
+        report_only={"type": "bool", "default": False},
+    )
+
+
+def config_sets(module: AnsibleModule) -> list[ConfigSet]:
+    params = module.params
+    if params["src"]:
+        try:
+            with open(params["src"], encoding="utf-8") as handle:
+                text = handle.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            module.fail_json(msg=f"cannot read src {params['src']}: {exc}")
+        return sets_from_text(text, params["src"], params["default_config"])
+    if params["configs"] is not None:
+        return [ConfigSet({str(k): v for k, v in params["configs"].items()}, params["default_config"], "configs")]
+    return [ConfigSet({"config": params["config"]}, params["default_config"], "config")]
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=argument_spec(),
+        mutually_exclusive=[("config", "configs", "src")],
+        required_one_of=[("config", "configs", "src")],
+        supports_check_mode=True,
+    )
+    if not HAS_YAML:
+        module.fail_json(msg=missing_required_lib("PyYAML"))
+    params = module.params
+    verdict = merged([check_set(s, params["release"], params["static_daemonset"]) for s in config_sets(module)])
+    result = dict(verdict, report=report_lines(verdict["findings"]), changed=False)
+    if not verdict["valid"] and not params["report_only"]:
+        errors = sum(f["severity"] == "error" for f in verdict["findings"])
+        module.fail_json(
+            msg=f"{errors} error(s) in the device-plugin config: " + "; ".join(result["report"][:5]), **result
+        )
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
