@@ -159,6 +159,8 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import CheckFailed, OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import errors_fail
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config import schema
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config.sources import (
     HAS_YAML,
@@ -189,7 +191,7 @@ def config_sets(module: AnsibleModule) -> list[ConfigSet]:
             with open(params["src"], encoding="utf-8") as handle:
                 text = handle.read()
         except (OSError, UnicodeDecodeError) as exc:
-            module.fail_json(msg=f"cannot read src {params['src']}: {exc}")
+            raise OptionError(f"src: cannot read {params['src']}: {exc}") from None
         return sets_from_text(text, params["src"], params["default_config"])
     if params["configs"] is not None:
         return [ConfigSet({str(k): v for k, v in params["configs"].items()}, params["default_config"], "configs")]
@@ -203,17 +205,23 @@ def main() -> None:
         required_one_of=[("config", "configs", "src")],
         supports_check_mode=True,
     )
-    if not HAS_YAML:
-        module.fail_json(msg=missing_required_lib("PyYAML"))
+    with errors_fail(module):
+        result = run(module)
+    module.exit_json(**result)
+
+
+def run(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
+    if not HAS_YAML:
+        raise OptionError(missing_required_lib("PyYAML"))
     verdict = merged([check_set(s, params["release"], params["static_daemonset"]) for s in config_sets(module)])
     result = dict(verdict, report=report_lines(verdict["findings"]), changed=False)
     if not verdict["valid"] and not params["report_only"]:
         errors = sum(f["severity"] == "error" for f in verdict["findings"])
-        module.fail_json(
-            msg=f"{errors} error(s) in the device-plugin config: " + "; ".join(result["report"][:5]), **result
+        raise CheckFailed(
+            f"{errors} error(s) in the device-plugin config: " + "; ".join(result["report"][:5]), result=result
         )
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == "__main__":

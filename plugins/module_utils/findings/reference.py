@@ -24,6 +24,7 @@ CHECK_TITLES = {
     "device_plugin": "Device plugin and driver (`gpu_device_plugin_check`): `kind`",
     "fleet": "Fleet facts (`gpu_node_facts`): `kind` of `problems`",
     "placement": "Placement (`gpu_placement`)",
+    "plugin_config": "Device-plugin config (`gpu_plugin_config`, `scripts/gpu-plugin-config-validate`): `kind`",
 }
 
 
