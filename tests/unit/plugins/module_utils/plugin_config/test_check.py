@@ -23,7 +23,7 @@ FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "plugin_config"
 
 # Each fixture of an upstream issue: the errors (kind, config, path) the check must find, and the other kinds.
 BAD = {
-    "issue-990-helm-values.yaml": ({("config_default_missing", "Helm values config", "default")}, set()),
+    "issue-990-configmap.yaml": ({("config_default_missing", "ConfigMap device-plugin-config", "default")}, set()),
     "issue-1433-configmap.yaml": (
         {
             ("config_misplaced_key", "any", "flags.renameByDefault"),
@@ -45,10 +45,12 @@ BAD = {
     ),
 }
 ISSUES = ("990", "1433", "1132", "1548", "929")
+# The default config each fixture is checked with (the Helm chart's config.default, the CLI's --default).
+DEFAULTS = {"issue-990-configmap.yaml": "device-plugin-config"}
 
 
 def fixture_verdict(path: Path, **options) -> dict:
-    sets = sets_from_text(path.read_text(), path.name)
+    sets = sets_from_text(path.read_text(), path.name, DEFAULTS.get(path.name))
     return merged([check_set(s, **options) for s in sets])
 
 
