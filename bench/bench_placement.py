@@ -13,7 +13,7 @@ the projection, the verdicts and the result made JSON, in a fresh process each r
 - placement: `read_nodes_and_pods` + `read_dra` + the view + pending pods + JSON, what gpu_placement does.
 
 Then the what-if: `scripts/gpu-placement` end to end (start-up, reads, parsing the manifests, verdicts)
-for --manifests Deployments of 1 to 8 GPUs, half with a model selector, against a --whatif-nodes fleet.
+for --manifests Deployments of 1 to 8 GPUs, half with a model selector, each of its own CPU and memory (so no two pod shapes are the same), against a --whatif-nodes fleet.
 
     python -m bench.bench_placement --nodes 200 --pods 4000 --repeat 3 --manifests 100 --whatif-nodes 100
 """
@@ -196,7 +196,7 @@ def deployments(count: int) -> str:
             f"  template:\n    metadata: {{labels: {{app: train-{index:04d}}}}}\n    spec:\n{selector}"
             "      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n"
             "      containers:\n        - name: main\n          image: nvcr.io/nvidia/pytorch:24.05-py3\n"
-            f"          resources: {{limits: {{nvidia.com/gpu: {gpus}}}, requests: {{cpu: '4', memory: 32Gi}}}}\n"
+            f"          resources: {{limits: {{nvidia.com/gpu: {gpus}}}, requests: {{cpu: '{1 + index % 16}', memory: {8000 + index}Mi}}}}\n"
         )
     return "---\n".join(docs)
 
@@ -234,7 +234,7 @@ def compare(nodes: int, pods: int, repeat: int, folder: Path) -> dict[str, Any]:
     api = FakeApi(nodes, pods, folder)
     try:
         runs: dict[str, list[dict[str, Any]]] = {"facts": [], "placement": []}
-        for _ in range(repeat):
+        for _round in range(repeat):
             for which in runs:  # alternating, so that a busy moment of a shared machine hits both
                 runs[which].append(run_measure(which, api.kubeconfig))
     finally:

@@ -26,7 +26,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.summa
 
 EXIT_OK, EXIT_UNFIT, EXIT_USAGE = 0, 1, 2
 ReadDra = Callable[[KubeClient, int], DraObjects]
-LoadManifests = Callable[[Sequence[str], BinaryIO | None], Any]  # documents, with `errors` after iteration
+LoadManifests = Callable[..., Any]  # (paths, stdin) -> documents, with `errors` once iterated
 
 
 def build_parser() -> argparse.ArgumentParser:

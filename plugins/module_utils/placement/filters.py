@@ -88,26 +88,40 @@ def _fits(free: int, wanted: int) -> int:
     return free // wanted if wanted > 0 else 1 << 30
 
 
-def resource_capacity(node: Mapping[str, Any], shape: Mapping[str, Any], dra: DraFree) -> tuple[int, list[str], bool]:
-    """How many pods of the shape the node's free resources take; the resources short for one pod
-    (in the scheduler's words); whether DRA devices are short (its claims cannot be allocated)."""
-    free = node["free"]
-    pods = max(free.get(PODS, 0), 0)
-    short = [] if pods >= 1 else [SAYS_TOO_MANY_PODS]
-    counts = [pods]
-    dra_counts = []
-    devices = dra.free.get(node["name"], [])
-    for resource, wanted in shape["requests"].items():
-        device_class = None if resource in BASIC else dra_served(node, resource, dra)
+def dra_resources(shape: Mapping[str, Any], dra: DraFree) -> dict[str, Mapping[str, Any]]:
+    """The shape's extended resources a DeviceClass maps (KEP-5004), with that class: on a node that does
+    not advertise one of them, DRA serves it."""
+    found = {}
+    for resource in shape["requests"]:
+        device_class = None if resource in BASIC else mapping_class(dra, resource)
         if device_class is not None:
-            dra_counts.append(_fits(class_free(device_class, devices), wanted))
+            found[resource] = device_class
+    return found
+
+
+def resource_capacity(
+    node: Mapping[str, Any], shape: Mapping[str, Any], dra: DraFree, via_dra: Mapping[str, Mapping[str, Any]]
+) -> tuple[int, list[str], bool]:
+    """How many pods of the shape the node's free resources take; the resources short for one pod
+    (in the scheduler's words); whether DRA devices are short (its claims cannot be allocated).
+    `via_dra` is `dra_resources(shape, dra)`, worked out once per shape."""
+    free = node["free"]
+    count = max(free[PODS], 0)
+    short = [] if count >= 1 else [SAYS_TOO_MANY_PODS]
+    dra_counts = []
+    for resource, wanted in shape["requests"].items():
+        if resource in via_dra and resource not in node["allocatable"]:
+            dra_counts.append(_fits(class_free(via_dra[resource], dra.free.get(node["name"], ())), wanted))
             continue
-        fits = _fits(free.get(resource, 0), wanted)
-        counts.append(fits)
+        fits = free.get(resource, 0) // wanted
+        count = min(count, fits)
         if fits < 1:
             short.append(says_insufficient(resource))
-    dra_counts += claim_counts(node, shape, dra, devices)
-    return min(counts + dra_counts), short, bool(dra_counts) and min(dra_counts) < 1
+    if shape.get("claim_requests"):
+        dra_counts += claim_counts(node, shape, dra, dra.free.get(node["name"], ()))
+    if dra_counts:
+        return min(count, *dra_counts), short, min(dra_counts) < 1
+    return count, short, False
 
 
 def claim_counts(
@@ -130,13 +144,17 @@ def claim_counts(
 
 
 def node_verdict(
-    node: Mapping[str, Any], shape: Mapping[str, Any], dra: DraFree, failure: tuple[str, str] | None
+    node: Mapping[str, Any],
+    shape: Mapping[str, Any],
+    dra: DraFree,
+    failure: tuple[str, str] | None,
+    via_dra: Mapping[str, Mapping[str, Any]],
 ) -> tuple[str | None, list[str], int]:
     """(kind of the first filter failed or None, its words, how many pods of the shape fit), given the
-    node's `static_failure` for the shape (the same for every node of the same labels and taints)."""
+    node's `static_failure` for the shape and the shape's `dra_resources`."""
     if failure is not None:
         return failure[0], [failure[1]], 0
-    count, short, claims_short = resource_capacity(node, shape, dra)
+    count, short, claims_short = resource_capacity(node, shape, dra, via_dra)
     if short:
         return RESOURCES, short, 0
     if claims_short:

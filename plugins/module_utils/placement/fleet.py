@@ -20,6 +20,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.filte
 
 SOURCE_DEVICE_PLUGIN = "device_plugin"
 SOURCE_DRA = "dra"
+# Labels that tell nodes apart one by one: nodes alike but for them pass a shape's filters alike,
+# unless the shape selects on one of them.
+UNIQUE_LABELS = frozenset({"kubernetes.io/hostname"})
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class PlacementOptions:
 class Fleet:
     nodes: Sequence[Mapping[str, Any]]  # every node, GPU or not (the scheduler weighs them all)
     dra: DraFree
+    groups: Sequence[Sequence[Mapping[str, Any]]] = ()  # the nodes by kind: labels but UNIQUE_LABELS, taints, cordon
 
     @property
     def gpu_nodes(self) -> list[Mapping[str, Any]]:
@@ -73,8 +77,8 @@ def node_state(
         + dra.withdrawn.get(node["name"], 0),
         "model": model,
         "pool": pool,
-        # Nodes of the same labels, taints and cordon pass the same label and taint filters.
-        "signature": hash((tuple(sorted(node["labels"].items())), repr(node["taints"]), node["unschedulable"])),
+        # Nodes of the same taints and cordon (and the labels a shape selects on) pass its filters alike.
+        "taint_signature": hash((repr(node["taints"]), node["unschedulable"])),
         "gpu_node": bool(dp_allocatable or dra.published.get(node["name"]) or model != UNKNOWN_MODEL),
     }
 
@@ -87,7 +91,15 @@ def build_fleet(
 ) -> Fleet:
     """The fleet from projected nodes, the usage of the pods bound to them and the free DRA devices."""
     states = [node_state(n, usage.get(n["name"], {}), dra, options) for n in sorted(nodes, key=lambda n: n["name"])]
-    return Fleet(states, dra)
+    return Fleet(states, dra, node_groups(states))
+
+
+def node_groups(nodes: Iterable[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for node in nodes:
+        labels = tuple(sorted((k, v) for k, v in node["labels"].items() if k not in UNIQUE_LABELS))
+        groups.setdefault((node["taint_signature"], node["gpu_node"], labels), []).append(node)
+    return list(groups.values())
 
 
 def pool_name(pool: Mapping[str, Any]) -> str:

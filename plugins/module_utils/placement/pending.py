@@ -16,13 +16,14 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.filte
     CLAIMS,
     RESOURCES,
     UNSCHEDULABLE,
+    dra_resources,
     node_verdict,
     selector_met,
     static_failure,
     taint_words,
     untolerated_taint,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import Fleet
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import UNIQUE_LABELS, Fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.projection import DEFAULT_SCHEDULER
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.requests import BASIC
 
@@ -70,35 +71,51 @@ def _selector_fields(shape: Mapping[str, Any], fleet: Fleet) -> dict[str, Any]:
     return {"selector": ", ".join(wanted), "existing": existing}
 
 
-def _verdicts(shape: Mapping[str, Any], fleet: Fleet) -> list[tuple[Mapping[str, Any], str | None, list[str], int]]:
-    static: dict[int, tuple[str, str] | None] = {}
-    verdicts = []
-    for node in fleet.nodes:
-        signature = node["signature"]
-        if signature not in static:
-            static[signature] = static_failure(node, shape)
-        verdicts.append((node, *node_verdict(node, shape, fleet.dra, static[signature])))
-    return verdicts
+def _evaluate(shape: Mapping[str, Any], fleet: Fleet) -> tuple[list[tuple], Counter[str], list[tuple]]:
+    """Every node against the shape, a kind of node at a time for the label and taint filters: the verdicts
+    of the nodes that pass them, the scheduler's words summed over all nodes, and the GPU nodes the
+    shape's selector picks with the filter each fails (or None)."""
+    via_dra = dra_resources(shape, fleet.dra)
+    keys = set(shape["node_selector"]) | {e["key"] for term in shape["affinity_terms"] for e in term}
+    groups = fleet.groups if fleet.groups and not keys & UNIQUE_LABELS else [[n] for n in fleet.nodes]
+    reasons: Counter[str] = Counter()
+    verdicts: list[tuple] = []
+    selected: list[tuple] = []
+    for group in groups:
+        first = group[0]
+        failure = static_failure(first, shape)
+        if failure is not None:
+            reasons[failure[1]] += len(group)
+        else:
+            for node in group:
+                kind, words, count = node_verdict(node, shape, fleet.dra, None, via_dra)
+                verdicts.append((node, kind, words, count))
+                reasons.update(words)
+        if first["gpu_node"] and selector_met(first["labels"], shape):
+            selected += [(node, failure) for node in group]
+    return verdicts, reasons, selected
 
 
 def _nearest(candidates: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     return max(candidates, key=lambda n: (n["gpus_free"], n["name"]), default=None)
 
 
-def _sentence(shape: Mapping[str, Any], fleet: Fleet, verdicts: Sequence[tuple], want: tuple[str | None, int]) -> Hit:
+def _sentence(
+    shape: Mapping[str, Any], fleet: Fleet, evaluation: tuple[list[tuple], Counter[str], list[tuple]], want: tuple
+) -> Hit:
     """The one reason that matters most, as a hit of a placement kind."""
+    verdicts, _reasons, picked = evaluation
     resource, count = want
     fits = [node["name"] for node, kind, _words, n in verdicts if kind is None and n > 0]
     base = {"gpus": count, "resource": resource or CLAIMED}
     if fits:
         return Hit("placement.fits_now", {**base, "nodes": ", ".join(fits[:MAX_NODES_NAMED]), "count": len(fits)})
-    gpu_nodes = fleet.gpu_nodes
-    selected = [n for n in gpu_nodes if selector_met(n["labels"], shape)]
+    selected = [node for node, _failure in picked]
     if not selected:
         return Hit("placement.selector_matches_no_node", {**base, **_selector_fields(shape, fleet)})
-    open_nodes = [n for n in selected if static_failure(n, shape) is None]
+    open_nodes = [node for node, failure in picked if failure is None]
     if not open_nodes:
-        kinds = Counter(static_failure(n, shape)[0] for n in selected)  # type: ignore[index]
+        kinds = Counter(failure[0] for _node, failure in picked if failure)
         if kinds.get(UNSCHEDULABLE) == len(selected):
             return Hit("placement.nodes_cordoned", {**base, "nodes": len(selected)})
         taints = sorted(
@@ -137,11 +154,11 @@ def explain(
     shape: Mapping[str, Any], fleet: Fleet, is_gpu: Callable[[str], bool], where: Mapping[str, Any]
 ) -> dict[str, Any]:
     """A shape against every node: per-node words, their sum, how many pods of it fit where, the sentence."""
-    verdicts = _verdicts(shape, fleet)
-    reasons: Counter[str] = Counter(w for _node, kind, words, _n in verdicts if kind for w in words)
+    evaluation = _evaluate(shape, fleet)
+    verdicts, reasons, _picked = evaluation
     placeable = {node["name"]: n for node, kind, _w, n in verdicts if kind is None and n > 0}
     want = gpu_request(shape, is_gpu)
-    hits = [_sentence(shape, fleet, verdicts, want)]
+    hits = [_sentence(shape, fleet, evaluation, want)]
     if shape["scheduler"] != DEFAULT_SCHEDULER:
         hits.insert(0, Hit("placement.other_scheduler", {"scheduler": shape["scheduler"]}))
     if shape["not_modelled"]:

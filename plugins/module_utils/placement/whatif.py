@@ -6,9 +6,11 @@ its own against the free resources of now, not after the others."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import request_counts
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_mapping, optional_int
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import PodSpecSite, walk_document
@@ -65,6 +67,7 @@ def what_if(
     loaded = list(documents)
     templates = claim_templates(as_mapping(d.data) for d in loaded)
     results, skipped = [], []
+    explained: dict[str, dict[str, Any]] = {}  # identical pod shapes get one answer
     for document in loaded:
         sites, not_checked = walk_document(document.data, source=document.source, document=document.index)
         skipped += [n.to_dict() for n in not_checked]
@@ -72,16 +75,17 @@ def what_if(
             shape = site_shape(site, templates, is_gpu)
             if not wants_gpus(shape, is_gpu) and not shape["claim_requests"]:
                 continue
-            results.append(_site_result(site, shape, fleet, is_gpu, document.data))
+            key = json.dumps(shape, sort_keys=True, default=str)
+            if key not in explained:
+                explained[key] = explain(shape, fleet, is_gpu, {})
+            results.append(_site_result(site, explained[key], document.data))
     return results, skipped
 
 
-def _site_result(
-    site: PodSpecSite, shape: Mapping[str, Any], fleet: Fleet, is_gpu: Callable[[str], bool], data: Any
-) -> dict[str, Any]:
+def _site_result(site: PodSpecSite, explained: Mapping[str, Any], data: Any) -> dict[str, Any]:
     ref = site.ref
     obj = f"{ref.kind} {ref.namespace or 'default'}/{ref.name}"
-    explained = explain(shape, fleet, is_gpu, {"object": obj, "path": site.path})
+    where = {"object": obj, "path": site.path}
     replicas = replicas_of(as_mapping(data)) if not site.prefix else 1
     ranked = sorted(explained["fits_on"].items(), key=lambda pair: (-pair[1], pair[0]))
     return {
@@ -90,7 +94,8 @@ def _site_result(
         "document": ref.document,
         "path": site.path,
         "replicas": replicas,
-        **{k: v for k, v in explained.items() if k != "fits_on"},
+        **{k: v for k, v in explained.items() if k not in ("fits_on", "hits")},
+        "hits": [Hit(h.kind, h.fields, where) for h in explained["hits"]],
         "fits": explained["pods_that_fit"] >= max(replicas, 1),
         "fits_on": dict(ranked[:MAX_NODES_SHOWN]),
     }

@@ -18,7 +18,7 @@ def pools(view):
 
 
 def test_free_gpus_scattered_over_nodes_fit_small_pods_and_no_large_one():
-    fleet, _ = build(
+    fleet, _pending = build(
         [node("h-0", labels=H100), node("h-1", labels=H100)],
         [pod("a", 6, node_name="h-0", phase="Running"), pod("b", 5, node_name="h-1", phase="Running")],
     )
@@ -32,7 +32,7 @@ def test_free_gpus_scattered_over_nodes_fit_small_pods_and_no_large_one():
 
 
 def test_finished_pods_free_their_gpus():
-    fleet, _ = build([node("h-0", labels=H100)], [pod("done", 8, node_name="h-0", phase="Succeeded")])
+    fleet, _pending = build([node("h-0", labels=H100)], [pod("done", 8, node_name="h-0", phase="Succeeded")])
     assert pools(placement_view(fleet, PlacementOptions()))["NVIDIA-H100-80GB-HBM3"]["fits"]["8"]["pods"] == 1
 
 
@@ -44,7 +44,7 @@ def test_cordoned_tainted_and_cpu_short_nodes_strand_their_gpus_with_the_reason(
         node("a-no-cpu", 4, labels=A10, cpu="2"),
         node("a-ok", 4, labels=A10),
     ]
-    fleet, _ = build(nodes, [pod("cpu-hog", 0, node_name="a-no-cpu", cpu="2", phase="Running")])
+    fleet, _pending = build(nodes, [pod("cpu-hog", 0, node_name="a-no-cpu", cpu="2", phase="Running")])
     options = placement_options(shape={"cpu": "1"})
     a10 = pools(placement_view(fleet, options))["NVIDIA-A10"]
     assert a10["fits"]["4"] == {"pods": 1, "nodes": {"a-ok": 1}}
@@ -58,7 +58,7 @@ def test_pools_split_by_a_named_label_and_withdrawn_gpus_count_apart():
         node("p1-0", labels={**A10, "pool": "one"}, allocatable_gpus=6),
         node("p2-0", labels={**A10, "pool": "two"}),
     ]
-    fleet, _ = build(nodes, [], options=PlacementOptions(pool_label_keys=("pool",)))
+    fleet, _pending = build(nodes, [], options=PlacementOptions(pool_label_keys=("pool",)))
     view = placement_view(fleet, PlacementOptions(pool_label_keys=("pool",)))
     by_name = pools(view)
     assert set(by_name) == {"NVIDIA-A10 pool=one", "NVIDIA-A10 pool=two"}
@@ -68,7 +68,7 @@ def test_pools_split_by_a_named_label_and_withdrawn_gpus_count_apart():
 
 def test_dra_nodes_count_their_free_whole_devices():
     dra = dra_objects(slices=[dra_slice("dra-0", 4)], claims=[claim("held", 1, "dra-0", ["gpu-0"])])
-    fleet, _ = build([node("dra-0", None)], [], dra)
+    fleet, _pending = build([node("dra-0", None)], [], dra)
     view = placement_view(fleet, PlacementOptions())
     (entry,) = view["nodes"]
     assert entry["by_source"] == {"device_plugin": 0, "dra": 3} and entry["pool"] == "NVIDIA-H100-80GB-HBM3"
@@ -76,12 +76,12 @@ def test_dra_nodes_count_their_free_whole_devices():
 
 
 def test_a_non_gpu_node_is_not_in_the_view():
-    fleet, _ = build([node("cpu-only", None), node("h-0", labels=H100)], [])
+    fleet, _pending = build([node("cpu-only", None), node("h-0", labels=H100)], [])
     assert [n["name"] for n in placement_view(fleet, PlacementOptions())["nodes"]] == ["h-0"]
 
 
 def test_stranded_and_fragmented_pools_are_findings():
-    fleet, _ = build([node("a-0", 4, labels=A10, cordoned=True), node("a-1", 4, labels=A10)], [])
+    fleet, _pending = build([node("a-0", 4, labels=A10, cordoned=True), node("a-1", 4, labels=A10)], [])
     messages = [finding_dict(h)["message"] for h in view_hits(placement_view(fleet, PlacementOptions()))]
     assert messages == [
         "pool NVIDIA-A10: 4 free GPU(s) cannot take even a 1-GPU pod (4 unschedulable)",

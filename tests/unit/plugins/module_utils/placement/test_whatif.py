@@ -44,7 +44,7 @@ data: {a: b}
 
 
 def run(text, nodes, pods=()):
-    fleet, _ = build(nodes, list(pods))
+    fleet, _pending = build(nodes, list(pods))
     return what_if_summary(load_manifests((), text), fleet, IS_GPU)
 
 
