@@ -13,7 +13,8 @@ the projection, the verdicts and the result made JSON, in a fresh process each r
 - placement: `read_nodes_and_pods` + `read_dra` + the view + pending pods + JSON, what gpu_placement does.
 
 Then the what-if: `scripts/gpu-placement` end to end (start-up, reads, parsing the manifests, verdicts)
-for --manifests Deployments of 1 to 8 GPUs, half with a model selector, each of its own CPU and memory (so no two pod shapes are the same), against a --whatif-nodes fleet.
+for --manifests Deployments of 1 to 8 GPUs, half with a model selector, each of its own CPU and memory
+(so that no two pod shapes are the same), against a --whatif-nodes fleet.
 
     python -m bench.bench_placement --nodes 200 --pods 4000 --repeat 3 --manifests 100 --whatif-nodes 100
 """

@@ -124,3 +124,16 @@ def test_pods_without_gpus_are_not_explained():
 def test_bad_options_are_named(kwargs, words):
     with pytest.raises(OptionError, match=words):
         placement_options(**kwargs)
+
+
+def test_nodes_alike_but_for_their_name_are_told_apart_by_a_hostname_selector_and_by_what_is_free():
+    nodes = [node("a", 8, labels=A10), node("b", 8, labels=A10)]
+    pods = [pod("x", 7, node_name="a"), pod("anywhere", 2), pod("pinned", 1, selector={"kubernetes.io/hostname": "a"})]
+    found = explained(nodes, pods)
+    assert found["ml/anywhere"]["fits_on"] == {"b": 4}
+    assert found["ml/pinned"]["fits_on"] == {"a": 1}
+    pinned_big = explained(nodes, [pod("x", 7, node_name="a"), pod("big", 2, selector={"kubernetes.io/hostname": "a"})])
+    assert pinned_big["ml/big"]["reasons"] == {
+        "Insufficient nvidia.com/gpu": 1,
+        "node(s) didn't match Pod's node affinity/selector": 1,
+    }
