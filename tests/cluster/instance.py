@@ -18,8 +18,12 @@ from tests.cluster import cluster as local_cluster
 
 REPO_ROOT = local_cluster.HERE.parents[1]
 SECOND_FLEET = local_cluster.HERE / "fleet-second.yaml"
-# Ports apart from the shared cluster's defaults (etcd uses the next port for peers too).
-SECOND_PORTS = {"KUBEGPU_ETCD_PORT": 33379, "KUBEGPU_APISERVER_PORT": 37443, "KUBEGPU_KWOK_PORT": 31250}
+# Ports apart from the shared cluster's defaults (etcd uses the next port for peers too); each can be
+# moved with KUBEGPU_SECOND_<NAME>_PORT (say KUBEGPU_SECOND_APISERVER_PORT) where two checkouts test at once.
+SECOND_PORTS = {
+    name: int(os.environ.get(name.replace("KUBEGPU_", "KUBEGPU_SECOND_"), default))
+    for name, default in {"KUBEGPU_ETCD_PORT": 33379, "KUBEGPU_APISERVER_PORT": 37443, "KUBEGPU_KWOK_PORT": 31250}.items()
+}
 
 
 class InstanceError(RuntimeError):
