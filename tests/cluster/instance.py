@@ -22,7 +22,11 @@ SECOND_FLEET = local_cluster.HERE / "fleet-second.yaml"
 # moved with KUBEGPU_SECOND_<NAME>_PORT (say KUBEGPU_SECOND_APISERVER_PORT) where two checkouts test at once.
 SECOND_PORTS = {
     name: int(os.environ.get(name.replace("KUBEGPU_", "KUBEGPU_SECOND_"), default))
-    for name, default in {"KUBEGPU_ETCD_PORT": 33379, "KUBEGPU_APISERVER_PORT": 37443, "KUBEGPU_KWOK_PORT": 31250}.items()
+    for name, default in {
+        "KUBEGPU_ETCD_PORT": 33379,
+        "KUBEGPU_APISERVER_PORT": 37443,
+        "KUBEGPU_KWOK_PORT": 31250,
+    }.items()
 }
 
 
