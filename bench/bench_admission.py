@@ -10,7 +10,7 @@ functions (`reads.apply_object`, `reads.delete_object`). Before a round with the
 dry-run create of a bypass pod must be refused; before one without, admitted: the policies are
 timed only while in force, never while the API server is still loading them. The pods name a
 scheduler that does not exist, so that no scheduler work follows the creates. The namespace, the
-policies, their bindings and the params ConfigMap are removed at the end whatever happens.
+policies and their bindings are removed at the end whatever happens.
 
 Hold the cluster lock for the whole run:
 

@@ -11,7 +11,7 @@ short_description: Stop GPU bypasses at admission with ValidatingAdmissionPolicy
 description:
   - Generates, from the rule table of M(kubegpu.scheduling.gpu_pod_validate), a
     C(ValidatingAdmissionPolicy) for the error rules that admission can decide and one for the warning
-    rules, their bindings, and a params C(ConfigMap) of extra exempt namespaces; optionally a
+    rules, and their bindings, which leave out the exempt namespaces; optionally a
     C(MutatingAdmissionPolicy) that sets C(NVIDIA_VISIBLE_DEVICES=void) on every container that
     requests no GPU in any form (limits or DRA claims).
   - The policies match Pods (CREATE), C(pods/ephemeralcontainers) (UPDATE, as C(kubectl debug) sends),
@@ -64,16 +64,13 @@ options:
     elements: str
   extra_exempt_namespaces:
     description:
-      - More exempt namespaces, kept in the params C(ConfigMap), which can be edited without changing the
-        bindings. A missing C(ConfigMap) denies (C(parameterNotFoundAction=Deny)), never disables the policy.
+      - More exempt namespaces, left out by the bindings as well, beside O(exempt_namespaces) or its default.
+      - The exemptions are in the bindings' namespace selector, not in a params C(ConfigMap), since the API
+        server stops following a C(ConfigMap) paramKind once no binding has used it for a moment (as a removal
+        and reinstall does) and then judges by params as they were (kubernetes/kubernetes#130887).
     type: list
     elements: str
     default: []
-  params_namespace:
-    description:
-      - Namespace of the params C(ConfigMap) C(kubegpu-admission-exemptions).
-    type: str
-    default: kube-system
   mutating:
     description:
       - Also make the C(MutatingAdmissionPolicy) that sets C(NVIDIA_VISIBLE_DEVICES=void) on containers and
@@ -87,8 +84,7 @@ options:
     type: path
 notes:
   - Needs C(get), C(patch) and C(delete) on C(validatingadmissionpolicies),
-    C(validatingadmissionpolicybindings) (and the mutating ones with O(mutating=true)) and on C(configmaps)
-    in O(params_namespace).
+    C(validatingadmissionpolicybindings) (and the mutating ones with O(mutating=true)).
   - Exemptions go by namespace, never by a controller's service account, which would exempt everyone who
     can create the workload.
 requirements:
@@ -175,7 +171,6 @@ def argument_spec() -> dict[str, Any]:
             warnings_enforcement=dict(type="str", choices=list(policy.ENFORCEMENTS), default="warn"),
             exempt_namespaces=dict(type="list", elements="str"),
             extra_exempt_namespaces=dict(type="list", elements="str", default=[]),
-            params_namespace=dict(type="str", default="kube-system"),
             mutating=dict(type="bool", default=False),
             render_to=dict(type="path"),
         )
@@ -189,7 +184,6 @@ def settings_of(params: dict[str, Any]) -> policy.AdmissionSettings:
         warnings_enforcement=params["warnings_enforcement"],
         exempt_namespaces=tuple(exempt) if exempt is not None else policy.default_exempt_namespaces(),
         extra_exempt_namespaces=tuple(params["extra_exempt_namespaces"]),
-        params_namespace=params["params_namespace"],
         mutating=params["mutating"],
     )
 

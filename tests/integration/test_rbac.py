@@ -385,10 +385,11 @@ def test_admission_policy_passes_with_its_roles(cluster: LocalCluster, identitie
     identity = identities.make(
         "admission",
         cluster_roles=("kubegpu-admission-policy",),
-        roles=(("kube-system", "kubegpu-admission-policy"),),
     )
     wait_until(
-        lambda: allowed(cluster, identity, "create", "configmaps", namespace="kube-system"),
+        lambda: allowed(
+            cluster, identity, "create", "validatingadmissionpolicies", group="admissionregistration.k8s.io"
+        ),
         what="the admission policy bindings",
     )
     try:

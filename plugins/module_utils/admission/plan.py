@@ -8,34 +8,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.policy import API_GROUP
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping
 
-# kind: (apiVersion, resource, namespaced)
+# kind: resource, all cluster-scoped in the group's v1
 RESOURCES = {
-    "ConfigMap": ("v1", "configmaps", True),
-    "ValidatingAdmissionPolicy": (f"{API_GROUP}/v1", "validatingadmissionpolicies", False),
-    "ValidatingAdmissionPolicyBinding": (f"{API_GROUP}/v1", "validatingadmissionpolicybindings", False),
-    "MutatingAdmissionPolicy": (f"{API_GROUP}/v1", "mutatingadmissionpolicies", False),
-    "MutatingAdmissionPolicyBinding": (f"{API_GROUP}/v1", "mutatingadmissionpolicybindings", False),
+    "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
+    "MutatingAdmissionPolicy": "mutatingadmissionpolicies",
+    "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings",
 }
 VALIDATING_RESOURCES = ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
 MUTATING_RESOURCES = ("mutatingadmissionpolicies", "mutatingadmissionpolicybindings")
 
 
 def comparable(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """What the module owns of an object: its labels, spec and data (server defaults included, as
-    a dry-run apply returns them, so that live and wanted compare alike)."""
+    """What the module owns of an object: its labels and spec (server defaults included, as a
+    dry-run apply returns them, so that live and wanted compare alike)."""
     if obj is None:
         return None
     metadata = as_mapping(obj.get("metadata"))
-    meta: dict[str, Any] = {"name": metadata.get("name"), "labels": metadata.get("labels")}
-    if metadata.get("namespace"):
-        meta["namespace"] = metadata["namespace"]
+    meta = {"name": metadata.get("name"), "labels": metadata.get("labels")}
     kept: dict[str, Any] = {"kind": obj.get("kind"), "metadata": meta}
-    for key in ("spec", "data"):
-        if key in obj:
-            kept[key] = obj[key]
+    if "spec" in obj:
+        kept["spec"] = obj["spec"]
     return kept
 
 

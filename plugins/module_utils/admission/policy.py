@@ -1,9 +1,13 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The admission objects generated from the validator's kinds in the registry: a ValidatingAdmissionPolicy for the
-error rules and one for the warning rules that admission can decide, their bindings, the params
-ConfigMap of extra exempt namespaces, and the optional MutatingAdmissionPolicy that sets
-NVIDIA_VISIBLE_DEVICES=void on containers that request no GPU. Pure: objects in, objects out."""
+error rules and one for the warning rules that admission can decide, their bindings (the exempt
+namespaces in their namespace selector), and the optional MutatingAdmissionPolicy that sets
+NVIDIA_VISIBLE_DEVICES=void on containers that request no GPU. Pure: objects in, objects out.
+
+The exemptions are in the bindings, not in a params ConfigMap: the API server stops watching a
+built-in paramKind for good once no binding uses it for a moment (a removal and reinstall does
+that), and from then on it judges by params as they were, or by none (kubernetes/kubernetes#130887)."""
 
 from __future__ import annotations
 
@@ -32,8 +36,6 @@ POLICY_NAME = "kubegpu-gpu-bypass"
 WARNINGS_POLICY_NAME = "kubegpu-gpu-bypass-warnings"
 VALIDATING_POLICY_NAMES = (POLICY_NAME, WARNINGS_POLICY_NAME)
 MUTATING_POLICY_NAME = "kubegpu-gpu-void"
-PARAMS_NAME = "kubegpu-admission-exemptions"
-PARAMS_KEY = "namespaces"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kubegpu.scheduling"}
 ENFORCEMENTS = ("warn", "deny")
 # Deny and Warn cannot be on one binding; Audit goes with both.
@@ -53,7 +55,7 @@ GENERIC_NAMESPACES = frozenset(("default", "monitoring"))
 def default_exempt_namespaces() -> tuple[str, ...]:
     """The namespaces the GPU system components are deployed in (their catalogue, and the DRA
     drivers'): they set NVIDIA_VISIBLE_DEVICES=all without limits, privileged, by design. Generic
-    namespaces are left out; a component deployed there is exempted through the params."""
+    namespaces are left out; a component deployed there is exempted by name (extra_exempt_namespaces)."""
     names = set(GPU_SYSTEM_NAMESPACES)
     for component in BUILTIN_CATALOGUE.components:
         names.update(component.namespaces)
@@ -64,9 +66,8 @@ def default_exempt_namespaces() -> tuple[str, ...]:
 class AdmissionSettings:
     enforcement: str = "warn"  # of the error rules
     warnings_enforcement: str = "warn"  # of the warning rules
-    exempt_namespaces: tuple[str, ...] = ()  # through the bindings' namespace selector
-    extra_exempt_namespaces: tuple[str, ...] = ()  # through the params ConfigMap
-    params_namespace: str = "kube-system"
+    exempt_namespaces: tuple[str, ...] = ()
+    extra_exempt_namespaces: tuple[str, ...] = ()
     mutating: bool = False
 
 
@@ -99,14 +100,11 @@ def findings_expression(rule: Kind) -> str:
 
 
 def passes_expression(rule: Kind) -> str:
-    return f"variables.exempt || variables.{_variable_name(rule)}.all(f, f.size() == 0)"
+    return f"variables.{_variable_name(rule)}.all(f, f.size() == 0)"
 
 
-def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "labels": dict(MANAGED_BY)}
-    if namespace is not None:
-        metadata["namespace"] = namespace
-    return metadata
+def _metadata(name: str) -> dict[str, Any]:
+    return {"name": name, "labels": dict(MANAGED_BY)}
 
 
 def _resource_rules() -> list[dict[str, Any]]:
@@ -131,16 +129,8 @@ def _resource_rules() -> list[dict[str, Any]]:
     return rules
 
 
-# Namespaces named in the params ConfigMap (comma or whitespace separated) are exempt too.
-_EXEMPT_BY_PARAMS = (
-    f"params != null && request.namespace in params.?data[?{cel_string(PARAMS_KEY)}].orValue('')"
-    ".replace(',', ' ').split(' ').filter(n, n != '')"
-)
-
-
 def validating_policy(name: str, rules: list[Kind]) -> dict[str, Any]:
     variables = [{"name": n, "expression": e} for n, e in VARIABLES]
-    variables.append({"name": "exempt", "expression": _EXEMPT_BY_PARAMS})
     variables += [{"name": _variable_name(r), "expression": findings_expression(r)} for r in rules]
     validations = [
         {
@@ -157,7 +147,6 @@ def validating_policy(name: str, rules: list[Kind]) -> dict[str, Any]:
         "metadata": _metadata(name),
         "spec": {
             "failurePolicy": "Fail",
-            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
             "matchConstraints": {"resourceRules": _resource_rules()},
             "variables": variables,
             "validations": validations,
@@ -165,8 +154,9 @@ def validating_policy(name: str, rules: list[Kind]) -> dict[str, Any]:
     }
 
 
-def _namespace_selector(exempt: Iterable[str]) -> dict[str, Any]:
-    names = sorted(set(exempt))
+def _namespace_selector(settings: AdmissionSettings) -> dict[str, Any]:
+    """Every namespace but the exempt ones, the default (or given) list and the extra."""
+    names = sorted({*settings.exempt_namespaces, *settings.extra_exempt_namespaces})
     if not names:
         return {}
     return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": names}]}
@@ -180,23 +170,8 @@ def binding(policy: str, enforcement: str, settings: AdmissionSettings) -> dict[
         "spec": {
             "policyName": policy,
             "validationActions": list(VALIDATION_ACTIONS[enforcement]),
-            # Deny, not Allow: a missing ConfigMap must not switch the policy off silently.
-            "paramRef": {
-                "name": PARAMS_NAME,
-                "namespace": settings.params_namespace,
-                "parameterNotFoundAction": "Deny",
-            },
-            "matchResources": {"namespaceSelector": _namespace_selector(settings.exempt_namespaces)},
+            "matchResources": {"namespaceSelector": _namespace_selector(settings)},
         },
-    }
-
-
-def params_config_map(settings: AdmissionSettings) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _metadata(PARAMS_NAME, settings.params_namespace),
-        "data": {PARAMS_KEY: ",".join(sorted(set(settings.extra_exempt_namespaces)))},
     }
 
 
@@ -241,18 +216,14 @@ def mutating_binding(settings: AdmissionSettings) -> dict[str, Any]:
         "metadata": _metadata(MUTATING_POLICY_NAME),
         "spec": {
             "policyName": MUTATING_POLICY_NAME,
-            "matchResources": {
-                "namespaceSelector": _namespace_selector(
-                    (*settings.exempt_namespaces, *settings.extra_exempt_namespaces)
-                )
-            },
+            "matchResources": {"namespaceSelector": _namespace_selector(settings)},
         },
     }
 
 
 def admission_objects(settings: AdmissionSettings) -> list[dict[str, Any]]:
-    """Everything to apply, in order: the params before the bindings that read them."""
-    objects = [params_config_map(settings)]
+    """Everything to apply, in order: each policy before its binding."""
+    objects: list[dict[str, Any]] = []
     for name, severity, enforcement in (
         (POLICY_NAME, ERROR, settings.enforcement),
         (WARNINGS_POLICY_NAME, WARNING, settings.warnings_enforcement),

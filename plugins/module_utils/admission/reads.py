@@ -28,11 +28,7 @@ FIELD_MANAGER = "kubegpu-admission-policy"
 
 
 def object_path(obj: dict[str, Any]) -> str:
-    api_version, resource, namespaced = RESOURCES[obj["kind"]]
-    metadata = obj["metadata"]
-    return api_path(
-        api_version, resource, metadata["name"], namespace=metadata.get("namespace") if namespaced else None
-    )
+    return api_path(API_VERSION, RESOURCES[obj["kind"]], obj["metadata"]["name"])
 
 
 def require_apis(client: KubeClient, mutating: bool) -> None:

@@ -7,18 +7,11 @@ nothing is written."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission import plan, policy, reads
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
-
-# The API server sees policies, bindings and their params ConfigMap through separate caches. A binding
-# whose params it cannot find denies every request (parameterNotFoundAction: Deny), so the params are
-# given this long to reach its cache before a binding that needs them is created, and a removed binding
-# this long to leave it before the params are deleted.
-PARAMS_SETTLE_SECONDS = 2.0
 
 
 @dataclass
@@ -36,7 +29,6 @@ class Changes:
 
 
 def apply_changed(client: KubeClient, objects: list[dict[str, Any]], check_mode: bool, changes: Changes) -> None:
-    params_created = False
     for obj in objects:
         live = reads.read_object(client, obj)
         wanted = reads.apply_object(client, obj, dry_run=True)
@@ -44,11 +36,7 @@ def apply_changed(client: KubeClient, objects: list[dict[str, Any]], check_mode:
         if before != after:
             changes.add(policy.object_key(obj), before or {}, after)
             if not check_mode:
-                if params_created and obj["kind"].endswith("Binding"):
-                    time.sleep(PARAMS_SETTLE_SECONDS)
-                    params_created = False
                 wanted = reads.apply_object(client, obj, dry_run=False)
-                params_created = params_created or (obj["kind"] == "ConfigMap" and live is None)
         changes.applied[obj["kind"], obj["metadata"]["name"]] = wanted if before != after else live
 
 
@@ -91,12 +79,10 @@ def present(
 
 def absent(client: KubeClient, objects: list[dict[str, Any]], check_mode: bool) -> dict[str, Any]:
     changes = []
-    # Bindings first and the params last, so that no policy is left bound to missing params.
+    # Bindings before their policies, so that no binding is left naming a missing policy.
     for obj in reversed(objects):
         if reads.read_object(client, obj) is not None:
             changes.append(policy.object_key(obj))
             if not check_mode:
-                if obj["kind"] == "ConfigMap" and len(changes) > 1:
-                    time.sleep(PARAMS_SETTLE_SECONDS)
                 reads.delete_object(client, obj)
     return {"changed": bool(changes), "changes": changes}

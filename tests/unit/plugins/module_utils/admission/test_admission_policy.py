@@ -1,3 +1,4 @@
+import json
 import re
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def test_each_decided_rule_is_in_the_policy_of_its_severity():
             rule = RULES[validation["message"].split()[0]]
             assert rule.severity == severity
             seen.add(rule.id)
-            assert validation["expression"] == f"variables.exempt || variables.{rule.id.lower()}.all(f, f.size() == 0)"
+            assert validation["expression"] == f"variables.{rule.id.lower()}.all(f, f.size() == 0)"
             assert (
                 rule.id in validation["messageExpression"]
                 and cel.cel_string(f". {rule.remedy}")[1:-1] in (validation["messageExpression"])
@@ -144,19 +145,26 @@ def test_bindings_never_combine_deny_and_warn(enforcement, actions):
     assert warnings["validationActions"] == ["Warn", "Audit"]
 
 
-def test_missing_params_deny_rather_than_switch_the_policy_off():
-    binding = objects()[f"ValidatingAdmissionPolicyBinding {policy.POLICY_NAME}"]["spec"]
-    assert binding["paramRef"]["parameterNotFoundAction"] == "Deny"
-    assert binding["paramRef"]["name"] == policy.PARAMS_NAME
+def test_no_policy_reads_params():
+    """A ConfigMap paramKind stops being followed by the API server once unbound for a moment
+    (kubernetes/kubernetes#130887): the exemptions live in the bindings."""
+    by_name = objects(extra_exempt_namespaces=("ml",), mutating=True)
+    assert all(obj["kind"] != "ConfigMap" for obj in by_name.values())
+    assert not any("paramKind" in obj["spec"] or "paramRef" in obj["spec"] for obj in by_name.values())
+    assert "params" not in json.dumps(by_name)
 
 
-def test_exemptions_go_by_namespace_selector_and_params():
+def test_exemptions_go_by_namespace_selector():
     by_name = objects(exempt_namespaces=("gpu-operator", "kube-system"), extra_exempt_namespaces=("ml-b", "ml-a"))
-    selector = by_name[f"ValidatingAdmissionPolicyBinding {policy.POLICY_NAME}"]["spec"]["matchResources"]
-    assert selector["namespaceSelector"]["matchExpressions"] == [
-        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gpu-operator", "kube-system"]}
-    ]
-    assert by_name[f"ConfigMap kube-system/{policy.PARAMS_NAME}"]["data"] == {policy.PARAMS_KEY: "ml-a,ml-b"}
+    for name in policy.VALIDATING_POLICY_NAMES:
+        selector = by_name[f"ValidatingAdmissionPolicyBinding {name}"]["spec"]["matchResources"]
+        assert selector["namespaceSelector"]["matchExpressions"] == [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["gpu-operator", "kube-system", "ml-a", "ml-b"],
+            }
+        ]
     assert "serviceAccount" not in str(by_name)
 
 
@@ -262,14 +270,15 @@ def test_missing_apis_name_the_resources():
 
 def test_comparable_keeps_what_the_module_owns():
     live = {
-        "kind": "ConfigMap",
-        "metadata": {"name": "a", "namespace": "n", "resourceVersion": "7", "labels": {}},
-        "data": {"k": "v"},
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "a", "resourceVersion": "7", "labels": {}, "managedFields": []},
+        "spec": {"policyName": "a"},
+        "status": {},
     }
     assert plan.comparable(live) == {
-        "kind": "ConfigMap",
-        "metadata": {"name": "a", "namespace": "n", "labels": {}},
-        "data": {"k": "v"},
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "a", "labels": {}},
+        "spec": {"policyName": "a"},
     }
     assert plan.comparable(None) is None
 
@@ -283,7 +292,7 @@ def test_module_documents_its_defaults_and_the_role_follows():
     assert set(documented) <= set(spec)
     role = Path(__file__).resolve().parents[5] / "roles" / "admission_policy" / "defaults" / "main.yml"
     defaults = yaml.safe_load(role.read_text())
-    for option in ("enforcement", "warnings_enforcement", "extra_exempt_namespaces", "params_namespace", "mutating"):
+    for option in ("enforcement", "warnings_enforcement", "extra_exempt_namespaces", "mutating"):
         assert defaults[f"admission_policy_{option}"] == spec[option]["default"], option
 
 
