@@ -142,10 +142,10 @@ def measure_placement(kubeconfig: str) -> dict[str, Any]:
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_dra
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import client_from_params
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import fleet_of
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.options import placement_options
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.reads import read_nodes_and_pods
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.summary import (
-        fleet_of,
         placement_summary,
     )
 

@@ -205,10 +205,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     module_client,
     with_connection_options,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import fleet_of
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.options import placement_options
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.reads import read_nodes_and_pods
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.summary import (
-    fleet_of,
     placement_summary,
     what_if_summary,
 )

@@ -12,10 +12,12 @@ from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS, FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_quantities
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import node_taints
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
     as_mapping,
     condition_true,
+    object_parts,
     string_map,
 )
 
@@ -77,21 +79,12 @@ def preferred_address(addresses: Sequence[Mapping[str, str]], preference: Sequen
     return None
 
 
-def _taint(value: object) -> dict[str, str | None] | None:
-    taint = as_mapping(value)
-    if not isinstance(taint.get("key"), str):
-        return None
-    return {"key": taint["key"], "value": taint.get("value"), "effect": taint.get("effect")}
-
-
 def project_node(node: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[str, Any] | None:
     """The fields of a Node the facts need, or None for something that is not a named node."""
-    metadata = as_mapping(as_mapping(node).get("metadata"))
-    name = metadata.get("name")
-    if not isinstance(name, str) or not name:
+    parts = object_parts(node)
+    if parts is None:
         return None
-    spec = as_mapping(as_mapping(node).get("spec"))
-    status = as_mapping(as_mapping(node).get("status"))
+    name, metadata, spec, status = parts
     labels = string_map(metadata.get("labels"))
     return {
         "name": name,
@@ -100,6 +93,6 @@ def project_node(node: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[
         "allocatable": gpu_quantities(status.get("allocatable"), options.is_gpu),
         "ready": condition_true(status, "Ready"),
         "schedulable": not spec.get("unschedulable", False),
-        "taints": [t for t in map(_taint, as_list(spec.get("taints"))) if t is not None],
+        "taints": node_taints(spec),
         "location": _location(labels, spec, status),
     }

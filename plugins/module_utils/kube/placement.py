@@ -67,6 +67,15 @@ def _toleration(raw: object) -> dict[str, str]:
     return {key: as_text(toleration.get(key)) for key in ("key", "operator", "value", "effect")}
 
 
+def node_taints(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A node's taints that have a key: key, value and effect (None where missing)."""
+    taints = []
+    for taint in map(as_mapping, as_list(spec.get("taints"))):
+        if isinstance(taint.get("key"), str):
+            taints.append({"key": taint["key"], "value": taint.get("value"), "effect": taint.get("effect")})
+    return taints
+
+
 def placement_of(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
     """What decides which nodes a DaemonSet's pod template may run on."""
     return {

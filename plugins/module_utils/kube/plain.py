@@ -23,6 +23,16 @@ def as_text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def object_parts(item: object) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]] | None:
+    """A named object's name, metadata, spec and status; None for anything that has no name."""
+    obj = as_mapping(item)
+    metadata = as_mapping(obj.get("metadata"))
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    return name, metadata, as_mapping(obj.get("spec")), as_mapping(obj.get("status"))
+
+
 def namespaced_name(item: Mapping[str, Any]) -> str:
     """``namespace/name`` of a projected object."""
     return f"{item['namespace']}/{item['name']}"

@@ -52,29 +52,23 @@ class SharedLists(KubeClient):
         self.__dict__.update(client.__dict__)
         self._read: dict[str, list[Any]] = {}
 
-    def list_items(
-        self,
-        path: str,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        page_size: int = 500,
-    ) -> Iterator[dict[str, Any]]:
+    def list_items(self, path: str, **options: Any) -> Iterator[dict[str, Any]]:
+        """KubeClient.list_items (the same options), from the one read of the collection where it can."""
+        label_selector, field_selector = options.get("label_selector"), options.get("field_selector")
         match = _COLLECTION.match(path)
         readable, selector = _selector(label_selector)
-        if match is None or not readable or field_selector not in (None, ACTIVE_POD_FIELD_SELECTOR):
-            yield from super().list_items(
-                path, label_selector=label_selector, field_selector=field_selector, page_size=page_size
-            )
+        if (
+            match is None
+            or not readable
+            or field_selector not in (None, ACTIVE_POD_FIELD_SELECTOR)
+            or (field_selector is not None and match["resource"] != "pods")
+        ):
+            yield from super().list_items(path, **options)
             return
         collection = f"{match['prefix']}/{match['resource']}"
-        if field_selector is not None and match["resource"] != "pods":
-            yield from super().list_items(
-                path, label_selector=label_selector, field_selector=field_selector, page_size=page_size
-            )
-            return
         if collection not in self._read:
-            self._read[collection] = list(super().list_items(collection, page_size=page_size))
+            paging = {"page_size": options["page_size"]} if "page_size" in options else {}
+            self._read[collection] = list(super().list_items(collection, **paging))
         namespace = match["namespace"]
         for item in self._read[collection]:
             metadata = _metadata(item)

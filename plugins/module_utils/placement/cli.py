@@ -16,10 +16,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU, gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient, client_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import fleet_of
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.options import placement_options
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.reads import read_nodes_and_pods
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.summary import (
-    fleet_of,
     placement_summary,
     what_if_summary,
 )

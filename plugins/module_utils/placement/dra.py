@@ -10,17 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
-    DEVICE_TYPE_GPU,
-    TAINT_EFFECTS_THAT_KEEP_PODS_AWAY,
-    DraObjects,
-    claims_by_device,
-    class_selects,
-    current_pools,
-    device_key,
-    devices_by_node,
-    with_rule_taints,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu import dra as gpu_dra
 
 
 @dataclass(frozen=True)
@@ -37,7 +27,7 @@ class DraFree:
 
 
 def _tainted(device: Mapping[str, Any]) -> bool:
-    return any(t["effect"] in TAINT_EFFECTS_THAT_KEEP_PODS_AWAY for t in device["taints"])
+    return any(t["effect"] in gpu_dra.TAINT_EFFECTS_THAT_KEEP_PODS_AWAY for t in device["taints"])
 
 
 def _blocked_parts(devices: Sequence[Mapping[str, Any]], held: set[tuple[str, str, str]]) -> tuple[set[str], set[str]]:
@@ -45,7 +35,7 @@ def _blocked_parts(devices: Sequence[Mapping[str, Any]], held: set[tuple[str, st
     uuids: set[str] = set()
     counters: set[str] = set()
     for device in devices:
-        if device_key(device["driver"], device["pool"], device["name"]) in held:
+        if gpu_dra.device_key(device["driver"], device["pool"], device["name"]) in held:
             uuids.update(u for u in (device["uuid"], device["parent_uuid"]) if u)
             counters.update(f"{device['driver']}/{device['pool']}/{c}" for c in device["counter_sets"])
     return uuids, counters
@@ -53,24 +43,24 @@ def _blocked_parts(devices: Sequence[Mapping[str, Any]], held: set[tuple[str, st
 
 def _is_free(device: Mapping[str, Any], held: set[tuple[str, str, str]], blocked: tuple[set[str], set[str]]) -> bool:
     uuids, counters = blocked
-    if device_key(device["driver"], device["pool"], device["name"]) in held or _tainted(device):
+    if gpu_dra.device_key(device["driver"], device["pool"], device["name"]) in held or _tainted(device):
         return False
     if any(u in uuids for u in (device["uuid"], device["parent_uuid"]) if u):
         return False
     return not any(f"{device['driver']}/{device['pool']}/{c}" in counters for c in device["counter_sets"])
 
 
-def dra_free(dra: DraObjects) -> DraFree:
-    current = with_rule_taints(current_pools(dra.slices).slices, dra.taint_rules)
-    held = set(claims_by_device(dra.claims))
+def dra_free(dra: gpu_dra.DraObjects) -> DraFree:
+    current = gpu_dra.with_rule_taints(gpu_dra.current_pools(dra.slices).slices, dra.taint_rules)
+    held = set(gpu_dra.claims_by_device(dra.claims))
     free: dict[str, list[Mapping[str, Any]]] = {}
     withdrawn: dict[str, int] = {}
     published: dict[str, int] = {}
-    for node, devices in devices_by_node(current).items():
+    for node, devices in gpu_dra.devices_by_node(current).items():
         blocked = _blocked_parts(devices, held)
         free[node] = [d for d in devices if _is_free(d, held, blocked)]
         published[node] = len(devices)
-        withdrawn[node] = sum(1 for d in devices if d["type"] == DEVICE_TYPE_GPU and _tainted(d))
+        withdrawn[node] = sum(1 for d in devices if d["type"] == gpu_dra.DEVICE_TYPE_GPU and _tainted(d))
     return DraFree(
         free=free,
         withdrawn=withdrawn,
@@ -82,11 +72,11 @@ def dra_free(dra: DraObjects) -> DraFree:
 
 
 def whole_gpus(devices: Sequence[Mapping[str, Any]]) -> int:
-    return sum(1 for d in devices if d["type"] == DEVICE_TYPE_GPU)
+    return sum(1 for d in devices if d["type"] == gpu_dra.DEVICE_TYPE_GPU)
 
 
 def class_free(device_class: Mapping[str, Any], devices: Sequence[Mapping[str, Any]]) -> int:
-    return sum(1 for d in devices if class_selects(device_class, d))
+    return sum(1 for d in devices if gpu_dra.class_selects(device_class, d))
 
 
 def mapping_class(dra: DraFree, resource: str) -> Mapping[str, Any] | None:

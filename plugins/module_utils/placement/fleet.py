@@ -8,14 +8,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import model_from_devices
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects, model_from_devices
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
     DEFAULT_MODEL_LABEL_KEYS,
     UNKNOWN_MODEL,
     detect_model,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.dra import DraFree, whole_gpus
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.dra import DraFree, dra_free, whole_gpus
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.filters import free_resources
 
 SOURCE_DEVICE_PLUGIN = "device_plugin"
@@ -83,13 +83,14 @@ def node_state(
     }
 
 
-def build_fleet(
+def fleet_of(
     nodes: Iterable[Mapping[str, Any]],
     usage: Mapping[str, Mapping[str, int]],
-    dra: DraFree,
+    dra_objects: DraObjects,
     options: PlacementOptions,
 ) -> Fleet:
-    """The fleet from projected nodes, the usage of the pods bound to them and the free DRA devices."""
+    """The fleet from projected nodes, the usage of the pods bound to them and what DRA drivers publish."""
+    dra = dra_free(dra_objects)
     states = [node_state(n, usage.get(n["name"], {}), dra, options) for n in sorted(nodes, key=lambda n: n["name"])]
     return Fleet(states, dra, node_groups(states))
 

@@ -11,11 +11,12 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import placement_of
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import node_taints, placement_of
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
     as_mapping,
     as_text,
+    object_parts,
     optional_int,
     string_map,
 )
@@ -29,25 +30,16 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.reque
 DEFAULT_SCHEDULER = "default-scheduler"
 
 
-def _taint(raw: object) -> dict[str, str] | None:
-    taint = as_mapping(raw)
-    if not isinstance(taint.get("key"), str):
-        return None
-    return {"key": taint["key"], "value": as_text(taint.get("value")), "effect": as_text(taint.get("effect"))}
-
-
 def project_node(item: object, is_gpu: Callable[[str], bool]) -> dict[str, Any] | None:
     """A node as the scheduler's filters see it, or None for something that is not a named node."""
-    metadata = as_mapping(as_mapping(item).get("metadata"))
-    name = metadata.get("name")
-    if not isinstance(name, str) or not name:
+    parts = object_parts(item)
+    if parts is None:
         return None
-    spec = as_mapping(as_mapping(item).get("spec"))
-    status = as_mapping(as_mapping(item).get("status"))
+    name, metadata, spec, status = parts
     return {
         "name": name,
         "labels": string_map(metadata.get("labels")),
-        "taints": [t for t in map(_taint, as_list(spec.get("taints"))) if t is not None],
+        "taints": node_taints(spec),
         "unschedulable": spec.get("unschedulable") is True,
         "allocatable": node_allocatable(status, is_gpu),
         "capacity": {

@@ -8,11 +8,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.dra import dra_free
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import (
     Fleet,
     PlacementOptions,
-    build_fleet,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.pending import explain_pending
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.result import finding_dict, with_findings
@@ -23,15 +21,6 @@ CANNOT_KNOW = (
     "preemption is not modelled: a pending pod of higher priority may still get a node by evicting pods of lower "
     "priority, which the view counts as holding their GPUs"
 )
-
-
-def fleet_of(
-    nodes: Iterable[Mapping[str, Any]],
-    usage: Mapping[str, Mapping[str, int]],
-    dra: DraObjects,
-    options: PlacementOptions,
-) -> Fleet:
-    return build_fleet(nodes, usage, dra_free(dra), options)
 
 
 def placement_summary(

@@ -62,13 +62,9 @@ def read_source(path: str, stdin: TextIO) -> str:
         return handle.read()
 
 
-def run(
-    argv: Sequence[str] | None = None,
-    stdout: TextIO | None = None,
-    stderr: TextIO | None = None,
-    stdin: TextIO | None = None,
-) -> int:
-    stdout, stderr, stdin = stdout or sys.stdout, stderr or sys.stderr, stdin or sys.stdin
+def run(argv: Sequence[str] | None = None, streams: tuple[TextIO, TextIO, TextIO] | None = None) -> int:
+    """The command line; streams are (stdout, stderr, stdin)."""
+    stdout, stderr, stdin = streams or (sys.stdout, sys.stderr, sys.stdin)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:

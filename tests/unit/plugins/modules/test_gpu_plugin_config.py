@@ -72,17 +72,20 @@ def test_a_good_config_passes_and_says_what_the_plugin_advertises():
 
 
 def test_the_command_line_exits_1_on_errors_and_writes_json(tmp_path):
-    out = io.StringIO()
+    out, err = io.StringIO(), io.StringIO()
+    streams = (out, err, io.StringIO())
     report = tmp_path / "verdict.json"
     bad = FIXTURES / "bad" / "issue-1548-gpu-operator-values.yaml"
-    assert cli.run([str(bad), "--json", str(report)], stdout=out) == cli.EXIT_FAILED
+    assert cli.run([str(bad), "--json", str(report)], streams) == cli.EXIT_FAILED
     assert "sharing.mps.resources[0].replicas: error config_replicas_below_two" in out.getvalue()
     assert json.loads(report.read_text())["findings"][0]["config"] == "rtx-2080-ti"
     good = FIXTURES / "good" / "readme-flags.yaml"
-    assert cli.run([str(good)], stdout=io.StringIO()) == cli.EXIT_OK
+    assert cli.run([str(good)], streams) == cli.EXIT_OK
     # Info findings fail nothing; --fail-on never passes errors.
-    assert cli.run([str(FIXTURES / "bad" / "issue-929-mps.yaml"), "--fail-on", "never"], stdout=io.StringIO()) == 0
-    assert cli.run(["/nonexistent.yaml"], stdout=io.StringIO(), stderr=io.StringIO()) == cli.EXIT_USAGE
+    assert cli.run([str(FIXTURES / "bad" / "issue-929-mps.yaml"), "--fail-on", "never"], streams) == 0
+    assert err.getvalue() == ""
+    assert cli.run(["/nonexistent.yaml"], streams) == cli.EXIT_USAGE
+    assert "cannot read /nonexistent.yaml" in err.getvalue()
 
 
 def test_the_script_runs_outside_the_virtual_environment_from_standard_input():

@@ -11,9 +11,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
     project_slice,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import PlacementOptions
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import PlacementOptions, fleet_of
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.projection import project_node, project_pod
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.summary import fleet_of
 
 IS_GPU = gpu_resource_matcher()
 GPU = "nvidia.com/gpu"
