@@ -13,7 +13,7 @@ description:
     C(ValidatingAdmissionPolicy) for the error rules that admission can decide and one for the warning
     rules, and their bindings, which leave out the exempt namespaces; optionally a
     C(MutatingAdmissionPolicy) that sets C(NVIDIA_VISIBLE_DEVICES=void) on every container that
-    requests no GPU in any form (limits or DRA claims).
+    requests no GPU in any form (limits or DRA claims) and names no device variable in its own C(env).
   - The policies match Pods (CREATE), C(pods/ephemeralcontainers) (UPDATE, as C(kubectl debug) sends),
     and Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs and CronJobs (CREATE and UPDATE). A
     denial names the rule id, the container and the remedy.
@@ -75,6 +75,9 @@ options:
     description:
       - Also make the C(MutatingAdmissionPolicy) that sets C(NVIDIA_VISIBLE_DEVICES=void) on containers and
         init containers that request no GPU, outside the exempt namespaces (Kubernetes 1.36 or later).
+      - It leaves alone a container whose own C(env) sets C(NVIDIA_VISIBLE_DEVICES) or a MIG device variable
+        (by value or C(valueFrom)): mutating policies run before validating ones, and the validating policies
+        refuse (or warn about) those with their rule's message, which a rewrite would hide.
       - With V(false) and O(state=present), a mutating policy made before is removed.
     type: bool
     default: false

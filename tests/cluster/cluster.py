@@ -203,6 +203,18 @@ class Api:
         content_type: str = "application/json",
         timeout: float = 10,
     ) -> tuple[int, dict | str]:
+        status, reply, _warnings = self.request_with_warnings(method, path, body, content_type, timeout)
+        return status, reply
+
+    def request_with_warnings(
+        self,
+        method: str,
+        path: str,
+        body: dict | None = None,
+        content_type: str = "application/json",
+        timeout: float = 10,
+    ) -> tuple[int, dict | str, list[str]]:
+        """The status, the reply and the API server's Warning headers (admission warnings among them)."""
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(
             self.base + path,
@@ -212,14 +224,15 @@ class Api:
         )
         try:
             with urllib.request.urlopen(req, context=self.context, timeout=timeout) as resp:
-                status, raw = resp.status, resp.read()
+                status, raw, headers = resp.status, resp.read(), resp.headers
         except urllib.error.HTTPError as exc:
-            status, raw = exc.code, exc.read()
+            status, raw, headers = exc.code, exc.read(), exc.headers
+        warnings = headers.get_all("Warning") or []
         text = raw.decode("utf-8", "replace")
         try:
-            return status, json.loads(text)
+            return status, json.loads(text), warnings
         except ValueError:
-            return status, text
+            return status, text, warnings
 
     def ensure(self, path: str, body: dict) -> None:
         """Create an object; an existing one is left as it is."""

@@ -15,6 +15,12 @@ from conftest import LocalCluster, run_ansible_module, wait_until
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission import policy
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import API_SERVER_REFUSES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import (
+    DEVICE_VARIABLES,
+    VISIBLE_DEVICES,
+    VOID,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import validate_documents
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import parse_text
@@ -34,6 +40,7 @@ ADMISSION_OBJECTS = [
     "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings/kubegpu-gpu-void",
 ]
 RUNTIME_CLASS = "/apis/node.k8s.io/v1/runtimeclasses/nvidia"
+RESOURCE_IS_GPU = gpu_resource_matcher()
 
 
 def pod(name: str, *, env=None, limits=None, image="registry.example.com/ml/train:1.0", **spec) -> dict:
@@ -295,6 +302,83 @@ def test_extra_exemptions_apply_and_lift_also_after_a_reinstall(cluster, denying
         wait_enforced(cluster, denying, denied=True)
 
 
+def names_device_variable(container: dict) -> bool:
+    return any(e["name"] in DEVICE_VARIABLES for e in container.get("env", []))
+
+
+def requests_gpu(container: dict) -> bool:
+    resources = container.get("resources", {})
+    return bool(resources.get("claims")) or any(
+        RESOURCE_IS_GPU(name) and str(value) not in ("0", "0m") for name, value in resources.get("limits", {}).items()
+    )
+
+
+def assert_rewritten_only_where_unseen(original: dict, admitted: dict, where: str) -> None:
+    """Containers that request GPUs or name a device variable themselves come back as they were sent;
+    every other container is told NVIDIA_VISIBLE_DEVICES=void."""
+    sent = {c["name"]: c for c in original["spec"]["containers"]}
+    for container in admitted["spec"]["containers"]:
+        before = sent[container["name"]]
+        if requests_gpu(before) or names_device_variable(before):
+            # The API server leaves out an empty value.
+            sent_env = [{k: v for k, v in e.items() if v != ""} for e in before.get("env", [])]
+            assert container.get("env", []) == sent_env, f"{where} {container['name']}: {container}"
+        else:
+            values = [e.get("value") for e in container.get("env", []) if e["name"] == VISIBLE_DEVICES]
+            assert values[-1:] == [VOID], f"{where} {container['name']}: {values}"
+
+
+def test_the_mutating_policy_rewrites_only_what_admission_cannot_see(cluster, denying):
+    """Mutating policies run first: in Deny every bypass admission can see is refused with its rule id,
+    not rewritten; what it cannot see (an image's env, envFrom) is admitted told void. In Warn, a
+    bypass admission can see is admitted as it was sent, with the rule's warning."""
+    explicit = pod("explicit", env={"NVIDIA_VISIBLE_DEVICES": "all"})
+    mig = pod("mig", env={"NVIDIA_MIG_CONFIG_DEVICES": "all"})
+    referenced = pod("referenced")
+    referenced["spec"]["containers"][0]["env"] = [
+        {"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"configMapKeyRef": {"name": "gpus", "key": "devices"}}}
+    ]
+    baked = pod("baked", image="nvidia/cuda:12.4.1-base-ubuntu22.04")
+    try:
+        run(cluster, {**DENY, "mutating": True})
+        wait_until(lambda: dry_run(cluster, baked, denying)[0] == 201, timeout=30, what="the mutating policy")
+        checked = 0
+        for param in corpus_objects():
+            obj, findings = copy.deepcopy(param.values[0]), param.values[1]
+            if obj["kind"] != "Pod" or obj["metadata"].get("namespace") in policy.default_exempt_namespaces():
+                continue
+            if any(RULES[f.rule].admission == API_SERVER_REFUSES for f in findings):
+                continue
+            obj["metadata"]["namespace"] = denying
+            status, reply = cluster.api.request("POST", collection(obj, denying) + "?dryRun=All", obj)
+            seen = {f.rule for f in findings if admission_sees(f)}
+            if seen:
+                named = policy_rules(status, reply.get("message", "") if isinstance(reply, dict) else str(reply))
+                assert named and named <= seen, f"{param.id}: offline {sorted(seen)}, API server {status}: {reply}"
+            else:
+                assert status == 201, f"{param.id}: {status} {reply}"
+                assert_rewritten_only_where_unseen(obj, reply, param.id)
+            checked += 1
+        assert checked > 10
+
+        run(cluster, {"enforcement": "warn", "warnings_enforcement": "warn", "mutating": True})
+        wait_until(lambda: dry_run(cluster, explicit, denying)[0] == 201, timeout=30, what="the Warn bindings")
+        for sent, rule in ((explicit, "KGPU101"), (mig, "KGPU101"), (referenced, "KGPU103")):
+            status, reply, warnings = cluster.api.request_with_warnings(
+                "POST", collection(sent, denying) + "?dryRun=All", sent
+            )
+            assert status == 201, reply
+            assert any(rule in w for w in warnings), warnings
+            assert reply["spec"]["containers"][0]["env"] == sent["spec"]["containers"][0]["env"]
+        status, reply, _warnings = cluster.api.request_with_warnings(
+            "POST", collection(baked, denying) + "?dryRun=All", baked
+        )
+        assert status == 201 and reply["spec"]["containers"][0]["env"] == [{"name": VISIBLE_DEVICES, "value": VOID}]
+    finally:
+        run(cluster, DENY)
+        wait_enforced(cluster, denying, denied=True)
+
+
 def test_a_rerun_changes_nothing_and_check_mode_writes_nothing(cluster, denying):
     status, result = run(cluster, DENY)
     assert status == "SUCCESS" and result["changes"] == [], result
@@ -350,12 +434,7 @@ def test_removal_leaves_nothing_then_the_mutating_policy(cluster, denying, tmp_p
                 obj = {**obj, "metadata": {**obj["metadata"], "namespace": denying}}
                 status, reply = cluster.api.request("POST", collection(obj, denying) + "?dryRun=All", obj)
                 assert status == 201, f"{path.name}: {reply}"
-                for container in reply["spec"]["containers"]:
-                    values = [e.get("value") for e in container.get("env", []) if e["name"] == "NVIDIA_VISIBLE_DEVICES"]
-                    has_gpu = container.get("resources", {}).get("limits") or container.get("resources", {}).get(
-                        "claims"
-                    )
-                    assert has_gpu or values[-1:] == ["void"], f"{path.name} {container['name']}: {values}"
+                assert_rewritten_only_where_unseen(obj, reply, path.name)
 
     status, result = run(cluster, {"mutating": False})
     assert f"MutatingAdmissionPolicy {policy.MUTATING_POLICY_NAME}" in result["changes"]

@@ -204,10 +204,17 @@ VARIABLES: tuple[tuple[str, str], ...] = (
 )
 VARIABLE_NAMES = tuple(name for name, _expression in VARIABLES)
 
-# For the mutating policy: the containers and init containers that request no GPU in any form.
+# For the mutating policy: the containers and init containers it leaves alone. Those that request
+# GPUs in any form, and those whose own env names a device variable (by value or valueFrom): the
+# validating policies judge those with their rule's message, which a rewrite would hide from them
+# (mutating policies run first).
 MUTATING_VARIABLES: tuple[tuple[str, str], ...] = (
     ("spec", "object.spec"),
     ("containers", "object.spec.containers + object.spec.?initContainers.orValue([])"),
     ("claimNames", "object.spec.?resourceClaims.orValue([]).map(r, r.name)"),
-    ("gpuContainers", f"variables.containers.filter(c, {_CONTAINER_HAS_GPU}).map(c, c.name)"),
+    (
+        "leftAlone",
+        f"variables.containers.filter(c, {_CONTAINER_HAS_GPU} || "
+        f"c.?env.orValue([]).exists(e, e.name in {_DEVICE_VARIABLE_LIST})).map(c, c.name)",
+    ),
 )

@@ -179,13 +179,13 @@ def _void_entries(list_name: str) -> str:
     """Apply-configuration entries for one container list: the variable set to void (env merges by name)."""
     env = f"Object.spec.{list_name}.env{{name: {cel_string(VISIBLE_DEVICES)}, value: {cel_string(VOID)}}}"
     return (
-        f"object.spec.?{list_name}.orValue([]).filter(c, !(c.name in variables.gpuContainers))"
+        f"object.spec.?{list_name}.orValue([]).filter(c, !(c.name in variables.leftAlone))"
         f".map(c, Object.spec.{list_name}{{name: c.name, env: [{env}]}})"
     )
 
 
 def mutating_policy(settings: AdmissionSettings) -> dict[str, Any]:
-    has_init = "object.spec.?initContainers.orValue([]).exists(c, !(c.name in variables.gpuContainers))"
+    has_init = "object.spec.?initContainers.orValue([]).exists(c, !(c.name in variables.leftAlone))"
     containers, init = _void_entries("containers"), _void_entries("initContainers")
     expression = (
         f"{has_init} ? Object{{spec: Object.spec{{containers: {containers}, initContainers: {init}}}}} : "
