@@ -76,7 +76,7 @@ options:
       - Also make the C(MutatingAdmissionPolicy) that sets C(NVIDIA_VISIBLE_DEVICES=void) on containers and
         init containers that request no GPU, outside the exempt namespaces (Kubernetes 1.36 or later).
       - It leaves alone a container whose own C(env) sets C(NVIDIA_VISIBLE_DEVICES) or a MIG device variable
-        (by value or C(valueFrom)): mutating policies run before validating ones, and the validating policies
+        (by value or C(valueFrom)), since mutating policies run before validating ones, and the validating policies
         refuse (or warn about) those with their rule's message, which a rewrite would hide.
       - With V(false) and O(state=present), a mutating policy made before is removed.
     type: bool
