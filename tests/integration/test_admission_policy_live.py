@@ -6,6 +6,7 @@ removal; the optional mutating policy. Everything the module makes is removed at
 from __future__ import annotations
 
 import copy
+import json
 import re
 import uuid
 from pathlib import Path
@@ -300,6 +301,63 @@ def test_extra_exemptions_apply_and_lift_also_after_a_reinstall(cluster, denying
         _status, result = run(cluster, DENY)
         assert result["changes"] == bindings
         wait_enforced(cluster, denying, denied=True)
+
+
+PRIVILEGED_CASES = [
+    # (securityContext, container fields, pod spec fields): each judged offline and at admission.
+    ({"privileged": True}, {"image": "busybox:1.36"}, {}),
+    ({"privileged": True}, {"image": "nvidia/cuda:12.4.1-base-ubuntu22.04"}, {}),
+    ({"privileged": True}, {"image": "pytorch/pytorch:latest"}, {}),
+    ({"privileged": True}, {"image": "docker.io/vllm/vllm-openai:v0.6.0"}, {}),
+    ({"privileged": True}, {"image": "pytorch/pytorch@sha256:" + "0" * 64}, {}),
+    ({"privileged": True}, {"image": "registry.example.com:5000/pytorch/pytorch:1"}, {}),
+    ({"privileged": True}, {"image": "tensorflow/tensorflow:2.15.0-gpu"}, {}),
+    ({"privileged": True}, {"image": "tensorflow/tensorflow:2.15.0"}, {}),
+    ({"privileged": True}, {"image": "rayproject/ray:2.9.0-cu121"}, {}),
+    ({"privileged": True}, {"image": "rayproject/ray:2.9.0"}, {}),
+    ({"privileged": True}, {"resources": {"limits": {"nvidia.com/gpu": 1}}}, {}),
+    ({"privileged": True}, {"env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}]}, {}),
+    ({"privileged": True}, {"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}, {}),
+    ({"privileged": True}, {"env": [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}]}, {}),
+    ({"privileged": True}, {"command": ["python", "-c", "import torch; torch.cuda.init()"]}, {}),
+    ({"privileged": True}, {}, {"nodeSelector": {"accelerator": "nvidia-tesla-t4"}}),
+    ({"privileged": True}, {}, {"tolerations": [{"key": "sku", "value": "gpu", "effect": "NoSchedule"}]}),
+    ({"privileged": True}, {}, {"runtimeClassName": "nvidia"}),
+    (
+        {"privileged": True},
+        {},
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 1, "preference": {"matchExpressions": [{"key": "gpu-type", "operator": "Exists"}]}}
+                    ]
+                }
+            }
+        },
+    ),
+    ({"capabilities": {"add": ["NET_RAW", "sys_admin"]}}, {"image": "nvidia/cuda:12.4.1-base-ubuntu22.04"}, {}),
+    ({"capabilities": {"add": ["CAP_SYS_ADMIN"]}}, {"command": ["nvidia-smi"]}, {}),
+    ({"capabilities": {"add": ["NET_ADMIN"]}}, {"image": "nvidia/cuda:12.4.1-base-ubuntu22.04"}, {}),
+    ({"privileged": False}, {"image": "nvidia/cuda:12.4.1-base-ubuntu22.04"}, {}),
+]
+
+
+@pytest.mark.parametrize(("security", "fields", "spec"), PRIVILEGED_CASES)
+def test_privileged_gpu_containers_are_refused_as_the_offline_rule_finds_them(cluster, denying, security, fields, spec):
+    container = {"name": "main", "image": "registry.example.com/ml/train:1.0", **fields, "securityContext": security}
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "privileged"},
+        "spec": {"containers": [container], **spec},
+    }
+    documents, _error = parse_text(json.dumps(obj), "privileged.json")
+    offline = {f.rule for f in validate_documents(documents, RuleConfig()).findings}
+    status, message = dry_run(cluster, obj, denying)
+    assert ("KGPU301" in policy_rules(status, message)) == ("KGPU301" in offline), f"offline {offline}: {message}"
+    if "KGPU301" in offline:
+        assert "container 'main' runs privileged" in message, message
 
 
 def names_device_variable(container: dict) -> bool:

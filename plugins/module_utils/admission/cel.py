@@ -17,6 +17,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths 
     DRIVER_FILE_PREFIXES,
     GPU_HOST_DIRS,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.intent import (
+    DOCKER_HUB_PREFIXES,
+    GPU_NODE_LABEL,
+    GPU_WORDS,
+    KNOWN_IMAGE_FAMILIES,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import DEFAULT_GPU_RESOURCE_PATTERNS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import DEVICE_VARIABLES, NONE, VOID
@@ -88,6 +94,71 @@ _CONTAINER_HAS_GPU = (
     + ") && quantity(string(dyn(c.resources.limits[k]))).isGreaterThan(quantity('0')))"
 )
 
+# validate/rules.py gpu_intent and validate/analysis.py pod_gpu_intent and privilege_escalations, over
+# what the object holds (not the image_env option, nor env that envFrom brings).
+_ESCALATION = (
+    "c.?securityContext.?privileged.orValue(false) == true || c.?securityContext.?capabilities.?add.orValue([])"
+    ".exists(a, string(a).trim().upperAscii() in ['SYS_ADMIN', 'ALL', 'CAP_SYS_ADMIN', 'CAP_ALL'])"
+)
+_GPU_WORDS = cel_string(f"(?i)({GPU_WORDS})")
+_GPU_LABEL = cel_string(f"(?i)({GPU_NODE_LABEL})")
+_HUB = "^(?:(?:" + "|".join(re.escape(p.rstrip("/")) for p in DOCKER_HUB_PREFIXES) + ")/)?(?:library/)?"
+
+
+def _family_pattern(pattern: str) -> str:
+    """A family's pattern over the repository as gpu/intent.py image_repository leaves it, for the
+    lower-cased repository as written (Docker Hub's registry and library/ still on it)."""
+    if not pattern.startswith("^"):
+        raise ValueError(f"image family pattern {pattern!r} must be anchored at the start")
+    return _HUB + pattern[1:]
+
+
+def image_family_expression(image: str) -> str:
+    """Whether an image (a CEL string) is of a known CUDA image family: repository and tag as
+    image_repository splits them (the tag after the last ':' behind the last '/', no digest)."""
+    families = " || ".join(
+        f"repo.matches({cel_string(_family_pattern(f.pattern.pattern))})"
+        + (f" && tag.matches({cel_string(f.tag_pattern.pattern)})" if f.tag_pattern else "")
+        for f in KNOWN_IMAGE_FAMILIES
+    )
+    return (
+        f"[{image}.trim().split('@')[0]].map(ref, [ref.find(':[^/:]*$')].map(suffix, "
+        "[ref.substring(0, ref.size() - suffix.size()).lowerAscii()].map(repo, "
+        f"[suffix == '' ? '' : suffix.substring(1)].map(tag, {families})[0])[0])[0])[0]"
+    )
+
+
+_DEVICE_VARIABLE_VOID = (
+    "!has(e.valueFrom) && [e.?value.orValue('').split(',').map(s, s.trim()).filter(s, s != '')]"
+    f".map(l, l.size() == 0 || {cel_string(VOID)} in l)[0]"
+)
+_CONTAINER_GPU_INTENT = " || ".join(
+    (
+        f"c.?resources.?limits.orValue({{}}).exists(k, k.matches({cel_string(GPU_RESOURCE_REGEX)}))",
+        f"c.?resources.?requests.orValue({{}}).exists(k, k.matches({cel_string(GPU_RESOURCE_REGEX)}))",
+        "c.?resources.?claims.orValue([]).size() > 0",
+        "c.?env.orValue([]).exists(e, (e.name.startsWith('NVIDIA_') || e.name == 'CUDA_VISIBLE_DEVICES') && "
+        f"!(e.name in {_DEVICE_VARIABLE_LIST} && {_DEVICE_VARIABLE_VOID}))",
+        f"string(c.?image.orValue('')).matches({_GPU_WORDS})",
+        "(" + image_family_expression("string(c.?image.orValue(''))") + ")",
+        f"(c.?command.orValue([]) + c.?args.orValue([])).map(a, string(a)).join(' ').matches({_GPU_WORDS})",
+        "c.?volumeMounts.orValue([]).exists(m, m.name in variables.gpuHostVolumes || "
+        "m.mountPath.matches(variables.deviceListMountRegex))",
+    )
+)
+_POD_GPU_INTENT = " || ".join(
+    (
+        f"variables.spec.?nodeSelector.orValue({{}}).exists(k, k.matches({_GPU_LABEL}))",
+        "variables.spec.?affinity.?nodeAffinity.?requiredDuringSchedulingIgnoredDuringExecution.?nodeSelectorTerms"
+        f".orValue([]).exists(t, t.?matchExpressions.orValue([]).exists(x, x.key.matches({_GPU_LABEL})))",
+        "variables.spec.?affinity.?nodeAffinity.?preferredDuringSchedulingIgnoredDuringExecution.orValue([])"
+        f".exists(p, p.?preference.?matchExpressions.orValue([]).exists(x, x.key.matches({_GPU_LABEL})))",
+        "variables.spec.?tolerations.orValue([]).exists(t, "
+        f"(string(t.?key.orValue('')) + ' ' + string(t.?value.orValue(''))).matches({_GPU_LABEL}))",
+        "string(variables.spec.?runtimeClassName.orValue('')).lowerAscii().contains('nvidia')",
+    )
+)
+
 # The variables of one pod template, in order: each may read only the ones before it and
 # ``variables.template`` (the template: a Pod, or a PodTemplateSpec with spec and optional metadata).
 POD_VARIABLES: tuple[tuple[str, str], ...] = (
@@ -108,6 +179,13 @@ POD_VARIABLES: tuple[tuple[str, str], ...] = (
         + ")).map(v, v.name)",
     ),
     ("deviceListMountRegex", cel_string(DEVICE_LIST_MOUNT_REGEX)),
+    ("podGpuIntent", _POD_GPU_INTENT),
+    # The privileged containers (privileged, SYS_ADMIN or ALL capabilities) that show GPU intent, by name.
+    (
+        "privilegedGpuIntent",
+        f"variables.containers.filter(c, ({_ESCALATION}) && (variables.podGpuIntent || {_CONTAINER_GPU_INTENT}))"
+        ".map(c, c.name)",
+    ),
     (
         "deviceEnv",
         # dyn: the values of a map literal must have one type.

@@ -9,7 +9,6 @@ ResourceClaim or ResourceClaimTemplate the requests that ask for admin access.""
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -26,6 +25,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths 
     DRIVER_FILE_PREFIXES,
     GPU_HOST_DIRS,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.intent import GPU_NODE_LABEL_RE
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import DEVICE_VARIABLES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping, as_text
@@ -48,8 +48,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.quanti
     QuantityIssue,
     quantity_issues,
 )
-
-_GPU_NODE_LABEL = re.compile(r"nvidia|gpu|accelerator|pci-(?:03\d\d_)?10de", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -265,14 +263,14 @@ def privilege_escalations(container: ContainerSite) -> list[tuple[str, str]]:
 def pod_gpu_intent(spec: Mapping[str, Any]) -> list[str]:
     signs = []
     for key, value in as_mapping(spec.get("nodeSelector")).items():
-        if isinstance(key, str) and _GPU_NODE_LABEL.search(key):
+        if isinstance(key, str) and GPU_NODE_LABEL_RE.search(key):
             signs.append(f"node selector {key}={value}")
     for key in _affinity_keys(spec):
         signs.append(f"node affinity on {key}")
     for toleration in as_list(spec.get("tolerations")):
         if isinstance(toleration, dict):
             words = f"{as_text(toleration.get('key'))} {as_text(toleration.get('value'))}"
-            if _GPU_NODE_LABEL.search(words):
+            if GPU_NODE_LABEL_RE.search(words):
                 signs.append(f"toleration {words.strip()}")
     runtime = spec.get("runtimeClassName")
     if isinstance(runtime, str) and "nvidia" in runtime.lower():
@@ -292,7 +290,7 @@ def _affinity_keys(spec: Mapping[str, Any]) -> Iterator[str]:
     for term in (*required, *preferred):
         for expression in as_list(as_mapping(term).get("matchExpressions")):
             key = as_mapping(expression).get("key")
-            if isinstance(key, str) and _GPU_NODE_LABEL.search(key):
+            if isinstance(key, str) and GPU_NODE_LABEL_RE.search(key):
                 yield key
 
 

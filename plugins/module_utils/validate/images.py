@@ -1,63 +1,19 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What an image sets in its environment: known CUDA families and user-given image env."""
+"""What an image sets in its environment: known CUDA families (gpu/intent.py) and user-given image env."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.intent import known_family
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import VISIBLE_DEVICES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 
-
-@dataclass(frozen=True)
-class ImageFamily:
-    pattern: re.Pattern[str]
-    description: str
-    tag_pattern: re.Pattern[str] | None = None
-
-
 _CUDA_ENV = {VISIBLE_DEVICES: "all"}
-KNOWN_IMAGE_FAMILIES = (
-    ImageFamily(re.compile(r"^(?:.+/)?nvidia/cuda$"), "the official CUDA image"),
-    ImageFamily(re.compile(r"^nvcr\.io/nvidia/"), "an NVIDIA NGC image, built on the CUDA base image"),
-    ImageFamily(re.compile(r"^nvidia/"), "an NVIDIA image, built on the CUDA base image"),
-    ImageFamily(re.compile(r"^(?:.+/)?cuda(?:[-_][^/]*)?$"), "a CUDA image"),
-    ImageFamily(re.compile(r"^pytorch/pytorch$"), "the PyTorch image"),
-    ImageFamily(re.compile(r"^tensorflow/tensorflow$"), "the TensorFlow GPU image", re.compile(r"gpu")),
-    ImageFamily(re.compile(r"^vllm/vllm-openai$"), "the vLLM image, built on the CUDA base image"),
-    # ray-project/ray docker/base-deps: the GPU tags (-cu121, -gpu) are built FROM the nvidia/cuda images.
-    ImageFamily(
-        re.compile(r"^rayproject/ray(?:-ml|-llm)?$"),
-        "a Ray GPU image, built on the CUDA base image",
-        re.compile(r"(?:^|-)(?:cu\d{2,3}|gpu)(?:-|$)"),
-    ),
-)
-
-
-def image_repository(image: str) -> tuple[str, str]:
-    """Repository (lower case, Docker Hub defaults removed) and tag of an image reference."""
-    ref = image.strip().split("@", 1)[0]
-    slash, colon = ref.rfind("/"), ref.rfind(":")
-    repo, tag = (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, "")
-    repo = repo.lower()
-    for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
-        if repo.startswith(prefix):
-            repo = repo[len(prefix) :]
-            break
-    return repo.removeprefix("library/"), tag
-
-
-def known_family(image: str) -> ImageFamily | None:
-    repo, tag = image_repository(image)
-    for family in KNOWN_IMAGE_FAMILIES:
-        if family.pattern.search(repo) and (family.tag_pattern is None or family.tag_pattern.search(tag)):
-            return family
-    return None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ kind there and its check here, in CHECKS.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -25,6 +24,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_anno
     NVIDIA_DEVICE_NODE,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import GPU_SYSTEM_NAMESPACES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.intent import GPU_WORDS_RE
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import (
     ALL,
     CUDA_VERSION,
@@ -51,7 +51,6 @@ TOOL_URI = "https://github.com/kubegpu/scheduling"
 DEFAULT_ALLOW_ANNOTATION = "kubegpu.io/allow-bypass"
 
 # `cu121`: the CUDA build tag of Ray, PyTorch wheels and many images (rayproject/ray:2.9.0-py310-cu121).
-_GPU_WORDS = re.compile(r"cuda|nvidia|nvcc|dcgm|tensorrt|triton|gpu|\bcu\d{2,3}\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -137,10 +136,10 @@ def gpu_intent(c: ContainerFacts, pod: PodFacts) -> list[str]:
         and not (v.value is not None and device_selection(v.value) == VOID and name in DEVICE_VARIABLES)
     ]
     image = container.get("image")
-    if isinstance(image, str) and (c.image_env is not None or _GPU_WORDS.search(image)):
+    if isinstance(image, str) and (c.image_env is not None or GPU_WORDS_RE.search(image)):
         signs.append(f"image {image}")
     command = " ".join(str(a) for a in (*as_list(container.get("command")), *as_list(container.get("args"))))
-    tool = _GPU_WORDS.search(command)
+    tool = GPU_WORDS_RE.search(command)
     if tool:
         signs.append(f"command mentions {tool[0]}")
     signs += pod_gpu_intent(pod.site.spec)

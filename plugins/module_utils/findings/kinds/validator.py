@@ -118,7 +118,8 @@ KINDS = (
         VALIDATOR,
         "privileged-gpu-container",
         admission=Admission(
-            unseen="GPU intent reads the image's configuration; Pod Security's baseline level forbids privileged"
+            'variables.privilegedGpuIntent.map(n, "container \'" + n + "\' runs privileged (privileged, SYS_ADMIN or '
+            'ALL capabilities) and shows GPU intent")'
         ),
     ),
     Kind(
@@ -131,7 +132,8 @@ KINDS = (
         VALIDATOR,
         "privileged-container",
         admission=Admission(
-            unseen="GPU intent reads the image's configuration; Pod Security's baseline level forbids privileged"
+            unseen="it is a warning about what the pod lacks, which offline reads include (the image_env option, "
+            "envFrom sources) and admission does not; Pod Security's baseline level forbids privileged"
         ),
     ),
     refused(
