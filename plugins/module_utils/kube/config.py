@@ -465,10 +465,7 @@ def _load_kubeconfig(
         # An auth-provider's refresh reaches out to its issuer and raises whatever the HTTP and
         # OAuth libraries raise: that is the credentials failing, not the kubeconfig.
         if provider is not None:
-            issuer = (provider.get("config") or {}).get("idp-issuer-url")
-            raise CredentialError(
-                describe_auth_provider_failure(str(provider.get("name")), user_name, issuer, exc)
-            ) from None
+            raise CredentialError(describe_auth_provider_failure(provider, user_name, exc)) from None
         if isinstance(exc, (OSError, ValueError, KeyError, TypeError)):
             raise ClusterError(f"kubeconfig {source} cannot be used: {type(exc).__name__}: {exc}") from None
         raise

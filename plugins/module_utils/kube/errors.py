@@ -285,13 +285,19 @@ def describe_exec_failure(command: str, user: str, logged: str | None, install_h
     return f"{head} failed: {_scrub(one_line(logged))}"
 
 
-def describe_auth_provider_failure(provider: str, user: str, issuer: str | None, exc: BaseException) -> str:
-    """One message for an auth-provider (OIDC, gcp) whose token refresh raised."""
+def describe_auth_provider_failure(provider: Mapping[str, Any], user: str, exc: BaseException) -> str:
+    """One message for an auth-provider (OIDC, gcp) of a kubeconfig user whose token refresh raised.
+    kubernetes before 31 raises for an OIDC issuer without a discovery document, where later releases
+    leave the expired token as it is: one failure, told alike."""
+    name = str(provider.get("name"))
+    issuer = (provider.get("config") or {}).get("idp-issuer-url")
     root = exception_chain(exc)[-1]
+    if name == "oidc" and getattr(root, "status", None) == 404:
+        return describe_expired_oidc_token(user, issuer)
     at = f" at {_scrub(issuer)}" if issuer else ""
     detail = _scrub(one_line(str(root))) or "no detail"
     return (
-        f'getting credentials: refreshing the {provider} token of kubeconfig user "{user}"{at} failed: '
+        f'getting credentials: refreshing the {name} token of kubeconfig user "{user}"{at} failed: '
         f"{type(root).__name__}: {detail}"
     )
 

@@ -4,9 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_fleet_report
+from tests.module_args import patch_module_args
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "report"
 

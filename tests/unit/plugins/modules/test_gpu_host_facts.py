@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_host_facts
+from tests.module_args import patch_module_args
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "host"
 POD_PID, DOCKER_PID, GONE_PID = 11327, 11328, 11345  # the pids of smi-apps-h100-590.48.01.csv

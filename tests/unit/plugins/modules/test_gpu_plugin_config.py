@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds.plugin_config import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config import cli
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config.schema import DEFAULT_RELEASE, RELEASES
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_plugin_config
+from tests.module_args import patch_module_args
 
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "plugin_config"

@@ -13,7 +13,6 @@ from xml.etree import ElementTree
 import jsonschema
 import pytest
 import yaml
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.kubegpu.scheduling.plugins.doc_fragments import read_only as read_only_fragment
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube import module as api_module
@@ -22,6 +21,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate import cli as validate_cli
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_pod_validate
+from tests.module_args import patch_module_args
 
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "manifests"
@@ -437,7 +437,10 @@ def test_the_script_starts_as_a_program_the_way_pre_commit_runs_it(tmp_path):
     """The first lines are a shell prologue that hands the file to python3 from PATH."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "python3").symlink_to(sys.executable)
+    # This environment's interpreter as python3 (a link would run the base interpreter, without PyYAML).
+    wrapper = bin_dir / "python3"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
     (tmp_path / "ok.yaml").write_text((FIXTURES / "good" / "dra.yaml").read_text())
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
     done = run_in(tmp_path, env, str(SCRIPT), "--fail-on", "warning", "ok.yaml")

@@ -7,9 +7,9 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_node_facts
+from tests.module_args import patch_module_args
 
 TOKEN = "s3cr3t-bearer-token-value"
 KUBECONFIG = {

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube import module as kube_module
+from tests.module_args import patch_module_args
 
 SPEC = kube_module.with_connection_options({"name": {"type": "str"}})
 RESULT: dict[str, Any] = {
