@@ -1,8 +1,9 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet report's one data model, built from what each cluster's run returned: the fleet facts
-(gpu_node_facts), the device-plugin verdicts (gpu_device_plugin_check) and the live pod audit
-(gpu_pod_validate). The JSON, Markdown and HTML renderers all read this model and nothing else."""
+(gpu_node_facts), the device-plugin verdicts (gpu_device_plugin_check), the live pod audit
+(gpu_pod_validate) and where GPU work fits (gpu_placement). The JSON, Markdown and HTML renderers all
+read this model and nothing else."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ COUNTS = ("capacity", "allocatable", "allocated", "free", "unhealthy")
 OK = "ok"
 FAILED = "failed"
 UNKNOWN_MODEL = "unknown"
-SOURCES = ("fleet", "device_plugin", "pod_audit")
+SOURCES = ("fleet", "device_plugin", "pod_audit", "placement")
+PENDING_TEXTS = ("resource", "reason", "remedy", "message", "scheduler_said")
+PLACEMENT_FINDING_TEXTS = ("kind", "severity", "pool", "message", "remedy")
 
 
 def _zero_counts() -> dict[str, int]:
@@ -142,6 +145,88 @@ def report_bypass(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _count(value: Any, where: str) -> int:
+    """A count of the placement view; a value that is not one is named with where it is."""
+    if value is None or value == "":
+        return 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise OptionError(f"{where} must be a whole number, got {value!r}") from None
+
+
+def _per_size(values: Any, sizes: Iterable[int]) -> dict[str, Mapping[str, Any]]:
+    """Per size (its key as gpu_placement writes it, a string), the entry of `values`; {} where none."""
+    values = values if isinstance(values, Mapping) else {}
+    entries = {str(size): values.get(str(size)) for size in sizes}
+    return {size: entry if isinstance(entry, Mapping) else {} for size, entry in entries.items()}
+
+
+def placement_pool(pool: Mapping[str, Any], sizes: Iterable[int], where: str) -> dict[str, Any]:
+    """One pool's (or the fleet's) row of the placement view, as gpu_placement returns it: per size the
+    pods that fit and on which nodes, and the free GPUs stranded for that size with why."""
+    sizes = tuple(sizes)
+    fits, stranded = _per_size(pool.get("fits"), sizes), _per_size(pool.get("stranded"), sizes)
+    return {
+        "pool": str(pool.get("pool") or UNKNOWN_MODEL),
+        **{key: _count(pool.get(key), f"{where}.{key}") for key in ("nodes", "gpus_free", "withdrawn", "largest")},
+        "fits": {
+            size: {
+                "pods": _count(fit.get("pods"), f"{where}.fits.{size}.pods"),
+                "nodes": {str(n): _count(c, f"{where}.fits.{size}.nodes") for n, c in (fit.get("nodes") or {}).items()},
+            }
+            for size, fit in fits.items()
+        },
+        "stranded": {
+            size: {
+                "gpus": _count(left.get("gpus"), f"{where}.stranded.{size}.gpus"),
+                "by_reason": {
+                    str(r): _count(c, f"{where}.stranded.{size}") for r, c in (left.get("by_reason") or {}).items()
+                },
+            }
+            for size, left in stranded.items()
+        },
+    }
+
+
+def _texts(entry: Mapping[str, Any], keys: Iterable[str]) -> dict[str, str | None]:
+    return {key: None if entry.get(key) in (None, "") else str(entry.get(key)) for key in keys}
+
+
+def report_placement(result: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    """Where GPU work fits: gpu_placement's registered result (its `placement`) or the view itself (as
+    gpu_cluster_read returns it); None when the cluster's run made none."""
+    view = result.get("placement") if isinstance(result.get("placement"), Mapping) else result
+    if not view:
+        return None
+    sizes = sorted({_count(size, f"{where}.sizes") for size in view.get("sizes") or []})
+    pending = [p for p in view.get("pending") or [] if isinstance(p, Mapping)]
+    return {
+        "sizes": sizes,
+        "resource": str(view.get("resource") or ""),
+        "pools": [
+            placement_pool(pool, sizes, f"{where}.pools[{index}]")
+            for index, pool in enumerate(view.get("pools") or [])
+            if isinstance(pool, Mapping)
+        ],
+        "fleet": placement_pool({"pool": "all", **(view.get("fleet") or {})}, sizes, f"{where}.fleet"),
+        "pending": [
+            {
+                "pod": _texts(entry, ("pod",))["pod"],
+                "gpus": _count(entry.get("gpus"), f"{where}.pending.gpus"),
+                **_texts(entry, PENDING_TEXTS),
+            }
+            for entry in pending
+        ],
+        "findings": [
+            _texts(finding, PLACEMENT_FINDING_TEXTS)
+            for finding in view.get("findings") or []
+            if isinstance(finding, Mapping)
+        ],
+        "notes": [str(note) for note in view.get("notes") or []],
+    }
+
+
 def _models(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     models: dict[str, dict[str, int]] = {}
     for node in nodes:
@@ -217,6 +302,7 @@ def report_cluster(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         # gpu_pod_validate's reading of the admission policies (admission/plan.py), as it returned it.
         "admission": dict(audit["admission"]) if isinstance(audit.get("admission"), Mapping) else None,
         "notes": [str(note) for note in (*(fleet.get("notes") or []), *(audit.get("notes") or []))],
+        "placement": report_placement(results["placement"], f"{where}.placement"),
     }
 
 

@@ -15,11 +15,18 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text imp
     BYPASS_COLUMNS,
     COUNT_COLUMNS,
     NODE_COLUMNS,
+    PENDING_COLUMNS,
+    PLACEMENT_FINDING_COLUMNS,
+    PLACEMENT_FIT_COLUMNS,
     PROBLEM_COLUMNS,
     admission_cells,
     cells,
     cluster_status,
     node_cells,
+    pending_rows,
+    placement_fit_rows,
+    placement_pool_columns,
+    placement_pool_rows,
     seconds,
 )
 
@@ -104,10 +111,35 @@ def _cluster_section(index: int, cluster: Mapping[str, Any]) -> str:
         parts.append("<h3>GPU use that bypasses the scheduler</h3>")
         rows = [cells(b, BYPASS_COLUMNS) for b in cluster["bypass"]]
         parts.append(table(f"bypass-{index}", BYPASS_COLUMNS, rows))
+    parts.append(placement_section(index, cluster.get("placement")))
     parts.append(admission_section(index, cluster.get("admission")))
     if cluster["notes"]:
         parts.append("<h3>Notes</h3><ul>" + "".join(f"<li>{h(note)}</li>" for note in cluster["notes"]) + "</ul>")
     parts.append("</section>")
+    return "".join(parts)
+
+
+def placement_section(index: int, placement: Mapping[str, Any] | None) -> str:
+    """Where GPU work fits: the pods of each size that fit per pool, where, the GPUs stranded, and the
+    pending GPU pods with why."""
+    if not placement:
+        return ""
+    parts = ["<h3>Where GPU work fits</h3>"]
+    if placement["pools"]:
+        parts.append(table(f"placement-{index}", placement_pool_columns(placement), placement_pool_rows(placement)))
+        parts.append("<h4>Where each size fits, and the GPUs stranded</h4>")
+        parts.append(table(f"placement-fits-{index}", PLACEMENT_FIT_COLUMNS, placement_fit_rows(placement)))
+    else:
+        parts.append(f'<p id="placement-{index}" class="muted">No GPU nodes.</p>')
+    if placement["findings"]:
+        parts.append("<h4>Stranded and fragmented GPUs</h4>")
+        rows = [cells(f, PLACEMENT_FINDING_COLUMNS) for f in placement["findings"]]
+        parts.append(table(f"placement-findings-{index}", PLACEMENT_FINDING_COLUMNS, rows))
+    if placement["pending"]:
+        parts.append("<h4>Pending GPU pods</h4>")
+        parts.append(table(f"pending-{index}", PENDING_COLUMNS, pending_rows(placement["pending"])))
+    if placement["notes"]:
+        parts.append('<ul class="muted">' + "".join(f"<li>{h(note)}</li>" for note in placement["notes"]) + "</ul>")
     return "".join(parts)
 
 
