@@ -17,7 +17,7 @@ description:
   - With O(placement) (the default), also where GPU work fits, as M(kubegpu.scheduling.gpu_placement) finds it
     with its defaults (and O(placement_pool_label_keys)) - per pool, for 1, 2, 4 and 8 GPUs per pod, how many such
     pods fit now and on which nodes, the largest number of GPUs one pod gets on one node and the free GPUs stranded,
-    with why; and each pending GPU pod with the reason in one sentence and its remedy. It reads nothing more: the
+    with why; and each pending GPU pod with the reason in one sentence and its remedy. It reads nothing more - the
     nodes, the unfinished pods and the DRA objects are the lists the fleet facts read.
   - Each collection the checks read (nodes, pods, DaemonSets, DRA objects) is listed once, across all
     namespaces, and each check's lists are answered from it (namespace, label selector and the active-pods
@@ -35,7 +35,8 @@ options:
   placement:
     description:
       - Also work out where GPU work fits (RV(placement)), from the lists already read.
-      - Costs no API request; its time is the projection of the nodes and pods and the view (see C(bench/)).
+      - Costs no API request; its time is the projection of the nodes and pods and the view, about a tenth of the
+        fleet facts' own (C(bench/bench_cluster_read.py)).
     type: bool
     default: true
   placement_pool_label_keys:
