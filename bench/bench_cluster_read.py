@@ -107,15 +107,21 @@ def main() -> int:
         return 0
     result = compare(args.nodes, args.pods, args.repeat)
     fleet, placement = result["fleet"], result["placement"]
-    print(f"gpu_cluster_read at {args.nodes} nodes, {args.pods} pods (median of {args.repeat} runs)")
-    print(f"{'step':<28} {'seconds':>8} {'requests':>9} {'peak MB':>8} {'result KB':>10}")
-    for name, row in (("fleet facts (baseline)", fleet), ("placement, same lists", placement)):
-        print(
-            f"{name:<28} {row['seconds']:>8.3f} {row['requests']:>9} {row['peak_rss_mb']:>8.1f} "
-            f"{row['result_bytes'] / 1024:>10.1f}"
+    names = {"fleet": "fleet facts (baseline)", "placement": "placement, same lists"}
+    lines = [f"gpu_cluster_read at {args.nodes} nodes, {args.pods} pods (median of {args.repeat} runs)"]
+    lines.append(" ".join(("step".ljust(24), *(c.rjust(10) for c in ("seconds", "requests", "peak MB", "result B")))))
+    lines += [
+        " ".join(
+            (
+                names[step].ljust(24),
+                *(f"{value:10.3f}" if isinstance(value, float) else f"{value:10}" for value in row.values()),
+            )
         )
+        for step, row in result.items()
+    ]
     ratio = (fleet["seconds"] + placement["seconds"]) / fleet["seconds"]
-    print(f"facts + placement against facts alone: {ratio:.2f}x")
+    lines.append(f"facts + placement against facts alone: {ratio:.2f}x")
+    print("\n".join(lines))
     return 0 if placement["requests"] == 0 else 1
 
 

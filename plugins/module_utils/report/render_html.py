@@ -64,6 +64,11 @@ def table(table_id: str, fields: Sequence[str], rows: Sequence[Sequence[Any]], r
     return f'<table id="{h(table_id)}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
+def titled_table(tag: str, heading: str, table_id: str, fields: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A heading (`tag`: h3, h4) and its table."""
+    return f"<{tag}>{h(heading)}</{tag}>" + table(table_id, fields, rows)
+
+
 def bar_chart(chart_id: str, rows: Sequence[tuple[str, Mapping[str, int]]]) -> str:
     """Capacity, allocatable and allocated GPUs per row as horizontal bars on one scale."""
     if not rows:
@@ -104,13 +109,12 @@ def _cluster_section(index: int, cluster: Mapping[str, Any]) -> str:
         parts.append("<h3>Nodes</h3>")
         parts.append(table(f"nodes-{index}", NODE_COLUMNS, [node_cells(node) for node in cluster["nodes"]]))
     if cluster["problems"]:
-        parts.append("<h3>Problems and remedies</h3>")
         rows = [cells(p, PROBLEM_COLUMNS) for p in cluster["problems"]]
-        parts.append(table(f"problems-{index}", PROBLEM_COLUMNS, rows))
+        parts.append(titled_table("h3", "Problems and remedies", f"problems-{index}", PROBLEM_COLUMNS, rows))
     if cluster["bypass"]:
-        parts.append("<h3>GPU use that bypasses the scheduler</h3>")
         rows = [cells(b, BYPASS_COLUMNS) for b in cluster["bypass"]]
-        parts.append(table(f"bypass-{index}", BYPASS_COLUMNS, rows))
+        heading = "GPU use that bypasses the scheduler"
+        parts.append(titled_table("h3", heading, f"bypass-{index}", BYPASS_COLUMNS, rows))
     parts.append(placement_section(index, cluster.get("placement")))
     parts.append(admission_section(index, cluster.get("admission")))
     if cluster["notes"]:
@@ -127,17 +131,17 @@ def placement_section(index: int, placement: Mapping[str, Any] | None) -> str:
     parts = ["<h3>Where GPU work fits</h3>"]
     if placement["pools"]:
         parts.append(table(f"placement-{index}", placement_pool_columns(placement), placement_pool_rows(placement)))
-        parts.append("<h4>Where each size fits, and the GPUs stranded</h4>")
-        parts.append(table(f"placement-fits-{index}", PLACEMENT_FIT_COLUMNS, placement_fit_rows(placement)))
+        heading, rows = "Where each size fits, and the GPUs stranded", placement_fit_rows(placement)
+        parts.append(titled_table("h4", heading, f"placement-fits-{index}", PLACEMENT_FIT_COLUMNS, rows))
     else:
         parts.append(f'<p id="placement-{index}" class="muted">No GPU nodes.</p>')
     if placement["findings"]:
-        parts.append("<h4>Stranded and fragmented GPUs</h4>")
         rows = [cells(f, PLACEMENT_FINDING_COLUMNS) for f in placement["findings"]]
-        parts.append(table(f"placement-findings-{index}", PLACEMENT_FINDING_COLUMNS, rows))
+        heading = "Stranded and fragmented GPUs"
+        parts.append(titled_table("h4", heading, f"placement-findings-{index}", PLACEMENT_FINDING_COLUMNS, rows))
     if placement["pending"]:
-        parts.append("<h4>Pending GPU pods</h4>")
-        parts.append(table(f"pending-{index}", PENDING_COLUMNS, pending_rows(placement["pending"])))
+        rows = pending_rows(placement["pending"])
+        parts.append(titled_table("h4", "Pending GPU pods", f"pending-{index}", PENDING_COLUMNS, rows))
     if placement["notes"]:
         parts.append('<ul class="muted">' + "".join(f"<li>{h(note)}</li>" for note in placement["notes"]) + "</ul>")
     return "".join(parts)
