@@ -155,11 +155,13 @@ def _count(value: Any, where: str) -> int:
         raise OptionError(f"{where} must be a whole number, got {value!r}") from None
 
 
+def _as_mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _per_size(values: Any, sizes: Iterable[int]) -> dict[str, Mapping[str, Any]]:
     """Per size (its key as gpu_placement writes it, a string), the entry of `values`; {} where none."""
-    values = values if isinstance(values, Mapping) else {}
-    entries = {str(size): values.get(str(size)) for size in sizes}
-    return {size: entry if isinstance(entry, Mapping) else {} for size, entry in entries.items()}
+    return {str(size): _as_mapping(_as_mapping(values).get(str(size))) for size in sizes}
 
 
 def placement_pool(pool: Mapping[str, Any], sizes: Iterable[int], where: str) -> dict[str, Any]:
@@ -173,7 +175,9 @@ def placement_pool(pool: Mapping[str, Any], sizes: Iterable[int], where: str) ->
         "fits": {
             size: {
                 "pods": _count(fit.get("pods"), f"{where}.fits.{size}.pods"),
-                "nodes": {str(n): _count(c, f"{where}.fits.{size}.nodes") for n, c in (fit.get("nodes") or {}).items()},
+                "nodes": {
+                    str(n): _count(c, f"{where}.fits.{size}.nodes") for n, c in _as_mapping(fit.get("nodes")).items()
+                },
             }
             for size, fit in fits.items()
         },
@@ -181,7 +185,7 @@ def placement_pool(pool: Mapping[str, Any], sizes: Iterable[int], where: str) ->
             size: {
                 "gpus": _count(left.get("gpus"), f"{where}.stranded.{size}.gpus"),
                 "by_reason": {
-                    str(r): _count(c, f"{where}.stranded.{size}") for r, c in (left.get("by_reason") or {}).items()
+                    str(r): _count(c, f"{where}.stranded.{size}") for r, c in _as_mapping(left.get("by_reason")).items()
                 },
             }
             for size, left in stranded.items()
@@ -196,7 +200,7 @@ def _texts(entry: Mapping[str, Any], keys: Iterable[str]) -> dict[str, str | Non
 def report_placement(result: Mapping[str, Any], where: str) -> dict[str, Any] | None:
     """Where GPU work fits: gpu_placement's registered result (its `placement`) or the view itself (as
     gpu_cluster_read returns it); None when the cluster's run made none."""
-    view = result.get("placement") if isinstance(result.get("placement"), Mapping) else result
+    view = result["placement"] if isinstance(result.get("placement"), Mapping) else result
     if not view:
         return None
     sizes = sorted({_count(size, f"{where}.sizes") for size in view.get("sizes") or []})
@@ -209,10 +213,10 @@ def report_placement(result: Mapping[str, Any], where: str) -> dict[str, Any] | 
             for index, pool in enumerate(view.get("pools") or [])
             if isinstance(pool, Mapping)
         ],
-        "fleet": placement_pool({"pool": "all", **(view.get("fleet") or {})}, sizes, f"{where}.fleet"),
+        "fleet": placement_pool({"pool": "all", **_as_mapping(view.get("fleet"))}, sizes, f"{where}.fleet"),
         "pending": [
             {
-                "pod": _texts(entry, ("pod",))["pod"],
+                "pod": str(entry.get("pod") or ""),
                 "gpus": _count(entry.get("gpus"), f"{where}.pending.gpus"),
                 **_texts(entry, PENDING_TEXTS),
             }
