@@ -159,37 +159,29 @@ def _as_mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _per_size(values: Any, sizes: Iterable[int]) -> dict[str, Mapping[str, Any]]:
-    """Per size (its key as gpu_placement writes it, a string), the entry of `values`; {} where none."""
-    return {str(size): _as_mapping(_as_mapping(values).get(str(size))) for size in sizes}
+def _per_size(values: Any, sizes: Iterable[int], where: str, keys: tuple[str, str]) -> dict[str, dict[str, Any]]:
+    """Per size (its key as gpu_placement writes it, a string) of `values`, a total and its parts: the pods
+    that fit and per node how many (`fits`), or the GPUs stranded and per reason how many (`stranded`)."""
+    total, parts = keys
+    out = {}
+    for size in map(str, sizes):
+        entry = _as_mapping(_as_mapping(values).get(size))
+        out[size] = {
+            total: _count(entry.get(total), f"{where}.{size}.{total}"),
+            parts: {str(k): _count(v, f"{where}.{size}.{parts}") for k, v in _as_mapping(entry.get(parts)).items()},
+        }
+    return out
 
 
 def placement_pool(pool: Mapping[str, Any], sizes: Iterable[int], where: str) -> dict[str, Any]:
     """One pool's (or the fleet's) row of the placement view, as gpu_placement returns it: per size the
     pods that fit and on which nodes, and the free GPUs stranded for that size with why."""
     sizes = tuple(sizes)
-    fits, stranded = _per_size(pool.get("fits"), sizes), _per_size(pool.get("stranded"), sizes)
     return {
         "pool": str(pool.get("pool") or UNKNOWN_MODEL),
         **{key: _count(pool.get(key), f"{where}.{key}") for key in ("nodes", "gpus_free", "withdrawn", "largest")},
-        "fits": {
-            size: {
-                "pods": _count(fit.get("pods"), f"{where}.fits.{size}.pods"),
-                "nodes": {
-                    str(n): _count(c, f"{where}.fits.{size}.nodes") for n, c in _as_mapping(fit.get("nodes")).items()
-                },
-            }
-            for size, fit in fits.items()
-        },
-        "stranded": {
-            size: {
-                "gpus": _count(left.get("gpus"), f"{where}.stranded.{size}.gpus"),
-                "by_reason": {
-                    str(r): _count(c, f"{where}.stranded.{size}") for r, c in _as_mapping(left.get("by_reason")).items()
-                },
-            }
-            for size, left in stranded.items()
-        },
+        "fits": _per_size(pool.get("fits"), sizes, f"{where}.fits", ("pods", "nodes")),
+        "stranded": _per_size(pool.get("stranded"), sizes, f"{where}.stranded", ("gpus", "by_reason")),
     }
 
 
