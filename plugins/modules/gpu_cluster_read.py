@@ -35,8 +35,8 @@ options:
   placement:
     description:
       - Also work out where GPU work fits (RV(placement)), from the lists already read.
-      - Costs no API request; its time is the projection of the nodes and pods and the view, about a tenth of the
-        fleet facts' own (C(bench/bench_cluster_read.py)).
+      - Costs no API request; its time is the projection of the nodes and pods and the view, a part of the fleet
+        facts' own that C(bench/bench_cluster_read.py) measures.
     type: bool
     default: true
   placement_pool_label_keys:
