@@ -47,7 +47,8 @@ LOCATION = ("address", "zone", "instance_type", "provider_id")
 
 
 def assert_tables_hold_the_report(tables: dict[str, list[dict[str, str]]], report: dict) -> None:
-    """The page's cluster, model and per-node tables hold the numbers (and node locations) of the JSON report."""
+    """The page's cluster, model, per-node and placement tables hold the numbers (and node locations) of the
+    JSON report."""
     assert [row["cluster"] for row in tables["clusters"]] == [c["name"] for c in report["clusters"]]
     for row, entry in zip(tables["clusters"], report["clusters"], strict=True):
         assert {key: int(row[key]) for key in COUNTS} == {key: entry["totals"][key] for key in COUNTS}, entry["name"]
@@ -62,4 +63,37 @@ def assert_tables_hold_the_report(tables: dict[str, list[dict[str, str]]], repor
         ], entry["name"]
         assert [[row[key] for key in LOCATION] for row in rows] == [
             [n[key] or "-" for key in LOCATION] for n in entry["nodes"]
+        ], entry["name"]
+    assert_placement_tables_hold_the_report(tables, report)
+
+
+def assert_placement_tables_hold_the_report(tables: dict[str, list[dict[str, str]]], report: dict) -> None:
+    """Each cluster's placement tables hold its JSON placement view: per pool (and `all`) the free GPUs,
+    the largest and the pods of each size that fit; per pool and size with anything to say, the pods, the
+    nodes they fit on (the first of them) and the GPUs stranded; the pending GPU pods with their reason."""
+    for index, entry in enumerate(report["clusters"]):
+        placement = entry.get("placement")
+        if not placement or not placement["pools"]:
+            assert f"placement-{index}" not in tables, entry["name"]
+            continue
+        sizes = [str(size) for size in placement["sizes"]]
+        pools = [*placement["pools"], placement["fleet"]]
+        assert [
+            [row["pool"], int(row["free"]), int(row["largest"]), *(int(row[f"pods of {s}"]) for s in sizes)]
+            for row in tables[f"placement-{index}"]
+        ] == [[p["pool"], p["gpus_free"], p["largest"], *(p["fits"][s]["pods"] for s in sizes)] for p in pools]
+        expected = [
+            (p["pool"], s, p["fits"][s]["pods"], p["stranded"][s]["gpus"], p["fits"][s]["nodes"])
+            for p in placement["pools"]
+            for s in sizes
+            if p["fits"][s]["pods"] or p["stranded"][s]["gpus"]
+        ]
+        rows = tables[f"placement-fits-{index}"]
+        assert [(r["pool"], r["gpus"], int(r["pods"]), int(r["stranded"])) for r in rows] == [e[:4] for e in expected]
+        for row, expect in zip(rows, expected, strict=True):
+            nodes = expect[-1]
+            named = [part.rsplit(" (", 1)[0] for part in row["where"].split(" and ")[0].split(", ")] if nodes else []
+            assert set(named) <= set(nodes) and len(named) == min(len(nodes), 5), (row, nodes)
+        assert [(r["pod"], int(r["gpus"]), r["reason"]) for r in tables.get(f"pending-{index}", [])] == [
+            (p["pod"], p["gpus"], p["reason"] or "-") for p in placement["pending"]
         ], entry["name"]

@@ -14,11 +14,16 @@ description:
     M(kubegpu.scheduling.gpu_device_plugin_check) (as with C(report_only=true)) and the live pod audit of
     M(kubegpu.scheduling.gpu_pod_validate) (as with C(live=true, fail_on=never)), each with those modules'
     defaults.
-  - Each collection the three read (nodes, pods, DaemonSets, DRA objects) is listed once, across all
+  - With O(placement) (the default), also where GPU work fits, as M(kubegpu.scheduling.gpu_placement) finds it
+    with its defaults (and O(placement_pool_label_keys)) - per pool, for 1, 2, 4 and 8 GPUs per pod, how many such
+    pods fit now and on which nodes, the largest number of GPUs one pod gets on one node and the free GPUs stranded,
+    with why; and each pending GPU pod with the reason in one sentence and its remedy. It reads nothing more - the
+    nodes, the unfinished pods and the DRA objects are the lists the fleet facts read.
+  - Each collection the checks read (nodes, pods, DaemonSets, DRA objects) is listed once, across all
     namespaces, and each check's lists are answered from it (namespace, label selector and the active-pods
     selector applied as the API server applies them).
-  - Returns what the report reads of the three results and no more (no pod lists, no DRA device lists, no
-    text reports); for the full results run the three modules.
+  - Returns what the report reads of the results and no more (no pod lists, no DRA device lists, no
+    text reports, no per-node placement view); for the full results run the modules themselves.
   - When a step fails, the module fails with its message, names the step in RV(step) and returns the results
     of the steps before it, which the report shows with the error.
 author:
@@ -26,6 +31,21 @@ author:
 extends_documentation_fragment:
   - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
+options:
+  placement:
+    description:
+      - Also work out where GPU work fits (RV(placement)), from the lists already read.
+      - Costs no API request; its time is the projection of the nodes and pods and the view, a part of the fleet
+        facts' own that C(bench/bench_cluster_read.py) measures.
+    type: bool
+    default: true
+  placement_pool_label_keys:
+    description:
+      - Node labels that split each model's nodes into pools for RV(placement) (a node pool, a zone), as
+        O(kubegpu.scheduling.gpu_placement#module:pool_label_keys).
+    type: list
+    elements: str
+    default: []
 requirements:
   - kubernetes
   - PyYAML
@@ -45,6 +65,12 @@ EXAMPLES = r"""
         fleet: "{{ cluster_read.fleet }}"
         device_plugin: "{{ cluster_read.device_plugin }}"
         pod_audit: "{{ cluster_read.pod_audit }}"
+        placement: "{{ cluster_read.placement }}"
+
+- name: Read the cluster, its placement view per node pool
+  kubegpu.scheduling.gpu_cluster_read:
+    placement_pool_label_keys: [cloud.google.com/gke-nodepool]
+  register: cluster_read
 """
 
 RETURN = r"""
@@ -72,6 +98,16 @@ pod_audit:
       C(admission) and the C(notes), as M(kubegpu.scheduling.gpu_pod_validate) returns them.
   returned: when the pods were audited
   type: dict
+placement:
+  description:
+    - Where GPU work fits, as the report reads RV(kubegpu.scheduling.gpu_placement#module:placement) - C(sizes),
+      C(resource), the C(pools) and the C(fleet) (C(pool), C(nodes), C(gpus_free), C(withdrawn),
+      C(largest), C(fits) per size with C(pods) and C(nodes), node to count, and C(stranded) per size with C(gpus)
+      and C(by_reason)), the C(pending) GPU pods (C(pod), C(gpus), C(resource), C(reason), C(remedy), C(message),
+      C(scheduler_said)), the C(findings) (C(kind), C(severity), C(pool), C(message), C(remedy)) and the C(notes).
+    - Each field as M(kubegpu.scheduling.gpu_placement) returns it with its defaults.
+  returned: when O(placement) is true and the placement view was made
+  type: dict
 step:
   description: The step that failed, when one did.
   returned: failure
@@ -90,6 +126,7 @@ elapsed_seconds:
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.plan import enforcement_summary
@@ -100,8 +137,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.v
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import catalogue_from_option
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import options_from_params
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU, gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
@@ -112,9 +150,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     with_connection_options,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.shared_lists import SharedLists
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.options import placement_options
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.reads import read_placement
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.inputs import (
     device_plugin_input,
     fleet_input,
+    placement_input,
     pod_audit_input,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig
@@ -127,23 +168,35 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules 
 FLEET_STEP = "Gather the GPU fleet facts"
 DEVICE_PLUGIN_STEP = "Check the device plugin (cluster side)"
 POD_AUDIT_STEP = "Audit the running pods for GPU use that bypasses the scheduler"
+PLACEMENT_STEP = "Work out where GPU work fits"
 DEFAULT_COMPONENTS = {"builtin": True, "extra": []}
+PAGE_SIZE = 500
 
 
-def fleet(client: KubeClient) -> dict[str, Any]:
+@dataclass
+class Run:
+    """What the steps share: the client whose lists are read once, the parameters, and the DRA
+    objects the fleet facts read (placement weighs the same ones)."""
+
+    client: KubeClient
+    params: dict[str, Any]
+    dra: DraObjects = field(default_factory=DraObjects)
+
+
+def fleet(run: Run) -> dict[str, Any]:
     options = options_from_params(system_components=DEFAULT_COMPONENTS)
-    nodes, pods, plugins, dra = read_fleet(client, options, None, None, 500)
-    return fleet_input(summarise(nodes, pods, plugins, options, dra))
+    nodes, pods, plugins, run.dra = read_fleet(run.client, options, None, None, PAGE_SIZE)
+    return fleet_input(summarise(nodes, pods, plugins, options, run.dra))
 
 
-def device_plugin(client: KubeClient) -> dict[str, Any]:
+def device_plugin(run: Run) -> dict[str, Any]:
     options = check_options(NVIDIA_GPU, None)
-    read = read_cluster(client, None, options)
+    read = read_cluster(run.client, None, options)
     result = evaluate(read, options)
     return device_plugin_input(result)
 
 
-def pod_audit(client: KubeClient) -> dict[str, Any]:
+def pod_audit(run: Run) -> dict[str, Any]:
     config = RuleConfig(
         gpu_resources=(),
         image_env={},
@@ -152,36 +205,51 @@ def pod_audit(client: KubeClient) -> dict[str, Any]:
         components=catalogue_from_option(DEFAULT_COMPONENTS),
     )
     with error_context("live audit"):
-        report = merge_reports([live_report(client, config, None)])
-    admission = read_enforcement(client)
+        report = merge_reports([live_report(run.client, config, None)])
+    admission = read_enforcement(run.client)
     report.notes.append(enforcement_summary(admission))
     return pod_audit_input({**result_fields(report), "notes": report.notes, "admission": admission})
 
 
-STEPS: tuple[tuple[str, str, Callable[[KubeClient], dict[str, Any]]], ...] = (
+def placement(run: Run) -> dict[str, Any]:
+    """gpu_placement's view and pending pods with its defaults, from the lists the fleet facts read."""
+    options = placement_options(pool_label_keys=run.params["placement_pool_label_keys"])
+    is_gpu = gpu_resource_matcher([NVIDIA_GPU])
+    _fleet, result = read_placement(run.client, options, is_gpu, lambda _client, _page_size: run.dra, PAGE_SIZE)
+    return placement_input(result)
+
+
+STEPS: tuple[tuple[str, str, Callable[[Run], dict[str, Any]]], ...] = (
     ("fleet", FLEET_STEP, fleet),
     ("device_plugin", DEVICE_PLUGIN_STEP, device_plugin),
     ("pod_audit", POD_AUDIT_STEP, pod_audit),
+    ("placement", PLACEMENT_STEP, placement),
 )
 
 
 def argument_spec() -> dict[str, Any]:
-    return with_connection_options({})
+    return with_connection_options(
+        dict(
+            placement={"type": "bool", "default": True},
+            placement_pool_label_keys={"type": "list", "elements": "str", "default": [], "no_log": False},
+        )
+    )
 
 
 def read_steps(module: Any, began: float) -> dict[str, Any]:
     """Each step's part of the report; a failed step fails the task, naming it, with the parts done."""
     done: dict[str, Any] = {}
-    client: SharedLists | None = None
-    for key, step, read in STEPS:
+    run: Run | None = None
+    steps = [step for step in STEPS if step[0] != "placement" or module.params["placement"]]
+    for key, step, read in steps:
         try:
-            client = client or SharedLists(module_client(module))
-            done[key] = read(client)
+            run = run or Run(SharedLists(module_client(module)), module.params)
+            done[key] = read(run)
         except KubegpuError as exc:
             elapsed = round(time.monotonic() - began, 3)
             fields = {"status": exc.status, "step": step, "changed": False, "elapsed_seconds": elapsed, **done}
             raise KubegpuError(exc.message, exc.status, result=fields) from None
-    requests = client.request_count if client else 0
+    requests = run.client.request_count if run else 0
     elapsed = round(time.monotonic() - began, 3)
     return {"changed": False, "api_requests": requests, "elapsed_seconds": elapsed, **done}
 

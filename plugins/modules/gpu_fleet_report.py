@@ -8,14 +8,18 @@ module: gpu_fleet_report
 short_description: One GPU report for many clusters, as JSON, Markdown and a self-contained HTML page
 version_added: 1.0.0
 description:
-  - Builds one report from the results of M(kubegpu.scheduling.gpu_node_facts), M(kubegpu.scheduling.gpu_device_plugin_check)
-    and M(kubegpu.scheduling.gpu_pod_validate) (live) gathered on each cluster, and writes it in the forms asked for.
+  - Builds one report from the results of M(kubegpu.scheduling.gpu_node_facts), M(kubegpu.scheduling.gpu_device_plugin_check),
+    M(kubegpu.scheduling.gpu_pod_validate) (live) and M(kubegpu.scheduling.gpu_placement) gathered on each cluster (or
+    of M(kubegpu.scheduling.gpu_cluster_read), which reads them all at once), and writes it in the forms asked for.
   - "The report holds: totals per cluster and per model (nodes, capacity, allocatable, allocated, free, unhealthy),
     each cluster's status (V(ok), or V(failed) with the task and message of its error) and time taken, a per-node table
     (model, the counts, the device-plugin state, the problem kinds, and where the host is: its preferred address, zone,
     instance type and provider ID, where the facts carry them; the JSON adds all its addresses and its region), the
     problems with their remedies (the device-plugin findings, and the fleet problems they do not cover), the GPU use
-    that bypasses the scheduler (the live audit's findings), and notes."
+    that bypasses the scheduler (the live audit's findings), notes, and where GPU work fits (per pool, the pods of each
+    size that fit and on which nodes, the largest that fits on one node, the free GPUs stranded with why, and the
+    pending GPU pods with the reason in one sentence and its remedy; the Markdown and HTML forms name the first five
+    nodes of each size, the JSON all of them)."
   - The JSON form follows the schema in C(docs/fleet-report.schema.json) (C(schema) V(kubegpu.scheduling/fleet-report/v1)).
     The Markdown form is for pull requests and wikis. The HTML page has no script and no external asset (its
     Content-Security-Policy allows none), with inline CSS and inline SVG bar charts of capacity against allocation.
@@ -30,9 +34,11 @@ options:
   clusters:
     description:
       - One entry per cluster, in the order the report lists them.
-      - C(name) (required, unique) names the cluster. C(fleet), C(device_plugin) and C(pod_audit) are the registered
-        results of the three modules (C(fleet) may also be the facts themselves, C(ansible_facts.gpu_fleet)); any may be
-        missing. C(error) is the cluster's failure, a string or a dict with
+      - C(name) (required, unique) names the cluster. C(fleet), C(device_plugin), C(pod_audit) and C(placement) are
+        the registered results of the four modules (C(fleet) may also be the facts themselves, C(ansible_facts.gpu_fleet),
+        and C(placement) the view itself, as M(kubegpu.scheduling.gpu_cluster_read) returns it); any may be
+        missing, and a cluster without C(placement) has no placement section. C(error) is the cluster's failure, a
+        string or a dict with
         C(task) and C(message); a cluster without fleet facts counts as failed too. C(elapsed_seconds) is the time
         its run took.
     type: list
@@ -86,6 +92,7 @@ EXAMPLES = r"""
         fleet: "{{ fleet }}"
         device_plugin: "{{ plugin_check }}"
         pod_audit: "{{ audit }}"
+        placement: "{{ placement }}"
 """
 
 RETURN = r"""

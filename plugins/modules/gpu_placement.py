@@ -198,20 +198,16 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_dra
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU, gpu_resource_matcher
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError, error_context
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
     errors_fail,
     module_client,
     with_connection_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import fleet_of
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.options import placement_options
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.reads import read_nodes_and_pods
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.summary import (
-    placement_summary,
-    what_if_summary,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.reads import read_placement
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.summary import what_if_summary
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import load_manifests
 
 
@@ -255,11 +251,7 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     )
     is_gpu = gpu_resource_matcher([params["resource"]])
     client = module_client(module)
-    nodes, usage, pending = read_nodes_and_pods(client, is_gpu, params["page_size"])
-    with error_context("cannot read the DRA objects for placement"):
-        dra = read_dra(client, params["page_size"])
-    fleet = fleet_of(nodes, usage, dra, options)
-    result = placement_summary(fleet, pending if params["pending"] else [], options, is_gpu, dra)
+    fleet, result = read_placement(client, options, is_gpu, read_dra, params["page_size"], params["pending"])
     if not params["nodes"]:
         del result["nodes"]
     result.update(what_if=[], not_checked=[], errors=[])

@@ -1,8 +1,9 @@
 """playbooks/fleet_report.yml over two local clusters at once: the shared one, and a second instance
 of the local control plane on its own ports and state directory with the small fleet of
-tests/cluster/fleet-second.yaml. One run reports both with the numbers the API gives; with the second
-stopped, the run fails naming it and still writes the first's report. The HTML page is then rendered
-by headless chromium; its screenshot is kept in tests/output/fleet-report/ (git-ignored)."""
+tests/cluster/fleet-second.yaml. One run reports both with the numbers the API gives, and where GPU
+work fits with the numbers gpu_placement gives for the same cluster; with the second stopped, the run
+fails naming it and still writes the first's report. The HTML page is then rendered by headless
+chromium; its screenshot is kept in tests/output/fleet-report/ (git-ignored)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ANSIBLE_BIN, GPU, REPO_ROOT, LocalCluster, ansible_env, local_cluster, pod_gpus
+from conftest import (
+    ANSIBLE_BIN,
+    GPU,
+    REPO_ROOT,
+    LocalCluster,
+    ansible_env,
+    local_cluster,
+    pod_gpus,
+    run_ansible_module,
+    wait_until,
+)
 
 from tests.browser import rendered_dom, screenshot
 from tests.cluster import fleet as fleet_file
@@ -96,9 +107,52 @@ def assert_numbers_are_the_apis(entry: dict, cluster: LocalCluster) -> None:
         assert nodes[name]["free"] == max(0, gpus["allocatable"] - gpus["allocated"]), name
 
 
+def pending_on_a_model_no_node_has(cluster: LocalCluster) -> str:
+    """A 1-GPU pod that selects `accelerator: NVIDIA-B200` (the ACK guide's label; the second fleet's nodes name
+    their model in nvidia.com/gpu.product only), once the scheduler has said why it waits: its message."""
+    namespace = cluster.fleet["pod_namespace"]
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "wants-b200", "namespace": namespace},
+        "spec": {
+            "nodeSelector": {"accelerator": "NVIDIA-B200"},
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {"name": "main", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04", "resources": {"limits": {GPU: "1"}}}
+            ],
+        },
+    }
+    status, reply = cluster.create(f"/api/v1/namespaces/{namespace}/pods", body)
+    assert status == 201, reply
+
+    def said() -> str | None:
+        pod = cluster.get(f"/api/v1/namespaces/{namespace}/pods/wants-b200")
+        conditions = [c for c in pod.get("status", {}).get("conditions", []) if c.get("type") == "PodScheduled"]
+        return next((c.get("message") for c in conditions if c.get("status") == "False" and c.get("message")), None)
+
+    return str(wait_until(said, timeout=30, interval=0.2, what="the scheduler to say why wants-b200 waits"))
+
+
+def assert_placement_is_gpu_placements(entry: dict, cluster: LocalCluster) -> None:
+    """The report's placement view of a cluster is what gpu_placement returns for it."""
+    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_placement")
+    assert status == "SUCCESS", result.get("msg")
+    view, placement = result["placement"], entry["placement"]
+    assert placement["sizes"] == view["sizes"] == [1, 2, 4, 8]
+    assert placement["pools"] == view["pools"] and placement["fleet"] == view["fleet"], entry["name"]
+    assert [(p["pod"], p["gpus"], p["reason"], p["message"]) for p in placement["pending"]] == [
+        (p["pod"], p["gpus"], p["reason"], p["message"]) for p in view["pending"]
+    ], entry["name"]
+    assert [(f["kind"], f["message"]) for f in placement["findings"]] == [
+        (f["kind"], f["message"]) for f in view["findings"]
+    ]
+
+
 def test_one_run_reports_both_clusters_and_a_stopped_one_with_its_error(cluster, second_cluster, tmp_path):
     clusters = {"shared": cluster.kubeconfig, "second": second_cluster.cluster.kubeconfig}
     report_dir = tmp_path / "report"
+    scheduler_said = pending_on_a_model_no_node_has(second_cluster.cluster)
 
     done = run_fleet_report(tmp_path, clusters, report_dir)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
@@ -116,6 +170,30 @@ def test_one_run_reports_both_clusters_and_a_stopped_one_with_its_error(cluster,
     assert {m["model"] for m in second["models"]} == {"NVIDIA-A100-SXM4-80GB", "NVIDIA-L4"}
     assert report["totals"]["capacity"] == shared["totals"]["capacity"] + 6
     assert "gfd-a100-noplugin" in (report_dir / "gpu-fleet-report.md").read_text()
+
+    # Where GPU work fits: the numbers gpu_placement gives for each cluster, which on the second fleet are
+    # the A100 node's 3 free GPUs (4, one held by the trainer) and the L4 node's 2.
+    assert_placement_is_gpu_placements(shared, cluster)
+    assert_placement_is_gpu_placements(second, second_cluster.cluster)
+    pools = {pool["pool"]: pool for pool in second["placement"]["pools"]}
+    assert {name: (p["gpus_free"], p["largest"]) for name, p in pools.items()} == {
+        "NVIDIA-A100-SXM4-80GB": (3, 3),
+        "NVIDIA-L4": (2, 2),
+    }
+    assert pools["NVIDIA-A100-SXM4-80GB"]["fits"]["2"] == {"pods": 1, "nodes": {"second-a100": 1}}
+    assert pools["NVIDIA-A100-SXM4-80GB"]["stranded"]["2"] == {"gpus": 1, "by_reason": {"fragmented": 1}}
+    assert second["placement"]["fleet"]["fits"]["4"]["pods"] == 0
+    # The pod that selects a model no node has is reported with the models there are, as the scheduler left it.
+    (waiting,) = second["placement"]["pending"]
+    assert waiting["pod"] == "gpu-fleet/wants-b200" and waiting["scheduler_said"] == scheduler_said
+    assert waiting["reason"] == (
+        "it selects accelerator=NVIDIA-B200, which no GPU node carries; the values that exist: accelerator: no GPU "
+        "node has it (the GPU models there are: NVIDIA-A100-SXM4-80GB, NVIDIA-L4)"
+    )
+    assert "didn't match Pod's node affinity/selector" in scheduler_said
+    assert (
+        "the GPU models there are: NVIDIA-A100-SXM4-80GB, NVIDIA-L4" in (report_dir / "gpu-fleet-report.md").read_text()
+    )
 
     # The page as a browser renders it holds the JSON's numbers; its screenshot is kept.
     assert_tables_hold_the_report(html_tables(rendered_dom(report_dir / "gpu-fleet-report.html")), report)

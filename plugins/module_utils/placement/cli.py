@@ -12,20 +12,14 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, BinaryIO, TextIO
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU, gpu_resource_matcher
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient, client_from_params
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import client_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import fleet_of
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.options import placement_options
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.reads import read_nodes_and_pods
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.summary import (
-    placement_summary,
-    what_if_summary,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.reads import ReadDra, read_placement
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.summary import what_if_summary
 
 EXIT_OK, EXIT_UNFIT, EXIT_USAGE = 0, 1, 2
-ReadDra = Callable[[KubeClient, int], DraObjects]
 LoadManifests = Callable[..., Any]  # (paths, stdin) -> documents, with `errors` once iterated
 
 
@@ -91,10 +85,7 @@ def evaluate(
     options = _options(args)
     is_gpu = gpu_resource_matcher([args.resource])
     client = client_from_params({"kubeconfig": args.kubeconfig, "context": args.context})
-    nodes, usage, pending = read_nodes_and_pods(client, is_gpu, args.page_size)
-    dra = read_dra(client, args.page_size)
-    fleet = fleet_of(nodes, usage, dra, options)
-    result = placement_summary(fleet, pending if args.pending else [], options, is_gpu, dra)
+    fleet, result = read_placement(client, options, is_gpu, read_dra, args.page_size, args.pending)
     del result["nodes"]
     if args.paths:
         manifests = load(args.paths, stdin)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import UNKNOWN_MODEL
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.filters import (
     CLAIMS,
@@ -58,8 +59,14 @@ def scheduler_message(reasons: Counter[str], nodes: int) -> str:
     return f"0/{nodes} nodes are available: {', '.join(parts)}."
 
 
-def _values_of(fleet: Fleet, key: str) -> list[str]:
-    return sorted({n["labels"][key] for n in fleet.gpu_nodes if key in n["labels"]})
+def _values_of(fleet: Fleet, key: str) -> str:
+    """The values of a label key the GPU nodes carry; for a key none carries (`accelerator` where the
+    nodes name their model in another label), the GPU models the nodes do have."""
+    values = sorted({n["labels"][key] for n in fleet.gpu_nodes if key in n["labels"]})
+    if values:
+        return ", ".join(values)
+    models = sorted({n["model"] for n in fleet.gpu_nodes} - {UNKNOWN_MODEL})
+    return "no GPU node has it" + (f" (the GPU models there are: {', '.join(models)})" if models else "")
 
 
 def _selector_fields(shape: Mapping[str, Any], fleet: Fleet) -> dict[str, Any]:
@@ -67,7 +74,7 @@ def _selector_fields(shape: Mapping[str, Any], fleet: Fleet) -> dict[str, Any]:
     wanted = [f"{k}={v}" for k, v in sorted(shape["node_selector"].items())]
     wanted += [e["key"] + " " + e["operator"] + " " + ",".join(e["values"]) for t in shape["affinity_terms"] for e in t]
     keys = list(shape["node_selector"]) + [e["key"] for t in shape["affinity_terms"] for e in t]
-    existing = "; ".join(f"{k}: {', '.join(_values_of(fleet, k)) or 'no GPU node has it'}" for k in dict.fromkeys(keys))
+    existing = "; ".join(f"{k}: {_values_of(fleet, k)}" for k in dict.fromkeys(keys))
     return {"selector": ", ".join(wanted), "existing": existing}
 
 

@@ -8,12 +8,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import ACTIVE_POD_FIELD_SELECTOR
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import (
+    Fleet,
+    PlacementOptions,
+    fleet_of,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.projection import project_node, project_pod
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.summary import placement_summary
+
+ReadDra = Callable[[KubeClient, int], DraObjects]
 
 
 def read_nodes_and_pods(
@@ -35,3 +44,21 @@ def read_nodes_and_pods(
             if pod is not None:
                 pending.append(pod)
     return nodes, usage, pending
+
+
+def read_placement(
+    client: KubeClient,
+    options: PlacementOptions,
+    is_gpu: Callable[[str], bool],
+    read_dra: ReadDra,
+    page_size: int,
+    pending: bool = True,
+) -> tuple[Fleet, dict[str, Any]]:
+    """The fleet as placement sees it, and its summary: the view and (with `pending`) the pending GPU
+    pods. `read_dra` gives the DRA objects (fleet/reads.py's read_dra, or the ones another check read
+    from the same lists)."""
+    nodes, usage, waiting = read_nodes_and_pods(client, is_gpu, page_size)
+    with error_context("cannot read the DRA objects for placement"):
+        dra = read_dra(client, page_size)
+    fleet = fleet_of(nodes, usage, dra, options)
+    return fleet, placement_summary(fleet, waiting if pending else [], options, is_gpu, dra)

@@ -1,8 +1,9 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the fleet report reads of each cluster's results (report/model.py), and nothing else: the
-fleet facts, the device-plugin verdicts and the live audit cut down to the fields the model uses, so
-that a cluster's read returns a few kilobytes where the modules' full results are megabytes."""
+fleet facts, the device-plugin verdicts, the live audit and the placement view cut down to the fields
+the model uses, so that a cluster's read returns a few kilobytes where the modules' full results are
+megabytes."""
 
 from __future__ import annotations
 
@@ -40,6 +41,11 @@ AUDIT_FINDING_FIELDS = (
     "message",
     "remedy",
 )
+
+# gpu_placement's `placement`: a pool's (and the fleet's) view, a pending pod, a finding of the view.
+PLACEMENT_POOL_FIELDS = ("pool", "nodes", "gpus_free", "withdrawn", "largest", "fits", "stranded")
+PENDING_FIELDS = ("pod", "gpus", "resource", "reason", "remedy", "message", "scheduler_said")
+PLACEMENT_FINDING_FIELDS = ("kind", "severity", "pool", "message", "remedy")
 
 
 def _fields(value: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
@@ -90,3 +96,17 @@ def pod_audit_input(result: Mapping[str, Any]) -> dict[str, Any]:
     if "admission" in result:
         read["admission"] = result["admission"]
     return read
+
+
+def placement_input(result: Mapping[str, Any]) -> dict[str, Any]:
+    """gpu_placement's `placement` as the report reads it: the view per pool and of the fleet, the
+    pending GPU pods and the view's findings; no per-node view, no what-if."""
+    return {
+        "sizes": list(result.get("sizes") or []),
+        "resource": result.get("resource"),
+        "pools": _rows(result.get("pools"), PLACEMENT_POOL_FIELDS),
+        "fleet": _fields(result.get("fleet") or {}, PLACEMENT_POOL_FIELDS),
+        "pending": _rows(result.get("pending"), PENDING_FIELDS),
+        "findings": _rows(result.get("findings"), PLACEMENT_FINDING_FIELDS),
+        "notes": list(result.get("notes") or []),
+    }

@@ -1,8 +1,9 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet report's one data model, built from what each cluster's run returned: the fleet facts
-(gpu_node_facts), the device-plugin verdicts (gpu_device_plugin_check) and the live pod audit
-(gpu_pod_validate). The JSON, Markdown and HTML renderers all read this model and nothing else."""
+(gpu_node_facts), the device-plugin verdicts (gpu_device_plugin_check), the live pod audit
+(gpu_pod_validate) and where GPU work fits (gpu_placement). The JSON, Markdown and HTML renderers all
+read this model and nothing else."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ COUNTS = ("capacity", "allocatable", "allocated", "free", "unhealthy")
 OK = "ok"
 FAILED = "failed"
 UNKNOWN_MODEL = "unknown"
-SOURCES = ("fleet", "device_plugin", "pod_audit")
+SOURCES = ("fleet", "device_plugin", "pod_audit", "placement")
+PENDING_TEXTS = ("resource", "reason", "remedy", "message", "scheduler_said")
+PLACEMENT_FINDING_TEXTS = ("kind", "severity", "pool", "message", "remedy")
 
 
 def _zero_counts() -> dict[str, int]:
@@ -142,6 +145,84 @@ def report_bypass(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _count(value: Any, where: str) -> int:
+    """A count of the placement view; a value that is not one is named with where it is."""
+    if value is None or value == "":
+        return 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise OptionError(f"{where} must be a whole number, got {value!r}") from None
+
+
+def _as_mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _per_size(values: Any, sizes: Iterable[int], where: str, keys: tuple[str, str]) -> dict[str, dict[str, Any]]:
+    """Per size (its key as gpu_placement writes it, a string) of `values`, a total and its parts: the pods
+    that fit and per node how many (`fits`), or the GPUs stranded and per reason how many (`stranded`)."""
+    total, parts = keys
+    out = {}
+    for size in map(str, sizes):
+        entry = _as_mapping(_as_mapping(values).get(size))
+        out[size] = {
+            total: _count(entry.get(total), f"{where}.{size}.{total}"),
+            parts: {str(k): _count(v, f"{where}.{size}.{parts}") for k, v in _as_mapping(entry.get(parts)).items()},
+        }
+    return out
+
+
+def placement_pool(pool: Mapping[str, Any], sizes: Iterable[int], where: str) -> dict[str, Any]:
+    """One pool's (or the fleet's) row of the placement view, as gpu_placement returns it: per size the
+    pods that fit and on which nodes, and the free GPUs stranded for that size with why."""
+    sizes = tuple(sizes)
+    return {
+        "pool": str(pool.get("pool") or UNKNOWN_MODEL),
+        **{key: _count(pool.get(key), f"{where}.{key}") for key in ("nodes", "gpus_free", "withdrawn", "largest")},
+        "fits": _per_size(pool.get("fits"), sizes, f"{where}.fits", ("pods", "nodes")),
+        "stranded": _per_size(pool.get("stranded"), sizes, f"{where}.stranded", ("gpus", "by_reason")),
+    }
+
+
+def _texts(entry: Mapping[str, Any], keys: Iterable[str]) -> dict[str, str | None]:
+    return {key: None if entry.get(key) in (None, "") else str(entry.get(key)) for key in keys}
+
+
+def report_placement(result: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    """Where GPU work fits: gpu_placement's registered result (its `placement`) or the view itself (as
+    gpu_cluster_read returns it); None when the cluster's run made none."""
+    view = result["placement"] if isinstance(result.get("placement"), Mapping) else result
+    if not view:
+        return None
+    sizes = sorted({_count(size, f"{where}.sizes") for size in view.get("sizes") or []})
+    pending = [p for p in view.get("pending") or [] if isinstance(p, Mapping)]
+    return {
+        "sizes": sizes,
+        "resource": str(view.get("resource") or ""),
+        "pools": [
+            placement_pool(pool, sizes, f"{where}.pools[{index}]")
+            for index, pool in enumerate(view.get("pools") or [])
+            if isinstance(pool, Mapping)
+        ],
+        "fleet": placement_pool({"pool": "all", **_as_mapping(view.get("fleet"))}, sizes, f"{where}.fleet"),
+        "pending": [
+            {
+                "pod": str(entry.get("pod") or ""),
+                "gpus": _count(entry.get("gpus"), f"{where}.pending.gpus"),
+                **_texts(entry, PENDING_TEXTS),
+            }
+            for entry in pending
+        ],
+        "findings": [
+            _texts(finding, PLACEMENT_FINDING_TEXTS)
+            for finding in view.get("findings") or []
+            if isinstance(finding, Mapping)
+        ],
+        "notes": [str(note) for note in view.get("notes") or []],
+    }
+
+
 def _models(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     models: dict[str, dict[str, int]] = {}
     for node in nodes:
@@ -217,6 +298,7 @@ def report_cluster(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         # gpu_pod_validate's reading of the admission policies (admission/plan.py), as it returned it.
         "admission": dict(audit["admission"]) if isinstance(audit.get("admission"), Mapping) else None,
         "notes": [str(note) for note in (*(fleet.get("notes") or []), *(audit.get("notes") or []))],
+        "placement": report_placement(results["placement"], f"{where}.placement"),
     }
 
 

@@ -15,11 +15,18 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text imp
     BYPASS_COLUMNS,
     COUNT_COLUMNS,
     NODE_COLUMNS,
+    PENDING_COLUMNS,
+    PLACEMENT_FINDING_COLUMNS,
+    PLACEMENT_FIT_COLUMNS,
     PROBLEM_COLUMNS,
     admission_cells,
     cells,
     cluster_status,
     node_cells,
+    pending_rows,
+    placement_fit_rows,
+    placement_pool_columns,
+    placement_pool_rows,
     seconds,
 )
 
@@ -55,6 +62,11 @@ def table(table_id: str, fields: Sequence[str], rows: Sequence[Sequence[Any]], r
             f"<tr{css}>" + "".join(_cell(field, value) for field, value in zip(fields, row, strict=True)) + "</tr>"
         )
     return f'<table id="{h(table_id)}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def titled_table(tag: str, heading: str, table_id: str, fields: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A heading (`tag`: h3, h4) and its table."""
+    return f"<{tag}>{h(heading)}</{tag}>" + table(table_id, fields, rows)
 
 
 def bar_chart(chart_id: str, rows: Sequence[tuple[str, Mapping[str, int]]]) -> str:
@@ -97,17 +109,41 @@ def _cluster_section(index: int, cluster: Mapping[str, Any]) -> str:
         parts.append("<h3>Nodes</h3>")
         parts.append(table(f"nodes-{index}", NODE_COLUMNS, [node_cells(node) for node in cluster["nodes"]]))
     if cluster["problems"]:
-        parts.append("<h3>Problems and remedies</h3>")
         rows = [cells(p, PROBLEM_COLUMNS) for p in cluster["problems"]]
-        parts.append(table(f"problems-{index}", PROBLEM_COLUMNS, rows))
+        parts.append(titled_table("h3", "Problems and remedies", f"problems-{index}", PROBLEM_COLUMNS, rows))
     if cluster["bypass"]:
-        parts.append("<h3>GPU use that bypasses the scheduler</h3>")
         rows = [cells(b, BYPASS_COLUMNS) for b in cluster["bypass"]]
-        parts.append(table(f"bypass-{index}", BYPASS_COLUMNS, rows))
+        heading = "GPU use that bypasses the scheduler"
+        parts.append(titled_table("h3", heading, f"bypass-{index}", BYPASS_COLUMNS, rows))
+    parts.append(placement_section(index, cluster.get("placement")))
     parts.append(admission_section(index, cluster.get("admission")))
     if cluster["notes"]:
         parts.append("<h3>Notes</h3><ul>" + "".join(f"<li>{h(note)}</li>" for note in cluster["notes"]) + "</ul>")
     parts.append("</section>")
+    return "".join(parts)
+
+
+def placement_section(index: int, placement: Mapping[str, Any] | None) -> str:
+    """Where GPU work fits: the pods of each size that fit per pool, where, the GPUs stranded, and the
+    pending GPU pods with why."""
+    if not placement:
+        return ""
+    parts = ["<h3>Where GPU work fits</h3>"]
+    if placement["pools"]:
+        parts.append(table(f"placement-{index}", placement_pool_columns(placement), placement_pool_rows(placement)))
+        heading, rows = "Where each size fits, and the GPUs stranded", placement_fit_rows(placement)
+        parts.append(titled_table("h4", heading, f"placement-fits-{index}", PLACEMENT_FIT_COLUMNS, rows))
+    else:
+        parts.append(f'<p id="placement-{index}" class="muted">No GPU nodes.</p>')
+    if placement["findings"]:
+        rows = [cells(f, PLACEMENT_FINDING_COLUMNS) for f in placement["findings"]]
+        heading = "Stranded and fragmented GPUs"
+        parts.append(titled_table("h4", heading, f"placement-findings-{index}", PLACEMENT_FINDING_COLUMNS, rows))
+    if placement["pending"]:
+        rows = pending_rows(placement["pending"])
+        parts.append(titled_table("h4", "Pending GPU pods", f"pending-{index}", PENDING_COLUMNS, rows))
+    if placement["notes"]:
+        parts.append('<ul class="muted">' + "".join(f"<li>{h(note)}</li>" for note in placement["notes"]) + "</ul>")
     return "".join(parts)
 
 

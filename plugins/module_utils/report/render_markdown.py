@@ -70,9 +70,34 @@ def _cluster_section(cluster: Mapping[str, Any]) -> list[str]:
     if cluster["bypass"]:
         lines += ["", "### GPU use that bypasses the scheduler", ""]
         lines += table(shared.BYPASS_COLUMNS, [shared.cells(b, shared.BYPASS_COLUMNS) for b in cluster["bypass"]])
+    lines += placement_lines(cluster.get("placement"))
     lines += admission_lines(cluster.get("admission"))
     if cluster["notes"]:
         lines += ["", "### Notes", ""] + [f"- {md(note)}" for note in cluster["notes"]]
+    return lines
+
+
+def placement_lines(placement: Mapping[str, Any] | None) -> list[str]:
+    """Where GPU work fits: the pods of each size that fit per pool, where, the GPUs stranded, and the
+    pending GPU pods with why."""
+    if not placement:
+        return []
+    lines = ["", "### Where GPU work fits", ""]
+    if placement["pools"]:
+        lines += table(shared.placement_pool_columns(placement), shared.placement_pool_rows(placement))
+        lines += ["", "#### Where each size fits, and the GPUs stranded", ""]
+        lines += table(shared.PLACEMENT_FIT_COLUMNS, shared.placement_fit_rows(placement))
+    else:
+        lines.append("No GPU nodes.")
+    if placement["findings"]:
+        lines += ["", "#### Stranded and fragmented GPUs", ""]
+        rows = [shared.cells(f, shared.PLACEMENT_FINDING_COLUMNS) for f in placement["findings"]]
+        lines += table(shared.PLACEMENT_FINDING_COLUMNS, rows)
+    if placement["pending"]:
+        lines += ["", "#### Pending GPU pods", ""]
+        lines += table(shared.PENDING_COLUMNS, shared.pending_rows(placement["pending"]))
+    if placement["notes"]:
+        lines += ["", *(f"- {md(note)}" for note in placement["notes"])]
     return lines
 
 

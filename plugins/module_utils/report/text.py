@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 COUNT_COLUMNS = ("capacity", "allocatable", "allocated", "free", "unhealthy")
@@ -15,6 +15,15 @@ PROBLEM_COLUMNS = ("severity", "subject", "problem", "reason", "remedy")
 BYPASS_COLUMNS = ("rule", "severity", "object", "container", "message", "remedy")
 # One row per admission policy of the cluster's `admission` (admission/plan.py's enforcement_status).
 ADMISSION_COLUMNS = ("policy", "in_force", "actions", "deny")
+
+# Where GPU work fits (the cluster's `placement`): a row per pool and the fleet, with the pods of each
+# size that fit; a row per pool and size, with where they fit and the GPUs stranded; the pending GPU
+# pods; the view's findings.
+PLACEMENT_POOL_COLUMNS = ("pool", "nodes", "free", "withdrawn", "largest")
+PLACEMENT_FIT_COLUMNS = ("pool", "gpus", "pods", "where", "stranded", "why")
+PENDING_COLUMNS = ("pod", "gpus", "reason", "remedy")
+PLACEMENT_FINDING_COLUMNS = ("severity", "pool", "message", "remedy")
+MAX_NODES_SHOWN = 5  # of the nodes a size fits on; the JSON has them all
 
 
 def seconds(value: float | None) -> str:
@@ -59,3 +68,66 @@ def admission_cells(policy: Mapping[str, Any]) -> list[str]:
 
 def or_dash(value: Any) -> str:
     return "-" if value in (None, "") else str(value)
+
+
+def pods_of(size: int) -> str:
+    """The pool table's column of the pods of `size` GPUs that fit."""
+    return f"pods of {size}"
+
+
+def placement_pool_columns(placement: Mapping[str, Any]) -> tuple[str, ...]:
+    return (*PLACEMENT_POOL_COLUMNS, *(pods_of(size) for size in placement["sizes"]))
+
+
+def placement_pool_rows(placement: Mapping[str, Any]) -> list[list[Any]]:
+    """A row per pool and one for the whole fleet (`all`), in placement_pool_columns order."""
+    pools = [*placement["pools"], placement["fleet"]] if placement["pools"] else []
+    return [
+        [
+            pool["pool"],
+            pool["nodes"],
+            pool["gpus_free"],
+            pool["withdrawn"],
+            pool["largest"],
+            *(pool["fits"][str(size)]["pods"] for size in placement["sizes"]),
+        ]
+        for pool in pools
+    ]
+
+
+def where_text(nodes: Mapping[str, int], shown: int = MAX_NODES_SHOWN) -> str:
+    """The nodes pods fit on with how many each takes, most first, the first `shown` of them."""
+    ranked = sorted(nodes.items(), key=lambda item: (-item[1], item[0]))
+    text = ", ".join(f"{name} ({count})" for name, count in ranked[:shown])
+    more = len(ranked) - shown
+    return f"{text} and {more} more node(s)" if more > 0 else text or "-"
+
+
+def why_text(by_reason: Mapping[str, int]) -> str:
+    return ", ".join(f"{count} {reason}" for reason, count in sorted(by_reason.items())) or "-"
+
+
+def placement_fit_rows(placement: Mapping[str, Any]) -> list[list[Any]]:
+    """A row per pool and size (GPUs per pod) with pods that fit or GPUs stranded, in PLACEMENT_FIT_COLUMNS
+    order; a pool with no free GPU has none."""
+    rows = []
+    for pool in placement["pools"]:
+        for size in map(str, placement["sizes"]):
+            fit, stranded = pool["fits"][size], pool["stranded"][size]
+            if not fit["pods"] and not stranded["gpus"]:
+                continue
+            rows.append(
+                [
+                    pool["pool"],
+                    size,
+                    fit["pods"],
+                    where_text(fit["nodes"]),
+                    stranded["gpus"],
+                    why_text(stranded["by_reason"]),
+                ]
+            )
+    return rows
+
+
+def pending_rows(pending: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    return [cells(entry, PENDING_COLUMNS) for entry in pending]

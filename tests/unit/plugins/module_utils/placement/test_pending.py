@@ -58,6 +58,21 @@ def test_a_selector_for_a_model_no_node_has_names_the_models_that_exist():
     assert entry["reasons"] == {"node(s) didn't match Pod's node affinity/selector": 2}
 
 
+def test_a_model_selector_on_a_key_no_node_carries_names_the_models_that_exist():
+    # Nodes labeled by GPU feature discovery only; the pod selects the ACK guide's accelerator label.
+    gfd = [node(n, 8, labels={"nvidia.com/gpu.product": m}) for n, m in (("a", "NVIDIA-A10"), ("l", "NVIDIA-L4"))]
+    plain = node("cpu", None)
+    entry = explained([*gfd, plain], [pod("want", 1, selector={"accelerator": "NVIDIA-B200"})])["ml/want"]
+    assert kinds(entry) == ["placement.selector_matches_no_node"]
+    assert entry["reason"] == (
+        "it selects accelerator=NVIDIA-B200, which no GPU node carries; the values that exist: "
+        "accelerator: no GPU node has it (the GPU models there are: NVIDIA-A10, NVIDIA-L4)"
+    )
+    assert entry["reasons"] == {"node(s) didn't match Pod's node affinity/selector": 3}
+    bare = explained([plain], [pod("want", 1, selector={"accelerator": "NVIDIA-B200"})])["ml/want"]
+    assert "no GPU node has it" in bare["reason"] and "models" not in bare["reason"]
+
+
 def test_taints_and_cordons_on_every_selected_node():
     taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
     nodes = [node("a", 8, labels=A10, taints=[taint]), node("b", 8, labels=A10, cordoned=True)]

@@ -13,7 +13,7 @@ from tests.html_tables import assert_tables_hold_the_report, html_tables
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "report"
 ARTEFACTS = Path(__file__).resolve().parents[4] / "output" / "fleet-report"
-SOURCES = ("fleet", "device_plugin", "pod_audit")
+SOURCES = ("fleet", "device_plugin", "pod_audit", "placement")
 
 
 def fixture_cluster(name: str) -> dict:
@@ -42,6 +42,7 @@ def test_rendered_tables_hold_the_json_and_a_screenshot_is_kept(tmp_path):
     assert [row["status"] for row in tables["clusters"]] == ["ok", "ok", failed]
     assert len(tables["problems-0"]) == len(report["clusters"][0]["problems"]) > 0
     assert len(tables["bypass-0"]) == len(report["clusters"][0]["bypass"]) > 0
+    assert len(tables["pending-0"]) == len(report["clusters"][0]["placement"]["pending"]) > 0
     png = screenshot(page, ARTEFACTS / "fixtures.png")
     assert png.stat().st_size > 10_000  # a blank page compresses to far less
 

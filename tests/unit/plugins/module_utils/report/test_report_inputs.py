@@ -10,6 +10,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.files im
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.inputs import (
     device_plugin_input,
     fleet_input,
+    placement_input,
     pod_audit_input,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.model import build_report
@@ -18,7 +19,8 @@ FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "report"
 
 
 def full_results() -> dict:
-    return {s: json.loads((FIXTURES / f"local-{s}.json").read_text()) for s in ("fleet", "device_plugin", "pod_audit")}
+    sources = ("fleet", "device_plugin", "pod_audit", "placement")
+    return {s: json.loads((FIXTURES / f"local-{s}.json").read_text()) for s in sources}
 
 
 def cut(results: dict) -> dict:
@@ -26,6 +28,7 @@ def cut(results: dict) -> dict:
         "fleet": fleet_input(results["fleet"]),
         "device_plugin": device_plugin_input(results["device_plugin"]),
         "pod_audit": pod_audit_input(results["pod_audit"]),
+        "placement": placement_input(results["placement"]),
     }
 
 
@@ -37,6 +40,7 @@ def test_the_report_from_the_cut_results_is_the_report_from_the_full_ones():
     report = build_report(clusters, generated_at="2026-12-02T00:00:00+00:00")
     a, b = report["clusters"]
     assert a["nodes"] and a["problems"] and a["bypass"], "the fixtures must exercise every section"
+    assert a["placement"]["pools"] and a["placement"]["pending"] and a["placement"]["findings"]
     assert {**a, "name": "b"} == b
     for _suffix, render in FORMATS.values():
         one = build_report([clusters[0]], generated_at="2026-12-02T00:00:00+00:00")
@@ -64,3 +68,12 @@ def test_a_node_keeps_only_what_its_row_reads():
         }
     )["nodes"][0]
     assert node == {"name": "n", "capacity": 8, "dra": {"kubelet_plugin_ready": True}, "problems": [{"kind": "k"}]}
+
+
+def test_the_placement_view_keeps_no_per_node_view_and_no_what_if():
+    full = {**full_results()["placement"], "nodes": [{"name": "n", "blocked": None}], "what_if": [{"object": "x"}]}
+    read = placement_input(full)
+    assert set(read) == {"sizes", "resource", "pools", "fleet", "pending", "findings", "notes"}
+    assert read["pools"] == full["pools"] and read["fleet"] == full["fleet"]
+    pending = read["pending"][0]
+    assert set(pending) == {"pod", "gpus", "resource", "reason", "remedy", "message", "scheduler_said"}

@@ -17,7 +17,7 @@ COUNTS = ("capacity", "allocatable", "allocated", "free", "unhealthy")
 def results() -> dict:
     return {
         source: json.loads((FIXTURES / f"local-{source}.json").read_text())
-        for source in ("fleet", "device_plugin", "pod_audit")
+        for source in ("fleet", "device_plugin", "pod_audit", "placement")
     }
 
 
@@ -170,3 +170,36 @@ def test_the_admission_policies_in_force_come_from_the_live_audit():
     report = build_report([cluster("eu", pod_audit=audit), cluster("us")])
     assert report["clusters"][0]["admission"] == admission
     assert report["clusters"][1]["admission"] is None
+
+
+def test_the_placement_view_is_gpu_placements_from_its_registered_result_or_the_view_itself():
+    view = results()["placement"]
+    registered = {"changed": False, "placement": view}
+    entry = build_report([cluster("eu", placement=registered)])["clusters"][0]
+    assert build_report([cluster("eu")])["clusters"][0] == entry
+    placement = entry["placement"]
+    assert placement["sizes"] == view["sizes"] == [1, 2, 4, 8]
+    for pool, given in zip([*placement["pools"], placement["fleet"]], [*view["pools"], view["fleet"]], strict=True):
+        assert pool["pool"] == given["pool"]
+        assert pool["fits"] == given["fits"] and pool["stranded"] == given["stranded"]
+        assert [pool[k] for k in ("nodes", "gpus_free", "withdrawn", "largest")] == [
+            given[k] for k in ("nodes", "gpus_free", "withdrawn", "largest")
+        ]
+    assert [(p["pod"], p["gpus"], p["reason"]) for p in placement["pending"]] == [
+        (p["pod"], p["gpus"], p["reason"]) for p in view["pending"]
+    ]
+    claims = next(p for p in placement["pending"] if p["pod"] == "gpu-fleet/dra-too-many")
+    assert claims["resource"] is None and claims["gpus"] == 8
+    assert placement["notes"] == view["notes"] and placement["findings"][0]["kind"] == "placement.stranded_gpus"
+
+
+def test_a_cluster_without_a_placement_view_has_none_and_a_bad_count_is_named():
+    assert build_report([cluster("eu", placement=None)])["clusters"][0]["placement"] is None
+    failed = {"failed": True, "msg": "boom"}
+    assert build_report([cluster("eu", placement=failed)])["clusters"][0]["placement"] is None
+    view = copy.deepcopy(results()["placement"])
+    view["pools"][1]["fits"]["2"]["pods"] = "many"
+    with pytest.raises(
+        OptionError, match=r"clusters\[0\]\.placement\.pools\[1\]\.fits\.2\.pods must be a whole number"
+    ):
+        build_report([cluster("eu", placement=view)])

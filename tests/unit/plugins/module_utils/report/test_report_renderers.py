@@ -12,7 +12,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.model im
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.render_html import CSP, render_html
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.render_json import render_json
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.render_markdown import md, render_markdown
-from tests.html_tables import html_tables
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text import where_text
+from tests.html_tables import assert_placement_tables_hold_the_report, html_tables
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "report"
 SCHEMA_FILE = Path(__file__).resolve().parents[5] / "docs" / "fleet-report.schema.json"
@@ -21,7 +22,7 @@ HOSTILE = "<script>alert(1)</script> | *x* [y](javascript:z)"
 
 
 def local_cluster(name: str) -> dict:
-    sources = ("fleet", "device_plugin", "pod_audit")
+    sources = ("fleet", "device_plugin", "pod_audit", "placement")
     return {
         "name": name,
         **{s: json.loads((FIXTURES / f"local-{s}.json").read_text()) for s in sources},
@@ -38,6 +39,8 @@ def hostile_report() -> dict:
     cluster = local_cluster(HOSTILE)
     cluster["fleet"]["nodes"][0]["model"] = HOSTILE
     cluster["pod_audit"]["findings"][0]["message"] = HOSTILE
+    cluster["placement"]["pools"][0]["pool"] = HOSTILE
+    cluster["placement"]["pending"][0]["reason"] = HOSTILE
     return build_report([cluster], title=HOSTILE)
 
 
@@ -54,6 +57,12 @@ def test_json_is_the_model_and_follows_the_documented_schema():
     assert set(schema["$defs"]["node"]["required"]) == set(report["clusters"][0]["nodes"][0])
     assert set(schema["$defs"]["problem"]["required"]) == set(report["clusters"][0]["problems"][0])
     assert set(schema["$defs"]["bypass"]["required"]) == set(report["clusters"][0]["bypass"][0])
+    placement = report["clusters"][0]["placement"]
+    assert set(schema["$defs"]["placement"]["required"]) == set(placement)
+    assert set(schema["$defs"]["placement_pool"]["required"]) == set(placement["pools"][0]) == set(placement["fleet"])
+    assert set(schema["$defs"]["pending_pod"]["required"]) == set(placement["pending"][0])
+    assert set(schema["$defs"]["placement_finding"]["required"]) == set(placement["findings"][0])
+    assert report["clusters"][1]["placement"] is None  # the cluster that could not be read
 
 
 def markdown_rows(text: str, header: str) -> list[list[str]]:
@@ -126,6 +135,7 @@ def test_html_escapes_cluster_text():
     tables = html_tables(page)
     assert tables["clusters"][0]["cluster"] == HOSTILE
     assert tables["bypass-0"][0]["message"] == HOSTILE
+    assert tables["placement-0"][0]["pool"] == HOSTILE and tables["pending-0"][0]["reason"] == HOSTILE
 
 
 def test_markdown_says_which_admission_policies_are_in_force_or_why_unknown():
@@ -160,3 +170,44 @@ def test_html_has_a_table_of_the_admission_policies_in_force_or_says_why_unknown
     assert f'<p id="admission-1" class="muted">unknown: {escape(HOSTILE)}</p>' in page
     # A cluster whose audit did not read the policies gets no section.
     assert page.count("<h3>Admission policies</h3>") == 2
+
+
+def test_markdown_says_where_gpu_work_fits_and_why_gpu_pods_are_pending():
+    report = report_of_two()
+    placement = report["clusters"][0]["placement"]
+    text = render_markdown(report)
+    pools = markdown_rows(text, "pool | nodes")
+    assert [row[0] for row in pools] == [md(p["pool"]) for p in placement["pools"]] + ["all"]
+    for row, pool in zip(pools, [*placement["pools"], placement["fleet"]], strict=True):
+        assert row[2] == str(pool["gpus_free"]) and row[4] == str(pool["largest"])
+        assert row[5:] == [str(pool["fits"][str(size)]["pods"]) for size in placement["sizes"]]
+    fits = markdown_rows(text, "pool | gpus")
+    t4 = {row[1]: row for row in fits if row[0] == "Tesla-T4"}
+    assert t4["4"][2:] == ["0", "-", "4", "4 fragmented"]  # two nodes of 3 and 1 free: no 4-GPU pod
+    assert t4["1"][3] == "gfd-t4-unhealthy (3), ack-t4-shared (1)"
+    pending = {row[0]: row for row in markdown_rows(text, "pod | gpus")}
+    assert set(pending) == {p["pod"] for p in placement["pending"]}
+    assert pending["report-fixture/wants-16"][2].startswith("it asks for 16 nvidia.com/gpu on one node;")
+    assert "the GPU models there are: NVIDIA-A10" in pending["report-fixture/wants-b200"][2]
+    # The cluster that could not be read has no placement section.
+    assert text.count("### Where GPU work fits") == 1
+
+
+def test_html_placement_tables_hold_the_view():
+    report = report_of_two()
+    tables = html_tables(render_html(report))
+    assert_placement_tables_hold_the_report(tables, report)
+    assert len(tables["placement-findings-0"]) == len(report["clusters"][0]["placement"]["findings"]) > 0
+    # A cluster with no GPU node says so; one without a placement view has no section.
+    bare = local_cluster("bare")
+    bare["placement"].update(pools=[], pending=[], findings=[])
+    page = render_html(build_report([bare, {**local_cluster("old"), "placement": None}]))
+    assert '<p id="placement-0" class="muted">No GPU nodes.</p>' in page
+    assert page.count("<h3>Where GPU work fits</h3>") == 1
+
+
+def test_where_names_the_nodes_that_take_most_and_counts_the_rest():
+    nodes = {f"n{i}": i for i in range(1, 9)}
+    assert where_text(nodes) == "n8 (8), n7 (7), n6 (6), n5 (5), n4 (4) and 3 more node(s)"
+    assert where_text({"b": 1, "a": 1}) == "a (1), b (1)"
+    assert where_text({}) == "-"
