@@ -7,7 +7,7 @@ CLUSTER := $(PY) -m tests.cluster
 # The venv's site-packages, where this checkout is linked as ansible_collections/kubegpu/scheduling.
 COLLECTIONS = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
-.PHONY: venv cluster-build cluster-up cluster-down cluster-status site test unit integration bench bench-scale
+.PHONY: venv cluster-build cluster-up cluster-down cluster-status site test unit integration bench bench-scale test-versions
 
 $(VENV)/.installed: requirements.txt test-requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -57,3 +57,26 @@ bench: venv
 # not part of the tests or of `make bench`): see docs/benchmarks.md.
 bench-scale: venv
 	$(PY) -m bench.scale
+
+# The unit tests on the oldest (ansible-core 2.18, kubernetes 30.1.0, Python 3.11) and the newest
+# (ansible-core 2.21, the newest kubernetes, Python 3.12) releases the collection supports, each in its
+# own venv: see README, Supported versions. Not part of `make test`.
+PYTHON_OLDEST ?= $(PYTHON)
+# The first Python 3.12 or later that runs: on PATH, else pyenv's.
+PYTHON_NEWEST ?= $(shell for p in python3.12 python3.13 $(HOME)/.pyenv/versions/3.1[23]*/bin/python; do \
+  "$$p" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null && { command -v "$$p"; break; }; done)
+
+.venv-%/.installed: tests/versions/%.txt tests/versions/common.txt
+	@test -n "$(PYTHON_$(shell echo $* | tr a-z A-Z))" || { echo "no Python for $*: set PYTHON_$(shell echo $* | tr a-z A-Z)"; exit 2; }
+	$(PYTHON_$(shell echo $* | tr a-z A-Z)) -m venv .venv-$*
+	.venv-$*/bin/pip install --quiet --upgrade pip
+	cd tests/versions && ../../.venv-$*/bin/pip install --quiet -r $*.txt
+	touch $@
+
+test-versions: .venv-oldest/.installed .venv-newest/.installed
+	@set -e; for v in oldest newest; do \
+	  site=$$(.venv-$$v/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	  mkdir -p "$$site/ansible_collections/kubegpu" && ln -sfn "$(CURDIR)" "$$site/ansible_collections/kubegpu/scheduling"; \
+	  .venv-$$v/bin/python -c 'import ansible.release, kubernetes, sys; print("=== $$v: ansible-core", ansible.release.__version__, "kubernetes", kubernetes.__version__, "Python", sys.version.split()[0])'; \
+	  .venv-$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit; \
+	done

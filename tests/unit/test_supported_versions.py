@@ -1,0 +1,53 @@
+"""The supported range is said in one place per reader and is the one tested: meta/runtime.yml's
+requires_ansible, the roles' min_ansible_version and requirements.txt's kubernetes minimum equal the
+oldest releases `make test-versions` installs (tests/versions/oldest.txt), and the README's table
+names them and the newest."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pins(name: str) -> dict[str, str]:
+    """Package name to its pin (what follows the name) in tests/versions/<name>.txt."""
+    found = {}
+    for line in (REPO / "tests" / "versions" / f"{name}.txt").read_text().splitlines():
+        match = re.match(r"^([A-Za-z][\w.-]*)\s*(.*)$", line.strip())
+        if match and not line.startswith("-r"):
+            found[match[1]] = match[2]
+    return found
+
+
+def oldest() -> tuple[str, str]:
+    """(ansible-core minor, kubernetes version) of the oldest releases tested."""
+    pinned = pins("oldest")
+    core = re.fullmatch(r"==(\d+\.\d+)\.\*", pinned["ansible-core"])
+    client = re.fullmatch(r"==(\d+\.\d+\.\d+)", pinned["kubernetes"])
+    assert core and client, pinned
+    return core[1], client[1]
+
+
+def test_the_declared_minimums_are_the_oldest_releases_tested():
+    core, client = oldest()
+    runtime = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())
+    assert runtime["requires_ansible"] == f">={core}.0"
+    for meta in sorted((REPO / "roles").glob("*/meta/main.yml")):
+        assert str(yaml.safe_load(meta.read_text())["galaxy_info"]["min_ansible_version"]) == core, meta
+    requirements = (REPO / "requirements.txt").read_text()
+    assert re.search(rf"^kubernetes>={re.escape(client)}$", requirements, re.MULTILINE), requirements
+
+
+def test_the_readme_table_names_what_is_tested():
+    core, client = oldest()
+    newest = re.fullmatch(r"==(\d+\.\d+)\.\*", pins("newest")["ansible-core"])
+    assert newest
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Supported versions", 1)[1].split("\n## ", 1)[0]
+    for version in (core, newest[1], client):
+        assert version in section, version
+    assert "make test-versions" in section
