@@ -73,7 +73,7 @@ def go_problem(found: str | None, required: tuple[int, ...]) -> str | None:
         f"the binaries ({', '.join(versions.BINARIES)}) built elsewhere"
     )
     if found is None:
-        return f"no `go` on PATH: {where}"
+        return f"no go command on PATH: {where}"
     have = go_version(found)
     if not have or have < required:
         return f"{found.strip() or 'go'} is older than Go {wanted}, which the pinned modules need: {where}"

@@ -4,7 +4,10 @@ targets, the local cluster's settings, and the files the docs name."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,3 +126,131 @@ def test_security_section_names_every_object_admission_policy_writes():
     admission = [i for i in writer["items"] if i["metadata"]["name"] == "kubegpu-admission-policy"]
     granted = {r for item in admission for rule in item["rules"] for r in rule.get("resourceNames", [])}
     assert granted == {*VALIDATING_POLICY_NAMES, MUTATING_POLICY_NAME, PARAMS_NAME}
+
+
+# --- commands, settings and files the README names ----------------------------------------------
+
+
+def makefile_targets() -> set[str]:
+    text = (REPO / "Makefile").read_text()
+    return {m.group(1) for m in re.finditer(r"^([a-z][\w-]*):", text, re.M)}
+
+
+def test_every_make_target_the_docs_name_exists():
+    docs = README + (REPO / "CONTRIBUTING.md").read_text()
+    # `make x` as a command: at the start of a line or a code span, after `&&`, or after VAR=value.
+    named = set(re.findall(r"(?:^|`|&& |\S=\S+ )make ([a-z][\w-]*)", docs, re.M))
+    assert {"site", "test", "unit", "integration", "cluster-up", "cluster-down", "bench"} <= named
+    assert sorted(named - makefile_targets()) == []
+
+
+def readme_paths() -> set[str]:
+    """The repository paths the README and CONTRIBUTING.md name in backticks (no placeholders)."""
+    docs = README + (REPO / "CONTRIBUTING.md").read_text()
+    tops = "plugins|roles|playbooks|rbac|docs|tests|scripts|changelogs|meta|extensions|bench|\\.ci"
+    found = set()
+    for token in re.findall(r"`([^`\s]+)`", docs):
+        token = token.rstrip("/").split("::")[0]
+        in_tree = re.match(rf"^({tops})/", token) and not re.search(r"[<>*…]|\.\.\.", token)
+        if in_tree or re.fullmatch(r"[A-Za-z-]+\.(md|yml|yaml|txt|rst)", token):
+            found.add(token)
+    return found
+
+
+def test_every_file_the_readme_and_contributing_name_exists():
+    names = readme_paths()
+    assert "tests/cluster/versions.py" in names and "rbac/kubegpu-reader.yaml" in names
+    ignored = {"clusters.yml", "gpu.kubegpu.yml", "local.kubegpu.yml", "report.json", "report.sarif", "report.xml"}
+    ignored |= {".pre-commit-config.yaml", "dp-config.yaml", "configmap.yaml", "gpu-operator-values.yaml"}
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    basenames = {Path(name).name for name in tracked.splitlines()}
+    missing = sorted(n for n in names - ignored if not (REPO / n).exists() and ("/" in n or n not in basenames))
+    assert missing == []
+
+
+SETTINGS = section(README, "The local GPU cluster")
+
+
+def settings_rows() -> dict[str, str]:
+    """Variable to default, from the settings table (a row may give several variables and defaults)."""
+    rows = {}
+    for line in SETTINGS.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`KUBEGPU_"):
+            names = re.findall(r"`(\w+)`", cells[0])
+            defaults = re.findall(r"`([^`]+)`", cells[1]) or [""] * len(names)
+            rows.update(zip(names, defaults, strict=False))
+    return rows
+
+
+def test_every_local_cluster_setting_is_read_with_the_default_the_readme_gives():
+    rows = settings_rows()
+    assert len(rows) == 10, sorted(rows)
+    source = "".join(p.read_text() for p in (REPO / "tests" / "cluster").glob("*.py"))
+    for name in rows:
+        assert f'"{name}"' in source or f"{name.replace('SECOND_', '')}" in source, name
+    probe = (
+        "from tests.cluster import cluster, instance;"
+        "print(cluster.ETCD_PORT, cluster.APISERVER_PORT, cluster.KWOK_PORT);"
+        "print(*instance.SECOND_PORTS.values())"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBEGPU_")}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    first, second = (line.split() for line in done.stdout.splitlines())
+    names = ("ETCD", "APISERVER", "KWOK")
+    assert first == [rows[f"KUBEGPU_{n}_PORT"] for n in names]
+    assert second == [rows[f"KUBEGPU_SECOND_{n}_PORT"] for n in names]
+    assert rows["KUBEGPU_CLUSTER_DIR"] == "~/.cache/kubegpu/cluster"
+    assert rows["KUBEGPU_FLEET"] == "tests/cluster/fleet.yaml"
+
+
+def test_the_versions_the_readme_gives_are_the_pinned_ones():
+    from tests.cluster import build, versions
+
+    go = ".".join(map(str, build.required_go()[:2]))
+    prerequisites = words(section(README, "Prerequisites"))
+    assert f"Go {go} or newer" in prerequisites
+    runtime = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())
+    assert runtime["requires_ansible"] == ">=2.18.0" and "ansible-core 2.18 or newer" in prerequisites
+    assert f"~/.cache/kubegpu/{versions.bin_dir().name}/kubectl" in SETTINGS or versions.bin_dir().name in SETTINGS
+    assert "ansible-core==2.19.*" in (REPO / "test-requirements.txt").read_text()
+
+
+def test_the_pre_commit_snippet_names_the_hook_and_options_it_has():
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    [snippet] = [b for b in re.findall(r"```yaml\n(.*?)```", README, re.S) if "pre-commit-config" in b]
+    config = yaml.safe_load(snippet)
+    [repo] = config["repos"]
+    assert repo["rev"] and repo["repo"] == yaml.safe_load((REPO / "galaxy.yml").read_text())["repository"]
+    assert [h["id"] for h in repo["hooks"]] == [hooks[0]["id"]]
+    cli = (REPO / "plugins" / "module_utils" / "validate" / "cli.py").read_text()
+    assert all(f'"{a}"' in cli for a in repo["hooks"][0]["args"] if a.startswith("--"))
+
+
+FIXTURES = REPO / "tests" / "unit" / "fixtures"
+
+
+def script(name: str, *args: str, cwd: Path = REPO) -> int:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / name), *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+    return done.returncode
+
+
+def test_the_exit_statuses_of_the_commands_are_the_readme_table(tmp_path: Path):
+    table = words(section(README, "Validating manifests in CI and pre-commit"))
+    assert "| `gpu-pod-validate` | nothing fails the run |" in table
+    good, bad = FIXTURES / "manifests" / "good", FIXTURES / "manifests" / "bad"
+    assert script("gpu-pod-validate", str(good)) == 0
+    assert script("gpu-pod-validate", str(bad)) == 1
+    assert script("gpu-pod-validate", str(tmp_path / "missing.yaml")) == 1
+    assert script("gpu-pod-validate", "--fail-on", "never", str(tmp_path / "missing.yaml")) == 0
+    assert script("gpu-pod-validate", "--bogus") == 2
+    (tmp_path / "a-file").write_text("")
+    assert script("gpu-pod-validate", "--json", str(tmp_path / "a-file" / "r.json"), str(good)) == 2
+    plugin_bad = sorted((FIXTURES / "plugin_config" / "bad").glob("*.yaml"))[0]
+    assert script("gpu-plugin-config-validate", str(plugin_bad)) == 1
+    assert script("gpu-plugin-config-validate", str(tmp_path / "missing.yaml")) == 2
+    assert script("gpu-placement", "--kubeconfig", str(tmp_path / "missing")) == 2
+    assert script("gpu-placement", "--bogus") == 2

@@ -87,7 +87,7 @@ def test_a_go_too_old_is_named_with_where_to_get_one(tmp_path: Path):
 @pytest.mark.parametrize(
     ("found", "problem"),
     [
-        (None, "no `go` on PATH"),
+        (None, "no go command on PATH"),
         ("go version go1.25.3 linux/amd64", "older than Go 1.26.0"),
         ("go version go1.26 linux/arm64", "older than Go 1.26.0"),
         ("go version go1.26.0 linux/amd64", None),
