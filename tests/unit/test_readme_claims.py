@@ -254,3 +254,17 @@ def test_the_exit_statuses_of_the_commands_are_the_readme_table(tmp_path: Path):
     assert script("gpu-plugin-config-validate", str(tmp_path / "missing.yaml")) == 2
     assert script("gpu-placement", "--kubeconfig", str(tmp_path / "missing")) == 2
     assert script("gpu-placement", "--bogus") == 2
+
+
+def test_admission_policy_docs_name_the_custom_resource_kinds_the_policies_match():
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.cel import admission_workload_kinds
+    from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_admission_policy
+
+    description = words(" ".join(yaml.safe_load(gpu_admission_policy.DOCUMENTATION)["description"]))
+    matched, unmatched = description.split("Not matched", 1)
+    readme = words(section(README, "Admission policies: `playbooks/admission_policy.yml`"))
+    for kind in WORKLOAD_KINDS:
+        admitted = kind in admission_workload_kinds()
+        assert f"C({kind.group})" in (matched if admitted else unmatched), kind.group
+        assert re.search(rf"\b{kind.kind}\b", matched if admitted else unmatched), kind.kind
+        assert re.search(rf"\b{kind.kind}\b", readme), kind.kind
