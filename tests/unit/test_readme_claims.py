@@ -268,3 +268,19 @@ def test_admission_policy_docs_name_the_custom_resource_kinds_the_policies_match
         assert f"C({kind.group})" in (matched if admitted else unmatched), kind.group
         assert re.search(rf"\b{kind.kind}\b", matched if admitted else unmatched), kind.kind
         assert re.search(rf"\b{kind.kind}\b", readme), kind.kind
+
+
+def test_the_modules_with_diff_mode_are_those_the_readme_names():
+    import importlib
+
+    modules = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("gpu_*.py"))
+    with_diff = set()
+    for name in modules:
+        module = importlib.import_module(f"ansible_collections.kubegpu.scheduling.plugins.modules.{name}")
+        doc = yaml.safe_load(module.DOCUMENTATION)
+        diff = (doc.get("attributes") or {}).get("diff_mode", {}).get("support")
+        if diff == "full" or "diff mode" in " ".join(doc.get("notes") or []):
+            with_diff.add(name)
+    paragraph = words(section(README, "Modules"))
+    assert "(`gpu_node_label`, `gpu_pod`, `gpu_admission_policy`) and `gpu_fleet_report` support diff mode" in paragraph
+    assert with_diff == {"gpu_node_label", "gpu_pod", "gpu_admission_policy", "gpu_fleet_report"}
