@@ -284,3 +284,34 @@ def test_the_modules_with_diff_mode_are_those_the_readme_names():
     paragraph = words(section(README, "Modules"))
     assert "(`gpu_node_label`, `gpu_pod`, `gpu_admission_policy`) and `gpu_fleet_report` support diff mode" in paragraph
     assert with_diff == {"gpu_node_label", "gpu_pod", "gpu_admission_policy", "gpu_fleet_report"}
+
+
+def test_every_role_variable_the_docs_name_is_in_its_argument_spec():
+    roles = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
+    docs = README + (REPO / "CONTRIBUTING.md").read_text()
+    named = set(re.findall(rf"`((?:{'|'.join(roles)})_[a-z_]+)", docs))
+    assert len(named) > 15
+    for variable in sorted(named):
+        role = next(r for r in roles if variable.startswith(f"{r}_"))
+        spec = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())
+        assert variable in spec["argument_specs"]["main"]["options"], variable
+
+
+# Options of other commands the README gives: ansible-playbook and ansible-inventory, docker, kubectl, apt-get,
+# and the local cluster's `python -m tests.cluster up`.
+OTHER_COMMANDS_OPTIONS = {"--check", "--diff", "--forks", "--graph", "--list", "--gpus", "--timeout"}
+OTHER_COMMANDS_OPTIONS |= {"--ignore-not-found", "--all", "--no-install-recommends", "--clusterrole", "--role"}
+OTHER_COMMANDS_OPTIONS |= {"--serviceaccount"}
+
+
+def test_every_command_line_option_the_readme_gives_exists():
+    known = set(OTHER_COMMANDS_OPTIONS)
+    for name in ("gpu-pod-validate", "gpu-placement", "gpu-plugin-config-validate"):
+        done = subprocess.run(
+            [sys.executable, str(REPO / "scripts" / name), "--help"], capture_output=True, text=True, timeout=60
+        )
+        known |= set(re.findall(r"--[a-z][a-z-]*", done.stdout))
+    spans = re.findall(r"`[^`\n]+`", README) + re.findall(r"```sh\n(.*?)```", README, re.S)
+    given = {option for span in spans for option in re.findall(r"(?<![\w-])--[a-z][a-z-]*", span)}
+    assert {"--sarif", "--toleration", "--release", "--jobs"} <= given
+    assert sorted(given - known) == []
