@@ -14,6 +14,7 @@ COLLECTIONS = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["p
 .PHONY: venv cluster-build cluster-up cluster-down cluster-status site test unit integration bench bench-scale
 
 $(VENV)/.installed: requirements.txt test-requirements.txt
+	@echo "creating $(VENV) and installing test-requirements.txt into it (needs the network; a minute or two)"
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r test-requirements.txt
