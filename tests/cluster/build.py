@@ -94,22 +94,27 @@ def check_go() -> None:
 def run_step(name: str, args: list[str], cwd: Path, env: dict[str, str], heartbeat: float = HEARTBEAT_SECONDS) -> float:
     """Run one `go build`, saying every `heartbeat` seconds that it still runs; the seconds it took."""
     started = time.monotonic()
-    print(f"building {name} ...", file=sys.stderr, flush=True)
+    say(f"building {name} ...")
     process = subprocess.Popen(args, cwd=cwd, env=env)
     while True:
         try:
             status = process.wait(timeout=heartbeat)
             break
         except subprocess.TimeoutExpired:
-            print(f"  still building {name}: {elapsed(time.monotonic() - started)}", file=sys.stderr, flush=True)
+            say(f"  still building {name}: {elapsed(time.monotonic() - started)}")
     if status != 0:
         sys.exit(
             f"go build of {name} failed (exit {status}); if it could not download modules, see "
             "Troubleshooting in the README (GOPROXY, or KUBEGPU_CLUSTER_BIN_DIR)"
         )
     took = time.monotonic() - started
-    print(f"built {name} in {elapsed(took)}", file=sys.stderr, flush=True)
+    say(f"built {name} in {elapsed(took)}")
     return took
+
+
+def say(text: str, end: str = "\n") -> None:
+    """A line of progress, on standard error at once (standard output carries the result)."""
+    print(text, end=end, file=sys.stderr, flush=True)
 
 
 def elapsed(seconds: float) -> str:
@@ -124,7 +129,7 @@ def missing_binaries(out: Path) -> list[str]:
 def build() -> Path:
     out = versions.bin_dir()
     if not missing_binaries(out):
-        print(f"binaries present in {out}", file=sys.stderr)
+        say(f"binaries present in {out}")
         return out
     if os.environ.get("KUBEGPU_CLUSTER_BIN_DIR"):
         sys.exit(f"KUBEGPU_CLUSTER_BIN_DIR={out} lacks: {', '.join(missing_binaries(out))}")
@@ -141,17 +146,15 @@ def build() -> Path:
     tmp = out.with_name(out.name + ".partial")
     tmp.mkdir(parents=True, exist_ok=True)
     steps = build_steps(tmp)
-    print(
+    say(
         f"building the local cluster's {len(steps)} binaries from source into {out} (first use only): "
-        f"{FIRST_BUILD_ESTIMATE}; Go's module and build caches go to {cache} (several GB)",
-        file=sys.stderr,
-        flush=True,
+        f"{FIRST_BUILD_ESTIMATE}; Go's module and build caches go to {cache} (several GB)"
     )
     began = time.monotonic()
     for number, (name, module, args) in enumerate(steps, 1):
-        print(f"[{number}/{len(steps)}] ", end="", file=sys.stderr, flush=True)
+        say(f"[{number}/{len(steps)}] ", end="")
         run_step(name, args, GO_DIR / module, env)
-    print(f"built the {len(steps)} binaries in {elapsed(time.monotonic() - began)}", file=sys.stderr, flush=True)
+    say(f"built the {len(steps)} binaries in {elapsed(time.monotonic() - began)}")
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)

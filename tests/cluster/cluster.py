@@ -589,11 +589,9 @@ def up(fleet_file: Path, timeout: float) -> Path:
             + ", ".join(f"port {port} ({variable})" for variable, port in taken)
             + "; stop it, or give this cluster other ports with those variables (and its own KUBEGPU_CLUSTER_DIR)"
         )
-    print(
+    build.say(
         f"starting the local cluster (etcd, kube-apiserver, kwok, kube-controller-manager, kube-scheduler; "
-        f"state and logs in {layout.root}) and applying the fleet {fleet_file}",
-        file=sys.stderr,
-        flush=True,
+        f"state and logs in {layout.root}) and applying the fleet {fleet_file}"
     )
     began = time.monotonic()
     layout.root.mkdir(parents=True, exist_ok=True)

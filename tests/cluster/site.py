@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
+from . import build, fleet
 from . import cluster as local_cluster
-from . import fleet
 
 REPO_ROOT = local_cluster.HERE.parents[1]
 PLAYBOOK = REPO_ROOT / "playbooks" / "site.yml"
@@ -102,7 +102,7 @@ def playbook_env(kubeconfig: str, base: Mapping[str, str]) -> dict[str, str]:
 def local_kubeconfig(timeout: float) -> str:
     """The local cluster's admin kubeconfig, the cluster built and started if it is not running."""
     fleet_file = Path(os.environ.get("KUBEGPU_FLEET", local_cluster.HERE / "fleet.yaml"))
-    print("make site: the local simulated GPU cluster (KUBECONFIG is not set)", file=sys.stderr, flush=True)
+    build.say("make site: the local simulated GPU cluster (KUBECONFIG is not set)")
     try:
         return str(local_cluster.up(fleet_file, timeout))
     except (fleet.FleetError, local_cluster.ClusterStartError) as exc:
@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             text = first.read_text()
         except OSError as exc:
             sys.exit(f"make site: KUBECONFIG={kubeconfig}: cannot read {first}: {exc.strerror}")
-        print("\n".join(announcement(kubeconfig, text, ansible_args)), file=sys.stderr, flush=True)
+        build.say("\n".join(announcement(kubeconfig, text, ansible_args)))
         if not confirmed(ask=not args.yes and sys.stdin.isatty()):
             sys.exit("make site: not run")
     else:

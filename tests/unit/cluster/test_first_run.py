@@ -41,15 +41,11 @@ def run_build(tmp_path: Path, go_version: str) -> subprocess.CompletedProcess:
     fake_go(bin_dir, go_version)
     env = dict(os.environ, KUBEGPU_CACHE=str(tmp_path / "cache"), PATH=f"{bin_dir}{os.pathsep}/usr/bin:/bin")
     env.pop("KUBEGPU_CLUSTER_BIN_DIR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "tests.cluster", "build"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run([sys.executable, "-m", "tests.cluster", "build"], env)
+
+
+def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_the_build_says_what_it_builds_one_line_a_binary_with_its_time(tmp_path: Path):
@@ -183,13 +179,6 @@ def test_an_unreadable_kubeconfig_is_named():
 
 
 def test_make_site_passes_args_and_the_timeout():
-    dry = subprocess.run(
-        ["make", "-n", "site", "ARGS=--check --diff -e a=b", "TIMEOUT=300"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    dry = run(["make", "-n", "site", "ARGS=--check --diff -e a=b", "TIMEOUT=300"])
     assert dry.returncode == 0, dry.stderr
     assert "-m tests.cluster.site --timeout 300 -- --check --diff -e a=b" in dry.stdout
