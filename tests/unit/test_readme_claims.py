@@ -315,3 +315,17 @@ def test_every_command_line_option_the_readme_gives_exists():
     given = {option for span in spans for option in re.findall(r"(?<![\w-])--[a-z][a-z-]*", span)}
     assert {"--sarif", "--toleration", "--release", "--jobs"} <= given
     assert sorted(given - known) == []
+
+
+def test_site_runs_every_role_but_admission_policy_in_the_order_the_readme_gives():
+    site = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text())
+    included = [
+        t["ansible.builtin.include_role"]["name"].split(".")[-1]
+        for t in site[0]["tasks"]
+        if "ansible.builtin.include_role" in t
+    ]
+    roles = {p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir()}
+    assert set(included) == roles - {"admission_policy"}
+    assert " → ".join(included) in section(README, "Site: `playbooks/site.yml`")
+    for playbook in PLAYBOOKS:
+        assert f"playbooks/{playbook.name}" in README, playbook.name
