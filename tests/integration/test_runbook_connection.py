@@ -249,3 +249,24 @@ def test_the_readme_clean_up_takes_back_what_the_runbooks_wrote_and_only_that(cl
     assert "accelerator" not in nodes["second-a100"].get("labels", {})
     assert nodes["second-l4"]["labels"]["accelerator"] == "set-by-hand"
     assert all(OWNERSHIP not in meta.get("annotations", {}) for meta in nodes.values())
+
+
+def test_make_site_in_check_mode_against_kubeconfig_says_where_and_writes_nothing(cluster, second, shared_unchanged):
+    before = ClusterState.read(second.cluster)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("K8S_AUTH_")}
+    env["KUBECONFIG"] = str(second.instance.kubeconfig)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "site", "ARGS=--check --diff"],
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert f"against {second.instance.layout.server} (context kubegpu-local" in done.stderr
+    assert "In check mode it writes nothing" in done.stderr
+    second_fleet_summary(done.stdout)
+    assert before.changes(ClusterState.read(second.cluster)) == []
