@@ -57,10 +57,10 @@ def kubeconfig_target(text: str, context: str | None = None) -> tuple[str, str]:
     return str(name), str(cluster.get("server") or "?")
 
 
-def announcement(kubeconfig: str, text: str, ansible_args: Sequence[str]) -> list[str]:
+def announcement(kubeconfig: str, text: str, ansible_args: Sequence[str], env: Mapping[str, str]) -> list[str]:
     """What `make site` says before it runs against a cluster that is not the local one."""
     paths = kubeconfig.split(os.pathsep)
-    context, server = kubeconfig_target(text, os.environ.get("K8S_AUTH_CONTEXT"))
+    context, server = kubeconfig_target(text, env.get("K8S_AUTH_CONTEXT"))
     checking = any(a in CHECK_FLAGS for a in ansible_args)
     lines = [
         f"make site: KUBECONFIG is set, so this runs playbooks/site.yml against {server} "
@@ -71,6 +71,11 @@ def announcement(kubeconfig: str, text: str, ansible_args: Sequence[str]) -> lis
     ]
     if len(paths) > 1:
         lines.append(f"  (only the first file of KUBECONFIG is read: {paths[0]})")
+    overriding = sorted(
+        k for k in env if k.startswith("K8S_AUTH_") and k not in ("K8S_AUTH_KUBECONFIG", "K8S_AUTH_CONTEXT")
+    )
+    if overriding:
+        lines.append(f"  ({', '.join(overriding)} set in the environment: the modules take them over the kubeconfig's)")
     if not checking:
         lines.append('See first what it would change: make site ARGS="--check --diff".')
     lines.append("For the local cluster instead: env -u KUBECONFIG make site.")
@@ -88,11 +93,13 @@ def confirmed(ask: bool) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def playbook_env(kubeconfig: str, base: Mapping[str, str]) -> dict[str, str]:
-    collections = sysconfig.get_paths()["purelib"]
+def playbook_env(kubeconfig: str, base: Mapping[str, str], local: bool) -> dict[str, str]:
+    """The environment of ansible-playbook: the collection, the kubeconfig, and for the local cluster no other
+    K8S_AUTH_* variable of the caller's (a K8S_AUTH_HOST or K8S_AUTH_CONTEXT would send it elsewhere)."""
+    env = {k: v for k, v in base.items() if not (local and k.startswith("K8S_AUTH_"))}
     return dict(
-        base,
-        ANSIBLE_COLLECTIONS_PATH=collections,
+        env,
+        ANSIBLE_COLLECTIONS_PATH=sysconfig.get_paths()["purelib"],
         K8S_AUTH_KUBECONFIG=kubeconfig.split(os.pathsep)[0],
         ANSIBLE_LOCALHOST_WARNING="false",
         ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
@@ -124,19 +131,20 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     args, ansible_args = parse(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ if environ is None else environ)
     kubeconfig = env.get("KUBECONFIG", "")
-    if kubeconfig:
+    local = not kubeconfig
+    if not local:
         first = Path(kubeconfig.split(os.pathsep)[0]).expanduser()
         try:
             text = first.read_text()
         except OSError as exc:
             sys.exit(f"make site: KUBECONFIG={kubeconfig}: cannot read {first}: {exc.strerror}")
-        build.say("\n".join(announcement(kubeconfig, text, ansible_args)))
+        build.say("\n".join(announcement(kubeconfig, text, ansible_args, env)))
         if not confirmed(ask=not args.yes and sys.stdin.isatty()):
             sys.exit("make site: not run")
     else:
         kubeconfig = local_kubeconfig(args.timeout)
     command = [str(Path(sys.executable).parent / "ansible-playbook"), str(PLAYBOOK), *ansible_args]
-    os.execve(command[0], command, playbook_env(kubeconfig, env))
+    os.execve(command[0], command, playbook_env(kubeconfig, env, local))
 
 
 if __name__ == "__main__":

@@ -141,16 +141,30 @@ def test_the_target_is_the_current_or_the_given_context():
     assert site.kubeconfig_target("[", None)[1].startswith("?")
 
 
-def test_the_announcement_names_the_cluster_and_every_write(monkeypatch):
-    monkeypatch.delenv("K8S_AUTH_CONTEXT", raising=False)
-    said = "\n".join(site.announcement("/home/me/.kube/prod", yaml.safe_dump(KUBECONFIG), []))
+def test_the_announcement_names_the_cluster_and_every_write():
+    said = "\n".join(site.announcement("/home/me/.kube/prod", yaml.safe_dump(KUBECONFIG), [], {}))
     assert "https://prod.example.com:6443 (context prod, kubeconfig /home/me/.kube/prod)" in said
     assert "accelerator=<model>" in said and "namespace gpu-samples" in said and "pod tensorflow-mnist" in said
     sample = yaml.safe_load((REPO / "roles" / "sample_workload" / "defaults" / "main.yml").read_text())
     assert sample["sample_workload_image"] in said
     assert 'make site ARGS="--check --diff"' in said
-    checking = "\n".join(site.announcement("/k", yaml.safe_dump(KUBECONFIG), ["--check", "--diff"]))
+    checking = "\n".join(site.announcement("/k", yaml.safe_dump(KUBECONFIG), ["--check", "--diff"], {}))
     assert "In check mode it writes nothing" in checking
+    env = {"K8S_AUTH_CONTEXT": "staging", "K8S_AUTH_HOST": "https://elsewhere:6443"}
+    other = "\n".join(site.announcement("/k", yaml.safe_dump(KUBECONFIG), [], env))
+    assert "https://staging.example.com:6443 (context staging" in other
+    assert "(K8S_AUTH_HOST set in the environment: the modules take them over the kubeconfig's)" in other
+
+
+def test_the_local_run_drops_the_callers_other_connection_variables():
+    caller = {"K8S_AUTH_HOST": "https://elsewhere:6443", "K8S_AUTH_CONTEXT": "prod", "PATH": "/bin"}
+    local = site.playbook_env("/state/admin.kubeconfig", caller, local=True)
+    assert {k: v for k, v in local.items() if k.startswith("K8S_AUTH_")} == {
+        "K8S_AUTH_KUBECONFIG": "/state/admin.kubeconfig"
+    }
+    assert local["PATH"] == "/bin"
+    given = site.playbook_env("/k", caller, local=False)
+    assert given["K8S_AUTH_HOST"] == "https://elsewhere:6443" and given["K8S_AUTH_KUBECONFIG"] == "/k"
 
 
 def test_with_kubeconfig_set_and_no_answer_nothing_runs(tmp_path: Path, monkeypatch):
