@@ -565,6 +565,14 @@ def ports_in_use(ports: tuple[tuple[str, int], ...]) -> list[tuple[str, int]]:
     return taken
 
 
+def ports_message(taken: list[tuple[str, int]]) -> str:
+    return (
+        "in use on 127.0.0.1 by another program or another local cluster: "
+        + ", ".join(f"port {port} ({variable})" for variable, port in taken)
+        + "; stop it, or give this cluster other ports with those variables (and its own KUBEGPU_CLUSTER_DIR)"
+    )
+
+
 def running(layout: Layout) -> bool:
     pids = read_pids(layout)
     return bool(pids) and all(
@@ -584,11 +592,7 @@ def up(fleet_file: Path, timeout: float) -> Path:
     bins = build.build()
     taken = ports_in_use(PORTS)
     if taken:
-        raise ClusterStartError(
-            "in use on 127.0.0.1 by another program or another local cluster: "
-            + ", ".join(f"port {port} ({variable})" for variable, port in taken)
-            + "; stop it, or give this cluster other ports with those variables (and its own KUBEGPU_CLUSTER_DIR)"
-        )
+        raise ClusterStartError(ports_message(taken))
     build.say(
         f"starting the local cluster (etcd, kube-apiserver, kwok, kube-controller-manager, kube-scheduler; "
         f"state and logs in {layout.root}) and applying the fleet {fleet_file}"

@@ -329,3 +329,36 @@ def test_site_runs_every_role_but_admission_policy_in_the_order_the_readme_gives
     assert " → ".join(included) in section(README, "Site: `playbooks/site.yml`")
     for playbook in PLAYBOOKS:
         assert f"playbooks/{playbook.name}" in README, playbook.name
+
+
+def test_the_messages_troubleshooting_quotes_are_the_ones_the_tools_print():
+    from tests.cluster import build
+    from tests.cluster import cluster as local_cluster
+
+    printed = [
+        build.go_problem(None, build.required_go()),
+        build.go_problem("go version go1.19.8 linux/amd64", build.required_go()),
+        local_cluster.ports_message([("KUBEGPU_APISERVER_PORT", 36443)]),
+        "go build of kube-apiserver failed (exit 1)",
+        "timed out after 180s waiting for the fleet; logs in /root/.cache/kubegpu/cluster/logs",
+    ]
+    sources = {
+        "go build of {name} failed": REPO / "tests" / "cluster" / "build.py",
+        "timed out after {timeout:.0f}s waiting for {what}; logs in {layout.logs}": REPO
+        / "tests"
+        / "cluster"
+        / "cluster.py",
+        "the tests left the cluster changed:": REPO / "tests" / "integration" / "conftest.py",
+        "no headless browser": REPO / "tests" / "browser.py",
+    }
+    for text, path in sources.items():
+        assert text in path.read_text(), (text, path)
+    printed += list(sources)
+    printed += ["dial tcp", "i/o timeout"]  # go's own words when it cannot download a module
+    troubleshooting = section(README, "Troubleshooting")
+    spans = [words(q) for q in re.findall(r"`([^`]+)`", troubleshooting)]
+    quoted = [q for q in spans if " " in q and not q.startswith(("make ", "env ", "python ", "go "))]
+    assert len(quoted) >= 6, quoted
+    for quote in quoted:
+        fragments = [f.strip() for f in quote.replace("…", "\0").split("\0") if f.strip(" ;")]
+        assert any(all(f in message for f in fragments) for message in printed), quote
