@@ -196,3 +196,5 @@ def test_make_site_passes_args_and_the_timeout():
     dry = run(["make", "-n", "site", "ARGS=--check --diff -e a=b", "TIMEOUT=300"])
     assert dry.returncode == 0, dry.stderr
     assert "-m tests.cluster.site --timeout 300 -- --check --diff -e a=b" in dry.stdout
+    up = run(["make", "-n", "cluster-up", "TIMEOUT=600"])
+    assert "-m tests.cluster up --timeout 600" in up.stdout, up.stdout
