@@ -15,7 +15,6 @@ import yaml
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.policy import (
     MUTATING_POLICY_NAME,
-    PARAMS_NAME,
     VALIDATING_POLICY_NAMES,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.live_objects import (
@@ -120,12 +119,12 @@ def test_security_section_names_every_resource_the_reader_role_grants():
 
 
 def test_security_section_names_every_object_admission_policy_writes():
-    for name in (*VALIDATING_POLICY_NAMES, MUTATING_POLICY_NAME, f"kube-system/{PARAMS_NAME}"):
+    for name in (*VALIDATING_POLICY_NAMES, MUTATING_POLICY_NAME):
         assert name in SECURITY, name
     writer = yaml.safe_load((REPO / "rbac" / "kubegpu-writer.yaml").read_text())
     admission = [i for i in writer["items"] if i["metadata"]["name"] == "kubegpu-admission-policy"]
     granted = {r for item in admission for rule in item["rules"] for r in rule.get("resourceNames", [])}
-    assert granted == {*VALIDATING_POLICY_NAMES, MUTATING_POLICY_NAME, PARAMS_NAME}
+    assert granted == {*VALIDATING_POLICY_NAMES, MUTATING_POLICY_NAME}
 
 
 # --- commands, settings and files the README names ----------------------------------------------
