@@ -42,6 +42,10 @@ def section(text: str, heading: str) -> str:
     return rest[: end.start()] if end else rest
 
 
+def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
 def words(text: str) -> str:
     return " ".join(text.split())
 
@@ -194,7 +198,7 @@ def test_every_local_cluster_setting_is_read_with_the_default_the_readme_gives()
         "print(*instance.SECOND_PORTS.values())"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBEGPU_")}
-    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True)
+    done = run([sys.executable, "-c", probe], env)
     assert done.returncode == 0, done.stderr
     first, second = (line.split() for line in done.stdout.splitlines())
     names = ("ETCD", "APISERVER", "KWOK")
@@ -230,11 +234,8 @@ def test_the_pre_commit_snippet_names_the_hook_and_options_it_has():
 FIXTURES = REPO / "tests" / "unit" / "fixtures"
 
 
-def script(name: str, *args: str, cwd: Path = REPO) -> int:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / name), *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
-    return done.returncode
+def script(name: str, *args: str) -> int:
+    return run([sys.executable, str(REPO / "scripts" / name), *args]).returncode
 
 
 def test_the_exit_statuses_of_the_commands_are_the_readme_table(tmp_path: Path):
@@ -306,9 +307,7 @@ OTHER_COMMANDS_OPTIONS |= {"--serviceaccount"}
 def test_every_command_line_option_the_readme_gives_exists():
     known = set(OTHER_COMMANDS_OPTIONS)
     for name in ("gpu-pod-validate", "gpu-placement", "gpu-plugin-config-validate"):
-        done = subprocess.run(
-            [sys.executable, str(REPO / "scripts" / name), "--help"], capture_output=True, text=True, timeout=60
-        )
+        done = run([sys.executable, str(REPO / "scripts" / name), "--help"])
         known |= set(re.findall(r"--[a-z][a-z-]*", done.stdout))
     spans = re.findall(r"`[^`\n]+`", README) + re.findall(r"```sh\n(.*?)```", README, re.S)
     given = {option for span in spans for option in re.findall(r"(?<![\w-])--[a-z][a-z-]*", span)}
