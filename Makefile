@@ -4,12 +4,17 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CLUSTER := $(PY) -m tests.cluster
+# Seconds `make cluster-up` and `make site` wait for each step of the local cluster's start.
+TIMEOUT ?= 180
+# Arguments for ansible-playbook in `make site`.
+ARGS ?=
 # The venv's site-packages, where this checkout is linked as ansible_collections/kubegpu/scheduling.
 COLLECTIONS = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 .PHONY: venv cluster-build cluster-up cluster-down cluster-status site test unit integration bench bench-scale test-versions
 
 $(VENV)/.installed: requirements.txt test-requirements.txt
+	@echo "creating $(VENV) and installing test-requirements.txt into it (needs the network; a minute or two)"
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r test-requirements.txt
@@ -25,7 +30,7 @@ cluster-build: venv
 	$(CLUSTER) build
 
 cluster-up: venv
-	@$(CLUSTER) up
+	@$(CLUSTER) up --timeout $(TIMEOUT)
 
 cluster-down: venv
 	@$(CLUSTER) down
@@ -33,12 +38,11 @@ cluster-down: venv
 cluster-status: venv
 	@$(CLUSTER) status
 
-# The main job: the site playbook against KUBECONFIG if given, else the local simulated GPU cluster.
+# The main job: the site playbook against the local simulated GPU cluster (built and started on first use), or,
+# with KUBECONFIG set, against that cluster after saying which one it is and what the run writes there (asked
+# first on a terminal). ARGS go to ansible-playbook: make site ARGS="--check --diff -e kubegpu_strict=true".
 site: venv
-	@set -o pipefail; kubeconfig="$${KUBECONFIG:-$$($(CLUSTER) up | tail -n 1)}" && \
-	ANSIBLE_COLLECTIONS_PATH="$(COLLECTIONS)" K8S_AUTH_KUBECONFIG="$$kubeconfig" \
-	  ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false \
-	  $(VENV)/bin/ansible-playbook playbooks/site.yml
+	@$(PY) -m tests.cluster.site --timeout $(TIMEOUT) -- $(ARGS)
 
 test: venv
 	$(PY) -m pytest

@@ -21,7 +21,8 @@ description:
     or device names one), C(kubegpu_cluster_<cluster>) and C(kubegpu_problem_<kind>). Names are lower case, and
     every character but letters, digits and C(_) becomes C(_)."
   - The playbook C(kubegpu.scheduling.device_plugin_check) checks the driver on the hosts of C(kubegpu_gpu_nodes)
-    when the inventory has no C(gpu_hosts) group.
+    when the inventory has no C(gpu_hosts) group. It reads the API of one cluster, the one its connection names;
+    over several clusters, run it once per cluster with C(-e device_plugin_check_inventory_host_group=kubegpu_cluster_<cluster>).
   - The connection options (O(kubeconfig), O(context), O(host), O(api_key), O(validate_certs) and the others below)
     are those of the modules, and the defaults of every entry of O(clusters).
   - A cluster that cannot be read is an error naming it when O(strict=true); otherwise a warning, and the other

@@ -17,6 +17,15 @@ description:
   - The policies match Pods (CREATE), C(pods/ephemeralcontainers) (UPDATE, as C(kubectl debug) sends),
     and Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs and CronJobs (CREATE and UPDATE). A
     denial names the rule id, the container and the remedy.
+  - They also match (CREATE and UPDATE) the custom-resource kinds whose templates are pod templates, at
+    the versions the live audit reads, C(kubeflow.org) PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob and
+    JAXJob; C(trainer.kubeflow.org) TrainingRuntime and ClusterTrainingRuntime; C(jobset.x-k8s.io) JobSet;
+    C(leaderworkerset.x-k8s.io) LeaderWorkerSet; C(ray.io) RayCluster, RayJob and RayService;
+    C(batch.volcano.sh) Job. A kind the cluster does not serve matches nothing.
+  - Not matched, as their templates are not pod templates (admission sees the pods they make, and the live
+    audit of M(kubegpu.scheduling.gpu_pod_validate) reads them), C(argoproj.io) Workflow, WorkflowTemplate,
+    ClusterWorkflowTemplate and CronWorkflow; C(serving.kserve.io) InferenceService; C(trainer.kubeflow.org)
+    TrainJob.
   - Applies them with server-side apply, idempotently (a dry-run apply tells whether anything would
     change), or renders them to files for GitOps with O(render_to), without contacting the cluster.
   - Reports the API server's type-checking warnings of each policy and the actions it is in force with.

@@ -206,6 +206,11 @@ notes:
   - Live mode needs C(list) on pods, deployments, statefulsets, daemonsets, replicasets, cronjobs, jobs,
     replicationcontrollers and podtemplates, and C(get) on the configmaps and secrets that pods refer to
     in their env. A ConfigMap or Secret that cannot be read makes its variables unknown (V(KGPU103)).
+  - Live mode also reads discovery (C(GET /apis)) and lists, where the cluster serves them, the
+    resourceclaims and resourceclaimtemplates (group C(resource.k8s.io)) and the custom resources of the
+    workload table (the PyTorchJobs, RayClusters, JobSets, ... that C(rbac/kubegpu-reader.yaml) names), and
+    gets the collection's validatingadmissionpolicies and their bindings by name (the RV(admission) field).
+    Any of these it may not read is a note (for the policies, V(unknown) with the reason), never a failure.
   - Offline, an C(envFrom) source that is not among the manifests is assumed to set no NVIDIA variable,
     unless its C(prefix) leads to one (V(KGPU103)); live mode reads it.
   - The image config env is not fetched from registries; O(image_env) and the known image families stand

@@ -25,10 +25,8 @@ DEVELOPER_ONLY = {
     ".gitignore",
     ".pre-commit-hooks.yaml",
     ".yamllint",
-    "CONTRIBUTING.md",
     "Makefile",
     "bench",
-    "docs",
     "execution-environment.yml",
     "extensions",
     "galaxy.yml",
@@ -103,6 +101,11 @@ def test_the_tarball_holds_what_users_need_and_nothing_else(built):
     for needed in (
         "README.md",
         "LICENSE",
+        # What README.md and the modules' docs point to.
+        "CONTRIBUTING.md",
+        "docs/fleet-report.schema.json",
+        "docs/findings.md",
+        "docs/benchmarks.md",
         "CHANGELOG.rst",
         "requirements.txt",
         "bindep.txt",

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -541,6 +542,37 @@ def fleet_settled(api: Api, spec: dict) -> bool:
     )
 
 
+# The ports the cluster listens on, by the variable that moves each (etcd's peer port is the next one).
+PORTS = (
+    ("KUBEGPU_ETCD_PORT", ETCD_PORT),
+    ("KUBEGPU_ETCD_PORT + 1", ETCD_PORT + 1),
+    ("KUBEGPU_APISERVER_PORT", APISERVER_PORT),
+    ("KUBEGPU_KWOK_PORT", KWOK_PORT),
+)
+
+
+def ports_in_use(ports: tuple[tuple[str, int], ...]) -> list[tuple[str, int]]:
+    """The (variable, port) pairs whose port cannot be bound on the loopback address."""
+    taken = []
+    for variable, port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            # As the servers bind: a port whose last connections are closing (TIME_WAIT) is free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((LOOPBACK, port))
+            except OSError:
+                taken.append((variable, port))
+    return taken
+
+
+def ports_message(taken: list[tuple[str, int]]) -> str:
+    return (
+        "in use on 127.0.0.1 by another program or another local cluster: "
+        + ", ".join(f"port {port} ({variable})" for variable, port in taken)
+        + "; stop it, or give this cluster other ports with those variables (and its own KUBEGPU_CLUSTER_DIR)"
+    )
+
+
 def running(layout: Layout) -> bool:
     pids = read_pids(layout)
     return bool(pids) and all(
@@ -558,6 +590,13 @@ def up(fleet_file: Path, timeout: float) -> Path:
         print("a previous cluster is partly running; stopping it first", file=sys.stderr)
         down()
     bins = build.build()
+    taken = ports_in_use(PORTS)
+    if taken:
+        raise ClusterStartError(ports_message(taken))
+    build.say(
+        f"starting the local cluster (etcd, kube-apiserver, kwok, kube-controller-manager, kube-scheduler; "
+        f"state and logs in {layout.root}) and applying the fleet {fleet_file}"
+    )
     began = time.monotonic()
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.logs.mkdir(exist_ok=True)

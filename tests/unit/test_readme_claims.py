@@ -1,0 +1,362 @@
+"""What README.md, CONTRIBUTING.md and docs/ say that can be held without a cluster: the runbooks'
+connection variables, the Security section's reads and writes against the code and rbac/, the make
+targets, the local cluster's settings, and the files the docs name."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.policy import (
+    MUTATING_POLICY_NAME,
+    VALIDATING_POLICY_NAMES,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.live_objects import (
+    LIVE_CLAIM_KINDS,
+    LIVE_WORKLOAD_PATHS,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workload_kinds import WORKLOAD_KINDS
+
+REPO = Path(__file__).resolve().parents[2]
+README = (REPO / "README.md").read_text()
+PLAYBOOKS = sorted((REPO / "playbooks").glob("*.yml"))
+K8S_GROUP = "group/kubegpu.scheduling.k8s"
+# The connection options every runbook passes on from a `kubegpu_<option>` variable.
+CONNECTION_VARIABLES = ("kubeconfig", "context", "host", "api_key", "ca_cert", "client_cert", "client_key")
+CONNECTION_VARIABLES += ("validate_certs",)
+
+
+def section(text: str, heading: str) -> str:
+    """The text under a Markdown heading, up to the next heading of the same or a higher level."""
+    match = re.search(rf"^(#+) {re.escape(heading)}\n", text, re.M)
+    assert match, f"no heading {heading!r}"
+    level = len(match.group(1))
+    rest = text[match.end() :]
+    end = re.search(rf"^#{{1,{level}}} ", rest, re.M)
+    return rest[: end.start()] if end else rest
+
+
+def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def k8s_modules() -> list[str]:
+    runtime = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())
+    return runtime["action_groups"]["k8s"]
+
+
+def reaches_the_cluster(play: dict) -> bool:
+    """A play runs a role, or a task of a module of the k8s action group."""
+    body = yaml.safe_dump(play.get("tasks") or [])
+    modules = (f"kubegpu.scheduling.{m}:" for m in k8s_modules())
+    return bool(play.get("roles")) or "include_role" in body or any(m in body for m in modules)
+
+
+@pytest.mark.parametrize("playbook", PLAYBOOKS, ids=lambda p: p.name)
+def test_every_runbook_passes_the_connection_variables_to_the_modules(playbook: Path):
+    plays = [p for p in yaml.safe_load(playbook.read_text()) if reaches_the_cluster(p)]
+    assert plays, f"{playbook.name} runs nothing against a cluster"
+    for play in plays:
+        defaults = (play.get("module_defaults") or {}).get(K8S_GROUP)
+        assert defaults == {o: f"{{{{ kubegpu_{o} | default(omit) }}}}" for o in CONNECTION_VARIABLES}, (
+            f"{playbook.name}, play {play['name']!r}: module_defaults for {K8S_GROUP}"
+        )
+
+
+def test_readme_names_every_connection_variable_of_the_runbooks():
+    runbooks = words(section(README, "Runbooks"))
+    for option in CONNECTION_VARIABLES:
+        assert f"kubegpu_{option}" in runbooks, option
+
+
+# --- Security: what the collection reads and writes ---------------------------------------------
+
+SECURITY = words(section(README, "What the collection reads and writes"))
+# The resources of the reader role that are no workload kind of the code's tables, as the section names them.
+READER_RESOURCE_WORDS = {
+    "nodes": "nodes",
+    "pods": "pods",
+    "deviceclasses": "DeviceClasses",
+    "resourceslices": "ResourceSlices",
+    "devicetaintrules": "DeviceTaintRules",
+    "validatingadmissionpolicies": "ValidatingAdmissionPolicies",
+    "validatingadmissionpolicybindings": "bindings",
+    "configmaps": "ConfigMaps",
+}
+
+
+def plural_kind(kind: str) -> str:
+    return kind + ("es" if kind.endswith("s") else "s")
+
+
+def listed_kinds() -> dict[str, str]:
+    """Resource (plural) to kind, for everything the live audit lists."""
+    kinds = {resource: kind for _version, kind, resource in LIVE_WORKLOAD_PATHS}
+    kinds |= {resource: kind for _group, kind, resource, _versions in LIVE_CLAIM_KINDS}
+    kinds |= {k.resource: k.kind for k in WORKLOAD_KINDS}
+    return kinds
+
+
+def test_security_section_names_every_kind_the_live_audit_lists():
+    missing = [kind for kind in listed_kinds().values() if kind not in SECURITY and plural_kind(kind) not in SECURITY]
+    assert missing == []
+    assert "GET /apis" in SECURITY, "discovery"
+
+
+def test_security_section_names_every_resource_the_reader_role_grants():
+    role = yaml.safe_load((REPO / "rbac" / "kubegpu-reader.yaml").read_text())
+    kinds = listed_kinds()
+    for rule in role["rules"]:
+        for resource in rule["resources"]:
+            named = READER_RESOURCE_WORDS.get(resource) or kinds[resource]
+            assert named in SECURITY, f"{resource} ({rule['apiGroups']})"
+
+
+def test_security_section_names_every_object_admission_policy_writes():
+    for name in (*VALIDATING_POLICY_NAMES, MUTATING_POLICY_NAME):
+        assert name in SECURITY, name
+    writer = yaml.safe_load((REPO / "rbac" / "kubegpu-writer.yaml").read_text())
+    admission = [i for i in writer["items"] if i["metadata"]["name"] == "kubegpu-admission-policy"]
+    granted = {r for item in admission for rule in item["rules"] for r in rule.get("resourceNames", [])}
+    assert granted == {*VALIDATING_POLICY_NAMES, MUTATING_POLICY_NAME}
+
+
+# --- commands, settings and files the README names ----------------------------------------------
+
+
+def makefile_targets() -> set[str]:
+    text = (REPO / "Makefile").read_text()
+    return {m.group(1) for m in re.finditer(r"^([a-z][\w-]*):", text, re.M)}
+
+
+def test_every_make_target_the_docs_name_exists():
+    docs = README + (REPO / "CONTRIBUTING.md").read_text()
+    # `make x` as a command: at the start of a line or a code span, after `&&`, or after VAR=value.
+    named = set(re.findall(r"(?:^|`|&& |\S=\S+ )make ([a-z][\w-]*)", docs, re.M))
+    assert {"site", "test", "unit", "integration", "cluster-up", "cluster-down", "bench"} <= named
+    assert sorted(named - makefile_targets()) == []
+
+
+def readme_paths() -> set[str]:
+    """The repository paths the README and CONTRIBUTING.md name in backticks (no placeholders)."""
+    docs = README + (REPO / "CONTRIBUTING.md").read_text()
+    tops = "plugins|roles|playbooks|rbac|docs|tests|scripts|changelogs|meta|extensions|bench|\\.ci"
+    found = set()
+    for token in re.findall(r"`([^`\s]+)`", docs):
+        token = token.rstrip("/").split("::")[0]
+        in_tree = re.match(rf"^({tops})/", token) and not re.search(r"[<>*…]|\.\.\.", token)
+        if in_tree or re.fullmatch(r"[A-Za-z-]+\.(md|yml|yaml|txt|rst)", token):
+            found.add(token)
+    return found
+
+
+def test_every_file_the_readme_and_contributing_name_exists():
+    names = readme_paths()
+    assert "tests/cluster/versions.py" in names and "rbac/kubegpu-reader.yaml" in names
+    ignored = {"clusters.yml", "gpu.kubegpu.yml", "local.kubegpu.yml", "report.json", "report.sarif", "report.xml"}
+    ignored |= {".pre-commit-config.yaml", "dp-config.yaml", "configmap.yaml", "gpu-operator-values.yaml"}
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    basenames = {Path(name).name for name in tracked.splitlines()}
+    missing = sorted(n for n in names - ignored if not (REPO / n).exists() and ("/" in n or n not in basenames))
+    assert missing == []
+
+
+SETTINGS = section(README, "The local GPU cluster")
+
+
+def settings_rows() -> dict[str, str]:
+    """Variable to default, from the settings table (a row may give several variables and defaults)."""
+    rows = {}
+    for line in SETTINGS.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`KUBEGPU_"):
+            names = re.findall(r"`(\w+)`", cells[0])
+            defaults = re.findall(r"`([^`]+)`", cells[1]) or [""] * len(names)
+            rows.update(zip(names, defaults, strict=False))
+    return rows
+
+
+def test_every_local_cluster_setting_is_read_with_the_default_the_readme_gives():
+    rows = settings_rows()
+    assert len(rows) == 10, sorted(rows)
+    source = "".join(p.read_text() for p in (REPO / "tests" / "cluster").glob("*.py"))
+    for name in rows:
+        assert f'"{name}"' in source or f"{name.replace('SECOND_', '')}" in source, name
+    probe = (
+        "from tests.cluster import cluster, instance;"
+        "print(cluster.ETCD_PORT, cluster.APISERVER_PORT, cluster.KWOK_PORT);"
+        "print(*instance.SECOND_PORTS.values())"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBEGPU_")}
+    done = run([sys.executable, "-c", probe], env)
+    assert done.returncode == 0, done.stderr
+    first, second = (line.split() for line in done.stdout.splitlines())
+    names = ("ETCD", "APISERVER", "KWOK")
+    assert first == [rows[f"KUBEGPU_{n}_PORT"] for n in names]
+    assert second == [rows[f"KUBEGPU_SECOND_{n}_PORT"] for n in names]
+    assert rows["KUBEGPU_CLUSTER_DIR"] == "~/.cache/kubegpu/cluster"
+    assert rows["KUBEGPU_FLEET"] == "tests/cluster/fleet.yaml"
+
+
+def test_the_versions_the_readme_gives_are_the_pinned_ones():
+    from tests.cluster import build, versions
+
+    go = ".".join(map(str, build.required_go()[:2]))
+    prerequisites = words(section(README, "Prerequisites"))
+    assert f"Go {go} or newer" in prerequisites
+    runtime = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())
+    assert runtime["requires_ansible"] == ">=2.18.0" and "ansible-core 2.18 or newer" in prerequisites
+    assert f"~/.cache/kubegpu/{versions.bin_dir().name}/kubectl" in SETTINGS or versions.bin_dir().name in SETTINGS
+    assert "ansible-core==2.19.*" in (REPO / "test-requirements.txt").read_text()
+
+
+def test_the_pre_commit_snippet_names_the_hook_and_options_it_has():
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    [snippet] = [b for b in re.findall(r"```yaml\n(.*?)```", README, re.S) if "pre-commit-config" in b]
+    config = yaml.safe_load(snippet)
+    [repo] = config["repos"]
+    assert repo["rev"] and repo["repo"] == yaml.safe_load((REPO / "galaxy.yml").read_text())["repository"]
+    assert [h["id"] for h in repo["hooks"]] == [hooks[0]["id"]]
+    cli = (REPO / "plugins" / "module_utils" / "validate" / "cli.py").read_text()
+    assert all(f'"{a}"' in cli for a in repo["hooks"][0]["args"] if a.startswith("--"))
+
+
+FIXTURES = REPO / "tests" / "unit" / "fixtures"
+
+
+def script(name: str, *args: str) -> int:
+    return run([sys.executable, str(REPO / "scripts" / name), *args]).returncode
+
+
+def test_the_exit_statuses_of_the_commands_are_the_readme_table(tmp_path: Path):
+    table = words(section(README, "Validating manifests in CI and pre-commit"))
+    assert "| `gpu-pod-validate` | nothing fails the run |" in table
+    good, bad = FIXTURES / "manifests" / "good", FIXTURES / "manifests" / "bad"
+    assert script("gpu-pod-validate", str(good)) == 0
+    assert script("gpu-pod-validate", str(bad)) == 1
+    assert script("gpu-pod-validate", str(tmp_path / "missing.yaml")) == 1
+    assert script("gpu-pod-validate", "--fail-on", "never", str(tmp_path / "missing.yaml")) == 0
+    assert script("gpu-pod-validate", "--bogus") == 2
+    (tmp_path / "a-file").write_text("")
+    assert script("gpu-pod-validate", "--json", str(tmp_path / "a-file" / "r.json"), str(good)) == 2
+    plugin_bad = sorted((FIXTURES / "plugin_config" / "bad").glob("*.yaml"))[0]
+    assert script("gpu-plugin-config-validate", str(plugin_bad)) == 1
+    assert script("gpu-plugin-config-validate", str(tmp_path / "missing.yaml")) == 2
+    assert script("gpu-placement", "--kubeconfig", str(tmp_path / "missing")) == 2
+    assert script("gpu-placement", "--bogus") == 2
+
+
+def test_admission_policy_docs_name_the_custom_resource_kinds_the_policies_match():
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.cel import admission_workload_kinds
+    from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_admission_policy
+
+    description = words(" ".join(yaml.safe_load(gpu_admission_policy.DOCUMENTATION)["description"]))
+    matched, unmatched = description.split("Not matched", 1)
+    readme = words(section(README, "Admission policies: `playbooks/admission_policy.yml`"))
+    for kind in WORKLOAD_KINDS:
+        admitted = kind in admission_workload_kinds()
+        assert f"C({kind.group})" in (matched if admitted else unmatched), kind.group
+        assert re.search(rf"\b{kind.kind}\b", matched if admitted else unmatched), kind.kind
+        assert re.search(rf"\b{kind.kind}\b", readme), kind.kind
+
+
+def test_the_modules_with_diff_mode_are_those_the_readme_names():
+    import importlib
+
+    modules = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("gpu_*.py"))
+    with_diff = set()
+    for name in modules:
+        module = importlib.import_module(f"ansible_collections.kubegpu.scheduling.plugins.modules.{name}")
+        doc = yaml.safe_load(module.DOCUMENTATION)
+        diff = (doc.get("attributes") or {}).get("diff_mode", {}).get("support")
+        if diff == "full" or "diff mode" in " ".join(doc.get("notes") or []):
+            with_diff.add(name)
+    paragraph = words(section(README, "Modules"))
+    assert "(`gpu_node_label`, `gpu_pod`, `gpu_admission_policy`) and `gpu_fleet_report` support diff mode" in paragraph
+    assert with_diff == {"gpu_node_label", "gpu_pod", "gpu_admission_policy", "gpu_fleet_report"}
+
+
+def test_every_role_variable_the_docs_name_is_in_its_argument_spec():
+    roles = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
+    docs = README + (REPO / "CONTRIBUTING.md").read_text()
+    named = set(re.findall(rf"`((?:{'|'.join(roles)})_[a-z_]+)", docs))
+    assert len(named) > 15
+    for variable in sorted(named):
+        role = next(r for r in roles if variable.startswith(f"{r}_"))
+        spec = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())
+        assert variable in spec["argument_specs"]["main"]["options"], variable
+
+
+# Options of other commands the README gives: ansible-playbook and ansible-inventory, docker, kubectl, apt-get,
+# and the local cluster's `python -m tests.cluster up`.
+OTHER_COMMANDS_OPTIONS = {"--check", "--diff", "--forks", "--graph", "--list", "--gpus", "--timeout"}
+OTHER_COMMANDS_OPTIONS |= {"--ignore-not-found", "--all", "--no-install-recommends", "--clusterrole", "--role"}
+OTHER_COMMANDS_OPTIONS |= {"--serviceaccount"}
+
+
+def test_every_command_line_option_the_readme_gives_exists():
+    known = set(OTHER_COMMANDS_OPTIONS)
+    for name in ("gpu-pod-validate", "gpu-placement", "gpu-plugin-config-validate"):
+        done = run([sys.executable, str(REPO / "scripts" / name), "--help"])
+        known |= set(re.findall(r"--[a-z][a-z-]*", done.stdout))
+    spans = re.findall(r"`[^`\n]+`", README) + re.findall(r"```sh\n(.*?)```", README, re.S)
+    given = {option for span in spans for option in re.findall(r"(?<![\w-])--[a-z][a-z-]*", span)}
+    assert {"--sarif", "--toleration", "--release", "--jobs"} <= given
+    assert sorted(given - known) == []
+
+
+def test_site_runs_every_role_but_admission_policy_in_the_order_the_readme_gives():
+    site = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text())
+    included = [
+        t["ansible.builtin.include_role"]["name"].split(".")[-1]
+        for t in site[0]["tasks"]
+        if "ansible.builtin.include_role" in t
+    ]
+    roles = {p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir()}
+    assert set(included) == roles - {"admission_policy"}
+    assert " → ".join(included) in section(README, "Site: `playbooks/site.yml`")
+    for playbook in PLAYBOOKS:
+        assert f"playbooks/{playbook.name}" in README, playbook.name
+
+
+def test_the_messages_troubleshooting_quotes_are_the_ones_the_tools_print():
+    from tests.cluster import build
+    from tests.cluster import cluster as local_cluster
+
+    printed = [
+        build.go_problem(None, build.required_go()),
+        build.go_problem("go version go1.19.8 linux/amd64", build.required_go()),
+        local_cluster.ports_message([("KUBEGPU_APISERVER_PORT", 36443)]),
+        "go build of kube-apiserver failed (exit 1)",
+        "timed out after 180s waiting for the fleet; logs in /root/.cache/kubegpu/cluster/logs",
+    ]
+    sources = {
+        "go build of {name} failed": REPO / "tests" / "cluster" / "build.py",
+        "timed out after {timeout:.0f}s waiting for {what}; logs in {layout.logs}": REPO
+        / "tests"
+        / "cluster"
+        / "cluster.py",
+        "the tests left the cluster changed:": REPO / "tests" / "integration" / "conftest.py",
+        "no headless browser": REPO / "tests" / "browser.py",
+    }
+    for text, path in sources.items():
+        assert text in path.read_text(), (text, path)
+    printed += list(sources)
+    printed += ["dial tcp", "i/o timeout"]  # go's own words when it cannot download a module
+    troubleshooting = section(README, "Troubleshooting")
+    spans = [words(q) for q in re.findall(r"`([^`]+)`", troubleshooting)]
+    quoted = [q for q in spans if " " in q and not q.startswith(("make ", "env ", "python ", "go "))]
+    assert len(quoted) >= 6, quoted
+    for quote in quoted:
+        fragments = [f.strip() for f in quote.replace("…", "\0").split("\0") if f.strip(" ;")]
+        assert any(all(f in message for f in fragments) for message in printed), quote
