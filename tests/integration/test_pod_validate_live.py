@@ -109,6 +109,11 @@ def test_live_audit_finds_every_bypass_the_api_server_admits(cluster: LocalClust
             volumes=[{"name": "dev", "hostPath": {"path": "/dev/nvidia0"}}],
         ),
         pod(
+            "host-root",
+            container(volumeMounts=[{"name": "root", "mountPath": "/host", "readOnly": True}]),
+            volumes=[{"name": "root", "hostPath": {"path": "/"}}],
+        ),
+        pod(
             "device-list",
             container(volumeMounts=[{"name": "null", "mountPath": "/var/run/nvidia-container-devices/all"}]),
             volumes=[{"name": "null", "hostPath": {"path": "/dev/null"}}],
@@ -137,6 +142,7 @@ def test_live_audit_finds_every_bypass_the_api_server_admits(cluster: LocalClust
         ("privileged", "KGPU301"),
         ("privileged", "KGPU501"),
         ("host-dev", "KGPU201"),
+        ("host-root", "KGPU203"),
         ("device-list", "KGPU202"),
         ("cdi", "KGPU602"),
         ("runtime-class", "KGPU601"),

@@ -9,3 +9,15 @@ from __future__ import annotations
 GPU_HOST_DIRS = ("/dev/char", "/run/nvidia", "/var/run/nvidia", "/home/kubernetes/bin/nvidia", "/usr/local/nvidia")
 # File names that are the driver's libraries or tools, wherever they are mounted from.
 DRIVER_FILE_PREFIXES = ("libnvidia", "libcuda", "nvidia-smi")
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[:i]) for i in range(len(parts))]
+
+
+# The directories above the device nodes and the driver roots ("/" and up to /home/kubernetes/bin):
+# a hostPath of one of these holds the GPU paths under it. /dev itself is a GPU path.
+GPU_PATH_PARENTS = tuple(
+    sorted({a for d in ("/dev", *GPU_HOST_DIRS) for a in _ancestors(d)} - {"/dev", *GPU_HOST_DIRS})
+)

@@ -24,6 +24,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths import (
     DRIVER_FILE_PREFIXES,
     GPU_HOST_DIRS,
+    GPU_PATH_PARENTS,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.intent import GPU_NODE_LABEL_RE
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
@@ -84,6 +85,7 @@ class ContainerFacts:
     device_values: list[tuple[str, str, EnvValue]]  # (variable, what it grants, value)
     quantity_issues: list[QuantityIssue]  # what the API server says of the GPU quantities
     claims: list[str] = field(default_factory=list)  # the pod's resource claims the container uses
+    parent_mounts: list[Mount] = field(default_factory=list)  # hostPath volumes of / or above the GPU paths
 
     @property
     def ephemeral(self) -> bool:
@@ -124,7 +126,9 @@ def analyse(
     components: ComponentCatalogue = NO_CATALOGUE,
 ) -> PodFacts:
     pod_claims = pod_claim_names(site.spec)
-    shared = _SpecShared(gpu_host_path_volumes(site.spec), pod_claims, is_gpu)
+    shared = _SpecShared(
+        gpu_host_path_volumes(site.spec), pod_claims, is_gpu, host_path_volumes(site.spec, parent_of_gpu_paths)
+    )
     containers = [_container_facts(c, site, shared, sources, images) for c in iter_containers(site)]
     has_gpu = any(c.has_gpu for c in containers) or bool(pod_claims)
     reason, path = allow_annotation_of(site, allow_annotation)
@@ -148,6 +152,7 @@ class _SpecShared:
     volumes: Mapping[str, tuple[int, str]]
     claims: set[str]
     is_gpu: Callable[[str], bool]
+    parent_volumes: Mapping[str, tuple[int, str]]
 
 
 def _container_facts(
@@ -174,6 +179,7 @@ def _container_facts(
         escalations=privilege_escalations(container),
         device_values=device_values(env),
         quantity_issues=[],
+        parent_mounts=host_path_mounts(container, shared.parent_volumes),
     )
     resources = as_mapping(c.get("resources"))
     if resources:
@@ -296,13 +302,24 @@ def _affinity_keys(spec: Mapping[str, Any]) -> Iterator[str]:
 
 def gpu_host_path_volumes(spec: Mapping[str, Any]) -> dict[str, tuple[int, str]]:
     """Volumes of GPU device or driver host paths, by name: (index, host path)."""
+    return host_path_volumes(spec, gpu_host_path)
+
+
+def host_path_volumes(spec: Mapping[str, Any], wanted: Callable[[str], bool]) -> dict[str, tuple[int, str]]:
+    """The hostPath volumes whose path is wanted, by name: (index, host path)."""
     volumes: dict[str, tuple[int, str]] = {}
     for index, volume in enumerate(as_list(spec.get("volumes"))):
         if isinstance(volume, dict) and "hostPath" in volume and isinstance(volume.get("name"), str):
             host_path = as_text(as_mapping(volume.get("hostPath")).get("path"))
-            if host_path and gpu_host_path(host_path):
+            if host_path and wanted(host_path):
                 volumes[volume["name"]] = (index, host_path)
     return volumes
+
+
+def parent_of_gpu_paths(path: str) -> bool:
+    """/ or a directory above the device nodes and the driver roots (/run, /var/run, /usr/local, ...)."""
+    normal = "/" + posixpath.normpath(path).lstrip("/") if path.startswith("/") else ""
+    return normal in GPU_PATH_PARENTS
 
 
 def gpu_host_path(path: str) -> bool:
@@ -324,20 +341,27 @@ def device_list_mount(mount_path: str) -> bool:
 
 def device_mounts(container: ContainerSite, volumes: Mapping[str, tuple[int, str]]) -> list[Mount]:
     """The container's mounts under the toolkit's device-list root, and of GPU host path volumes."""
+    found = []
+    for index, mount in enumerate(as_list(container.container.get("volumeMounts"))):
+        mount_path = as_text(as_mapping(mount).get("mountPath"))
+        if isinstance(mount, dict) and device_list_mount(mount_path):
+            found.append(Mount(f"{container.path}.volumeMounts[{index}].mountPath", mount_path, mount.get("name")))
+    return found + host_path_mounts(container, volumes)
+
+
+def host_path_mounts(container: ContainerSite, volumes: Mapping[str, tuple[int, str]]) -> list[Mount]:
+    """The container's mounts of the given hostPath volumes, at the volume's path."""
     mounts = container.container.get("volumeMounts")
-    if not isinstance(mounts, list) or not mounts:
+    if not volumes or not isinstance(mounts, list):
         return []
     spec_path = container.path.rsplit(".", 1)[0]
     found = []
-    for index, mount in enumerate(mounts):
+    for mount in mounts:
         if not isinstance(mount, dict):
             continue
-        mount_path = as_text(mount.get("mountPath"))
-        volume = mount.get("name")
-        if device_list_mount(mount_path):
-            found.append(Mount(f"{container.path}.volumeMounts[{index}].mountPath", mount_path, volume))
-        entry = volumes.get(as_text(volume)) if volumes else None
+        entry = volumes.get(as_text(mount.get("name")))
         if entry is not None:
             volume_index, host_path = entry
-            found.append(Mount(f"{spec_path}.volumes[{volume_index}].hostPath.path", mount_path, volume, host_path))
+            where = f"{spec_path}.volumes[{volume_index}].hostPath.path"
+            found.append(Mount(where, as_text(mount.get("mountPath")), mount.get("name"), host_path))
     return found

@@ -109,6 +109,13 @@ def gpu_mounts(pod: PodFacts, host_path: bool) -> Iterator[Hit]:
                 yield Hit(c.site, mount.path, dict(fields, effect=_host_path_effect(c)))
 
 
+def parent_mounts(pod: PodFacts) -> Iterator[Hit]:
+    for c in pod.containers:
+        for mount in c.parent_mounts:
+            fields = dict(who=c.who, volume=mount.volume, mount_path=mount.mount_path, host_path=mount.host_path)
+            yield Hit(c.site, mount.path, dict(fields, effect=_host_path_effect(c)))
+
+
 def _host_path_effect(c: ContainerFacts) -> str:
     if c.has_gpu:
         return (
@@ -296,6 +303,7 @@ CHECKS: dict[str, Check] = {
     "KGPU103": visible_devices_unknown,
     "KGPU201": partial(gpu_mounts, host_path=True),
     "KGPU202": partial(gpu_mounts, host_path=False),
+    "KGPU203": parent_mounts,
     "KGPU301": partial(privileged_containers, with_intent=True),
     "KGPU302": partial(privileged_containers, with_intent=False),
     "KGPU401": request_without_limit,

@@ -19,8 +19,15 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_anno
     DEVICE_ANNOTATION_PREFIXES,
     GKE_DEVICE_ANNOTATION_PREFIX,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths import GPU_PATH_PARENTS
 
 VALIDATOR = (CHECK_VALIDATOR,)
+# KGPU203's host paths, as written with trailing slashes (validate/analysis.py parent_of_gpu_paths).
+_PARENT_PATH_REGEX = "^(" + "|".join(GPU_PATH_PARENTS) + ")/*$"
+_PARENT_VOLUME = (
+    "variables.spec.?volumes.orValue([]).exists(v, v.name == m.name && has(v.hostPath) && "
+    f"string(v.hostPath.path).matches('{_PARENT_PATH_REGEX}'))"
+)
 
 
 def refused(kind_id: str, name: str, title: str, message: str, remedy: str) -> Kind:
@@ -105,6 +112,25 @@ KINDS = (
             "variables.containers.filter(c, c.?volumeMounts.orValue([]).exists(m, "
             'm.mountPath.matches(variables.deviceListMountRegex))).map(c, "container \'" + c.name + "\' mounts " + '
             "c.volumeMounts.filter(m, m.mountPath.matches(variables.deviceListMountRegex)).map(m, m.mountPath).join(', '))"
+        ),
+    ),
+    Kind(
+        "KGPU203",
+        ERROR,
+        "A hostPath volume of / or of a directory above the GPU device nodes or driver files is mounted into a "
+        "container",
+        "{who} mounts hostPath {host_path} (volume {volume!r}) at {mount_path}, which holds the node's /dev/nvidia* "
+        "device nodes or its driver root under it: {effect}",
+        "Mount only the host directory the container needs, never / or a parent of /dev, /run/nvidia or the driver "
+        "install directory; request GPUs in resources.limits if the container uses them. A GPU system component "
+        "that needs the host root gets the allow annotation with a reason.",
+        VALIDATOR,
+        "gpu-parent-host-path",
+        admission=Admission(
+            f"variables.containers.filter(c, c.?volumeMounts.orValue([]).exists(m, {_PARENT_VOLUME}))"
+            '.map(c, "container \'" + c.name + "\' mounts hostPath volume " + '
+            f"c.volumeMounts.filter(m, {_PARENT_VOLUME}).map(m, m.name).join(', ') + "
+            '" of / or a directory above the GPU device nodes or driver files")'
         ),
     ),
     Kind(

@@ -10,7 +10,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalo
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import CHECK_VALIDATOR
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import device_selection
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.quantity import format_quantity
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analysis import gpu_host_path
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analysis import (
+    gpu_host_path,
+    parent_of_gpu_paths,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig, unknown_rules
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import validate_documents
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import (
@@ -82,6 +85,7 @@ BAD = {
     "env-unknown-secret.yaml": {("KGPU103", "spec.containers[0].env[0].valueFrom.secretKeyRef")},
     "device-host-path.yaml": {("KGPU201", "spec.template.spec.volumes[0].hostPath.path")},
     "device-list-mount.yaml": {("KGPU202", "spec.containers[0].volumeMounts[0].mountPath")},
+    "host-root.yaml": {("KGPU203", "spec.template.spec.volumes[0].hostPath.path")},
     "privileged-gpu.yaml": {
         ("KGPU301", "spec.template.spec.containers[0].securityContext.privileged"),
         ("KGPU501", "spec.template.spec.containers[0].image"),
@@ -431,6 +435,42 @@ def test_env_from_an_unknown_source_warns_only_when_its_prefix_leads_to_the_vari
 )
 def test_gpu_host_paths(host_path, gpu):
     assert gpu_host_path(host_path) is gpu
+
+
+@pytest.mark.parametrize(
+    "host_path, parent",
+    [
+        ("/", True),
+        ("//", True),
+        ("/run", True),
+        ("/run/", True),
+        ("/var/run/", True),
+        ("/var", True),
+        ("/usr/local", True),
+        ("/home/kubernetes/bin", True),
+        ("/home/kubernetes/bin/../bin", True),
+        ("/dev", False),  # a GPU path itself (KGPU201)
+        ("/run/nvidia", False),
+        ("/var/lib", False),
+        ("/var/log", False),
+        ("/home/kubernetes/bin/gib", False),
+        ("/usr/lib", False),
+        ("run", False),
+        ("", False),
+    ],
+)
+def test_parents_of_the_gpu_paths(host_path, parent):
+    assert parent_of_gpu_paths(host_path) is parent
+
+
+def test_a_host_root_mount_is_an_error_with_or_without_a_gpu_limit():
+    volumes = [{"name": "root", "hostPath": {"path": "/"}}, {"name": "logs", "hostPath": {"path": "/var/log"}}]
+    mounts = [{"name": "root", "mountPath": "/host", "readOnly": True}, {"name": "logs", "mountPath": "/logs"}]
+    for limits in (None, {GPU: 1}):
+        [finding] = check(pod(container(volumeMounts=mounts, limits=limits), volumes=volumes)).findings
+        assert (finding.rule, finding.path, finding.severity) == ("KGPU203", "spec.volumes[0].hostPath.path", "error")
+        assert "hostPath / (volume 'root') at /host" in finding.message
+    assert check(pod(container(), volumes=volumes)).findings == []
 
 
 def test_a_gpu_host_path_volume_counts_only_where_it_is_mounted():

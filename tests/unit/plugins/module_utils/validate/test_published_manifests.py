@@ -1,0 +1,46 @@
+"""Published manifests of GPU projects, judged as the validator judges them with the component
+catalogue off: each finding of the classes these manifests brought in is where the rule applies.
+Each fixture names its source (repository, path and commit) on its first line."""
+
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import NO_CATALOGUE
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import validate_documents
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import parse_text
+
+MANIFESTS = Path(__file__).resolve().parents[3] / "fixtures" / "manifests"
+VOLUMES = "spec.template.spec.volumes"
+
+# Each fixture and the findings of the new classes it must give, as (rule, path); other findings
+# (privileged, /dev) are the older rules'.
+EXPECTED = {
+    # hostPath / or a parent of the GPU paths (KGPU203)
+    "published/koordlet.yaml": {("KGPU203", f"{VOLUMES}[3].hostPath.path"), ("KGPU203", f"{VOLUMES}[4].hostPath.path")},
+    "published/koord-device-daemon.yaml": {("KGPU203", f"{VOLUMES}[0].hostPath.path")},
+    "published/gke-nccl-tcpxo-installer.yaml": {("KGPU203", f"{VOLUMES}[2].hostPath.path")},
+}
+NEW_RULES = {rule for expected in EXPECTED.values() for rule, _path in expected}
+
+
+def judged(relative):
+    text = (MANIFESTS / relative).read_text(encoding="utf-8")
+    documents, error = parse_text(text, relative)
+    assert error is None
+    return validate_documents(documents, RuleConfig(components=NO_CATALOGUE))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_published_manifest_gives_the_findings_of_its_class(name):
+    report = judged(name)
+    assert {(f.rule, f.path) for f in report.findings if f.rule in NEW_RULES} == EXPECTED[name]
+
+
+def test_every_published_fixture_is_listed_and_names_its_source():
+    assert sorted(f"published/{p.name}" for p in (MANIFESTS / "published").glob("*.yaml")) == sorted(
+        n for n in EXPECTED if n.startswith("published/")
+    )
+    for name in EXPECTED:
+        assert (MANIFESTS / name).read_text(encoding="utf-8").startswith("# Source: "), name
