@@ -38,12 +38,14 @@ description:
     a privileged container without GPU signs. V(KGPU401) to V(KGPU407) errors, GPU requests without
     limits, requests not equal to limits, quantities that are not whole, negative or malformed, GPUs in
     pod-level resources or in ephemeral containers. V(KGPU501) warning, an image whose config selects all
-    GPUs (official CUDA, NGC, PyTorch, TensorFlow C(-gpu), vLLM and Ray C(-cu121)/C(-gpu) images do) in a
+    GPUs (official CUDA, NGC, NIM, RAPIDS, Triton, Dynamo runtime, PyTorch, TensorFlow C(-gpu), vLLM and Ray
+    C(-cu121)/C(-gpu) images do) in a
     container without a GPU limit. V(KGPU601) warning, an NVIDIA
     runtime class without a GPU limit. V(KGPU602) warning, device-injection annotations (C(cdi.k8s.io/*),
-    C(devices.nri.io/*), C(io.kubernetes.cri-o.Devices)) without a GPU limit. V(KGPU603) error, GKE's device
+    C(nvidia.cdi.k8s.io/*), C(devices.nri.io/*), C(io.kubernetes.cri-o.Devices)) without a GPU limit. V(KGPU603) error, GKE's device
     injection annotation C(devices.gke.io/container.<name>) gives C(/dev/nvidia*) to a container without a GPU
-    limit. V(KGPU701) warning, a
+    limit. V(KGPU604) error, a CDI annotation names GPU devices (C(nvidia.com/gpu=all)) in a pod that holds
+    GPUs. V(KGPU701) warning, a
     ResourceClaim or ResourceClaimTemplate asks for C(adminAccess) outside the GPU system namespaces
     (C(kube-system), C(gpu-operator), C(nvidia-gpu-operator), C(nvidia-dra-driver-gpu), C(dra-driver-nvidia-gpu),
     C(nvidia-device-plugin)). V(KGPU901) warning, the allow annotation without a reason.
@@ -117,8 +119,8 @@ options:
     description:
       - The env that image configs set, as a map of image reference (or glob) to a map of variable to
         value. See the examples.
-      - Takes precedence over the known image families (official CUDA, NGC, PyTorch, TensorFlow GPU,
-        vLLM and Ray GPU images), which are treated as setting C(NVIDIA_VISIBLE_DEVICES=all). Map an image to V({})
+      - Takes precedence over the known image families (official CUDA, NGC, NIM, RAPIDS, Triton, Dynamo
+        runtime, PyTorch, TensorFlow GPU, vLLM and Ray GPU images), which are treated as setting C(NVIDIA_VISIBLE_DEVICES=all). Map an image to V({})
         to say its config sets nothing.
     type: dict
     default: {}

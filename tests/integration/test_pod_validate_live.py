@@ -119,6 +119,7 @@ def test_live_audit_finds_every_bypass_the_api_server_admits(cluster: LocalClust
             volumes=[{"name": "null", "hostPath": {"path": "/dev/null"}}],
         ),
         pod("cdi", container(), annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}),
+        pod("cdi-beside-gpu", container(resources=gpu_limit), annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}),
         pod("runtime-class", container(), runtimeClassName=runtime_class),
         pod(
             "allowed",
@@ -145,6 +146,7 @@ def test_live_audit_finds_every_bypass_the_api_server_admits(cluster: LocalClust
         ("host-root", "KGPU203"),
         ("device-list", "KGPU202"),
         ("cdi", "KGPU602"),
+        ("cdi-beside-gpu", "KGPU604"),
         ("runtime-class", "KGPU601"),
     }
     assert found == expected

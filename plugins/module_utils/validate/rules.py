@@ -18,6 +18,7 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import CHECK_VALIDATOR, Kind
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_annotations import (
+    CDI_GPU_DEVICE,
     DEVICE_ANNOTATION_KEYS,
     DEVICE_ANNOTATION_PREFIXES,
     GKE_DEVICE_ANNOTATION_PREFIX,
@@ -279,6 +280,22 @@ def device_annotation_without_gpu(pod: PodFacts) -> Iterator[Hit]:
             yield Hit(None, key_path(f"{pod.site.metadata_path}.annotations", key), dict(key=key))
 
 
+def device_annotation_beside_gpu(pod: PodFacts) -> Iterator[Hit]:
+    """CDI device annotations that name GPU devices in a pod that holds GPUs: the runtime injects
+    them on top of the GPUs the device plugin or DRA driver assigned."""
+    if not pod.site.pod_level or not pod.has_gpu:
+        return
+    assigned = "; ".join(f"{c.who}: {_assigned(c)['request']}" for c in pod.containers if c.has_gpu)
+    for key, value in as_mapping(pod.site.pod_metadata.get("annotations")).items():
+        if not (isinstance(key, str) and isinstance(value, str) and key.startswith(DEVICE_ANNOTATION_PREFIXES)):
+            continue
+        devices = [f"{kind}={name}" for kind, name in CDI_GPU_DEVICE.findall(value)]
+        if devices:
+            what = "every GPU of the node" if any(d.endswith("=all") for d in devices) else "GPUs by name"
+            fields = dict(key=key, devices=", ".join(devices), what=what, assigned=assigned)
+            yield Hit(None, key_path(f"{pod.site.metadata_path}.annotations", key), fields)
+
+
 # --- DRA claims ------------------------------------------------------------------------------------
 
 
@@ -317,6 +334,7 @@ CHECKS: dict[str, Check] = {
     "KGPU601": nvidia_runtime_class_without_gpu,
     "KGPU602": device_annotation_without_gpu,
     "KGPU603": gke_device_injection_without_gpu,
+    "KGPU604": device_annotation_beside_gpu,
     "KGPU701": admin_access_outside_system_namespaces,
     "KGPU901": allow_annotation_without_reason,
 }

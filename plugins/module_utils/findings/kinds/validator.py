@@ -7,6 +7,8 @@ reason admission cannot decide it."""
 
 from __future__ import annotations
 
+import json
+
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import (
     API_SERVER_REFUSES,
     CHECK_VALIDATOR,
@@ -15,6 +17,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.regist
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_annotations import (
+    CDI_GPU_DEVICE_PATTERN,
     DEVICE_ANNOTATION_KEYS,
     DEVICE_ANNOTATION_PREFIXES,
     GKE_DEVICE_ANNOTATION_PREFIX,
@@ -22,6 +25,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_anno
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths import GPU_PATH_PARENTS
 
 VALIDATOR = (CHECK_VALIDATOR,)
+_CDI_KEY = " || ".join(
+    [f"k.startsWith('{p}')" for p in DEVICE_ANNOTATION_PREFIXES] + [f"k == '{k}'" for k in DEVICE_ANNOTATION_KEYS]
+)
 # KGPU203's host paths, as written with trailing slashes (validate/analysis.py parent_of_gpu_paths).
 _PARENT_PATH_REGEX = "^(" + "|".join(GPU_PATH_PARENTS) + ")/*$"
 _PARENT_VOLUME = (
@@ -247,12 +253,8 @@ KINDS = (
         VALIDATOR,
         "device-annotation-without-gpu",
         admission=Admission(
-            "variables.podHasGpu ? [] : variables.podAnnotations.filter(k, "
-            + " || ".join(
-                [f"k.startsWith('{p}')" for p in DEVICE_ANNOTATION_PREFIXES]
-                + [f"k == '{k}'" for k in DEVICE_ANNOTATION_KEYS]
-            )
-            + ').map(k, "annotation " + k + " asks the container runtime to inject devices")'
+            f"variables.podHasGpu ? [] : variables.podAnnotations.filter(k, {_CDI_KEY})"
+            '.map(k, "annotation " + k + " asks the container runtime to inject devices")'
         ),
     ),
     Kind(
@@ -268,6 +270,23 @@ KINDS = (
             "variables.deviceEnv.filter(e, !e.gpu && string(variables.podAnnotations[?"
             f"{GKE_DEVICE_ANNOTATION_PREFIX!r} + e.name].orValue('')).matches('/dev/nvidia')).map(e, "
             f'"container \'" + e.name + "\' gets NVIDIA device nodes from annotation {GKE_DEVICE_ANNOTATION_PREFIX}" + e.name)'
+        ),
+    ),
+    Kind(
+        "KGPU604",
+        ERROR,
+        "A CDI device annotation names GPUs beside the GPUs the pod was assigned",
+        "annotation {key} asks the container runtime for {devices} ({what}) beside the GPUs the scheduler "
+        "assigned ({assigned}): the runtime injects them on top, including GPUs the scheduler gave to other pods",
+        "Remove the annotation: the device plugin, or the DRA driver for a resource claim, injects the GPUs the "
+        "scheduler counted (as CDI devices where it is configured to).",
+        VALIDATOR,
+        "cdi-annotation-beside-gpu",
+        admission=Admission(
+            "variables.podHasGpu ? variables.podAnnotations.filter(k, "
+            f"({' || '.join(f'k.startsWith({p!r})' for p in DEVICE_ANNOTATION_PREFIXES)}) && "
+            f"string(variables.podAnnotations[k]).matches({json.dumps(CDI_GPU_DEVICE_PATTERN)}))"
+            '.map(k, "annotation " + k + " names GPU devices beside the GPUs the pod was assigned") : []'
         ),
     ),
     Kind(

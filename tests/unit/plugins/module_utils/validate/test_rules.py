@@ -101,6 +101,7 @@ BAD = {
     "cuda-image-no-gpu.yaml": {("KGPU501", "spec.template.spec.containers[0].image")},
     "runtime-class.yaml": {("KGPU601", "spec.runtimeClassName")},
     "cdi-annotation.yaml": {("KGPU602", "spec.jobTemplate.spec.template.metadata.annotations['cdi.k8s.io/gpu']")},
+    "cdi-annotation-beside-gpu.yaml": {("KGPU604", "metadata.annotations['cdi.k8s.io/gpu']")},
     "gke-device-injection.yaml": {
         ("KGPU603", "spec.template.metadata.annotations['devices.gke.io/container.main']"),
     },
@@ -670,6 +671,18 @@ def test_extra_gpu_resources_are_checked_like_the_built_in_ones():
         ("tensorflow/tensorflow:2.16.1-gpu", True),
         ("tensorflow/tensorflow:2.16.1", False),
         ("vllm/vllm-openai:v0.5.0", True),
+        ("public.ecr.aws/mirror/vllm/vllm-openai:v0.9.1", True),
+        ("vllm/vllm-openai-cpu:v0.19.0", False),
+        ("nvcr.io/nim/meta/llama-3.1-8b-instruct:1.1.0", True),
+        ("nvcr.io/nim/nvidia/nv-embedqa-e5-v5:1.0.0", True),
+        ("rapidsai/base:25.06-cuda12.8-py3.12", True),
+        ("rapidsai/notebooks:25.06-cuda12.8-py3.12", True),
+        ("us-central1-docker.pkg.dev/nv-ai-infra/rapidsai/rapidsai/base:example", True),
+        ("rapidsai/rapidsai-core:23.02-cuda11.8-runtime-ubuntu22.04-py3.10", True),
+        ("rapidsai/ci-conda-lint:latest", False),
+        ("registry.example.com/mirror/tritonserver:24.05-py3", True),
+        ("registry.example.com/ai-dynamo/vllm-runtime:0.4.0", True),
+        ("registry.example.com/ai-dynamo/frontend:0.4.0", False),
         ("busybox:1.36", False),
         ("registry.example.com/cudarecords/app:1", False),
     ],
@@ -723,6 +736,30 @@ def test_runtime_class_and_device_annotations_warn_only_without_a_gpu():
 
 # ---------------------------------------------------------------------------------------------
 # Allowing, skipping, configuration
+
+
+@pytest.mark.parametrize(
+    "key, value, what",
+    [
+        ("cdi.k8s.io/gpu", "nvidia.com/gpu=all", "every GPU of the node"),
+        ("cdi.k8s.io/extra", "nvidia.com/gds=all, nvidia.com/gpu=0", "GPUs by name"),
+        ("nvidia.cdi.k8s.io/container.main", "management.nvidia.com/gpu=all", "every GPU of the node"),
+        ("cdi.k8s.io/vfio", "nvidia.com/pgpu=1", "GPUs by name"),
+        ("cdi.k8s.io/amd", "amd.com/gpu=0", "GPUs by name"),
+    ],
+)
+def test_cdi_annotations_naming_gpus_beside_a_gpu_limit_are_errors(key, value, what):
+    report = check(pod(container(limits={GPU: 1}), annotations={key: value}))
+    [finding] = report.findings
+    assert (finding.rule, finding.severity, finding.path) == ("KGPU604", "error", f"metadata.annotations['{key}']")
+    assert what in finding.message and "container 'main': nvidia.com/gpu limit" in finding.message
+    # Without a GPU limit the older rule says it: devices the scheduler does not count.
+    assert rules(pod(container(), annotations={key: value})) == ["KGPU602"]
+
+
+def test_cdi_annotations_of_other_devices_beside_a_gpu_limit_pass():
+    for value in ("nvidia.com/gds=all", "mellanox.com/rdma=mlx5_0", "vendor.example/fpga=0"):
+        assert check(pod(container(limits={GPU: 1}), annotations={"cdi.k8s.io/x": value})).findings == []
 
 
 def test_the_allow_annotation_on_the_object_or_the_template_moves_findings_to_allowed():
