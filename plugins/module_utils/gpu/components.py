@@ -170,6 +170,20 @@ _VALIDATOR_IDLE = ("sh", "-c", "echo all validations are successful; while true;
 _CONFIG_MANAGER = ("config-manager",)
 _ENTRYPOINT_SCRIPT = ("/bin/sh", "-c", "/bin/entrypoint.sh")
 _UNINSTALL_DRIVER = ("driver-manager", "uninstall_driver")
+# On OpenShift with the Driver Toolkit (manifests/state-driver/0500_daemonset.yaml, transformOpenShiftDriverToolkitContainer
+# in controllers/object_controls.go) the driver, GDS and GDRCopy containers start from the toolkit's entrypoint,
+# and a side-car from the cluster's driver-toolkit image (or the driver image) builds the driver.
+_OPENSHIFT_DTK = tuple(
+    ("ocp_dtk_entrypoint", run) for run in ("nv-ctr-run-with-dtk", "nv-fs-ctr-run-with-dtk", "gdrcopy-ctr-run-with-dtk")
+)
+_OPENSHIFT_DTK_BUILD = (
+    "bash",
+    "-xc",
+    "until [ -f /mnt/shared-nvidia-driver-toolkit/dir_prepared ]; do echo  Waiting for nvidia-driver-ctr container to "
+    "prepare the shared directory ...; sleep 10; done; exec /mnt/shared-nvidia-driver-toolkit/ocp_dtk_entrypoint "
+    "dtk-build-driver",
+)
+_OPENSHIFT_DTK_IMAGES = ("openshift-release-dev/ocp-v4.0-art-dev",)
 
 
 def _operand(
@@ -281,12 +295,15 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
         ("nvidia/driver", "nvidia/cloud-native/nvidia-fs", "nvidia/cloud-native/gdrdrv"),
         (
             _UNINSTALL_DRIVER,
-            ("nvidia-driver", "init"),
+            # The driver's args of the ClusterPolicy or NVIDIADriver (spec.driver.args) follow init.
+            ("nvidia-driver", "init", ANY_ARGUMENTS),
             ("nvidia-driver", "reload_nvidia_peermem"),
             _wait_driver("nvidia-gds-driver install"),
             _wait_driver("nvidia-gdrcopy-driver install"),
+            *_OPENSHIFT_DTK,
+            _OPENSHIFT_DTK_BUILD,
         ),
-        _DRIVER_MANAGER_IMAGES,
+        (*_DRIVER_MANAGER_IMAGES, *_OPENSHIFT_DTK_IMAGES),
     ),
     _operand(
         "NVIDIA GPU Operator container toolkit",

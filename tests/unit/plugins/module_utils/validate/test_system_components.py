@@ -28,6 +28,9 @@ EXPECTED = {
     "gpu-operator-gpu-feature-discovery.yaml": "NVIDIA GPU Feature Discovery",
     "gpu-operator-mps-control-daemon.yaml": "NVIDIA MPS control daemon",
     "gpu-operator-driver.yaml": "NVIDIA GPU Operator driver",
+    "gpu-operator-driver-full-spec.yaml": "NVIDIA GPU Operator driver",
+    "gpu-operator-driver-openshift-drivertoolkit.yaml": "NVIDIA GPU Operator driver",
+    "gpu-operator-driver-gdrcopy-openshift.yaml": "NVIDIA GPU Operator driver",
     "gpu-operator-container-toolkit.yaml": "NVIDIA GPU Operator container toolkit",
     "gpu-operator-operator-validator.yaml": "NVIDIA GPU Operator validator",
     "gpu-operator-sandbox-validator.yaml": "NVIDIA GPU Operator validator",
@@ -119,6 +122,31 @@ def test_the_components_image_with_a_user_command_is_judged(name):
     report = check(obj)
     assert report.allowed == []
     assert any(f.severity == "error" for f in report.findings)
+
+
+@pytest.mark.parametrize(
+    "name, index",
+    [
+        ("gpu-operator-driver-full-spec.yaml", 0),  # nvidia-driver init --foo --bar
+        ("gpu-operator-driver-openshift-drivertoolkit.yaml", 1),  # the Driver Toolkit side-car's script
+        ("gpu-operator-driver-gdrcopy-openshift.yaml", 1),  # GDRCopy from the Driver Toolkit entrypoint
+    ],
+)
+def test_operator_rendered_driver_containers_with_a_users_command_are_judged(name, index):
+    obj = copy.deepcopy(load(name))
+    assert check(obj).findings == []
+    pod_spec(obj)["containers"][index]["command"] = ["bash", "-c"]
+    pod_spec(obj)["containers"][index]["args"] = ["python train.py"]
+    report = check(obj)
+    assert report.allowed == []
+    assert any(f.severity == "error" for f in report.findings)
+
+
+def test_the_drivers_init_takes_further_arguments_but_not_another_verb():
+    obj = copy.deepcopy(load("gpu-operator-driver-full-spec.yaml"))
+    assert pod_spec(obj)["containers"][0]["args"] == ["init", "--foo", "--bar"]
+    pod_spec(obj)["containers"][0]["args"] = ["--foo", "init"]
+    assert BUILTIN_CATALOGUE.recognise(pod_spec(obj)) is None
 
 
 def test_a_workload_that_borrows_a_components_labels_and_namespace_is_judged():
