@@ -7,16 +7,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from conftest import LocalCluster, fleet_facts, run_ansible_module
 
 SYSTEM_FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "manifests" / "system"
-# The operator's golden renders of the driver: init with the driver's args, and OpenShift's Driver Toolkit.
-RENDERED_DRIVERS = (
-    "gpu-operator-driver-full-spec.yaml",
-    "gpu-operator-driver-openshift-drivertoolkit.yaml",
-    "gpu-operator-driver-gdrcopy-openshift.yaml",
-)
+# Published DaemonSets applied as they are: the operator's golden renders of the driver (init with the
+# driver's args, OpenShift's Driver Toolkit), GKE's NCCL installers and Koordinator's node agents.
+PUBLISHED_COMPONENTS = {
+    "NVIDIA GPU Operator driver": (
+        "gpu-operator-driver-full-spec.yaml",
+        "gpu-operator-driver-openshift-drivertoolkit.yaml",
+        "gpu-operator-driver-gdrcopy-openshift.yaml",
+    ),
+    "GKE NCCL RDMA installer": ("gke-nccl-rdma-installer.yaml",),
+    "GKE NCCL TCPXO installer": ("gke-nccl-tcpxo-installer.yaml",),
+    "Koordinator koordlet": ("koordlet.yaml",),
+    "Koordinator device daemon": ("koord-device-daemon.yaml",),
+}
 
 OPERATOR_NAMESPACE = "gpu-operator"
 OPERATOR_NODE = "gfd-h100"
@@ -63,11 +71,12 @@ def test_the_fleet_facts_do_not_count_the_operands_as_gpu_use_outside_the_schedu
     assert "gpu_use_outside_scheduler" in problems({"builtin": False})
 
 
-def test_the_drivers_the_operator_renders_are_allowed_as_the_driver_in_the_live_audit(
-    cluster: LocalCluster, namespace: str
+@pytest.mark.parametrize("component", sorted(PUBLISHED_COMPONENTS))
+def test_published_components_are_allowed_with_their_names_in_the_live_audit(
+    cluster: LocalCluster, namespace: str, component: str
 ):
     names = []
-    for fixture in RENDERED_DRIVERS:
+    for fixture in PUBLISHED_COMPONENTS[component]:
         daemonset = yaml.safe_load((SYSTEM_FIXTURES / fixture).read_text(encoding="utf-8"))
         daemonset["metadata"] = {"name": fixture.removesuffix(".yaml"), "namespace": namespace}
         status, reply = cluster.create(f"/apis/apps/v1/namespaces/{namespace}/daemonsets", daemonset)
@@ -77,16 +86,14 @@ def test_the_drivers_the_operator_renders_are_allowed_as_the_driver_in_the_live_
         result = run(cluster, "gpu_pod_validate", {"live": True, "namespaces": [namespace]})
         assert result["findings"] == []
         assert {a["object_name"] for a in result["allowed"]} == set(names)
-        assert {a["allowed_reason"] for a in result["allowed"]} == {
-            "known GPU system component: NVIDIA GPU Operator driver"
-        }
+        assert {a["allowed_reason"] for a in result["allowed"]} == {f"known GPU system component: {component}"}
         judged = run(
             cluster,
             "gpu_pod_validate",
             {"live": True, "namespaces": [namespace], "fail_on": "never", "system_components": {"builtin": False}},
         )
         assert judged["allowed"] == []
-        assert {f["object_name"] for f in judged["findings"] if f["rule"] == "KGPU301"} == set(names)
+        assert {f["object_name"] for f in judged["findings"] if f["severity"] == "error"} == set(names)
     finally:
         for name in names:
             cluster.delete(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}")

@@ -19,6 +19,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.published_commands import (
+    GKE_COS_INSTALL,
+    GKE_NCCL_RDMA_INSTALL,
+    GKE_NCCL_TCPXO_INSTALL,
+    GKE_TCPXO_APERTURES,
+    OPENSHIFT_DTK_BUILD,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 
 # The last element of a published command line that lets any further arguments follow (a
@@ -176,13 +183,6 @@ _UNINSTALL_DRIVER = ("driver-manager", "uninstall_driver")
 _OPENSHIFT_DTK = tuple(
     ("ocp_dtk_entrypoint", run) for run in ("nv-ctr-run-with-dtk", "nv-fs-ctr-run-with-dtk", "gdrcopy-ctr-run-with-dtk")
 )
-_OPENSHIFT_DTK_BUILD = (
-    "bash",
-    "-xc",
-    "until [ -f /mnt/shared-nvidia-driver-toolkit/dir_prepared ]; do echo  Waiting for nvidia-driver-ctr container to "
-    "prepare the shared directory ...; sleep 10; done; exec /mnt/shared-nvidia-driver-toolkit/ocp_dtk_entrypoint "
-    "dtk-build-driver",
-)
 _OPENSHIFT_DTK_IMAGES = ("openshift-release-dev/ocp-v4.0-art-dev",)
 
 
@@ -235,18 +235,11 @@ _DRA_MASK_PARAMS = (
 )
 _DRA_PLUGINS = ("gpu-kubelet-plugin -v $(LOG_VERBOSITY)", "compute-domain-kubelet-plugin -v $(LOG_VERBOSITY)")
 
-# GKE's COS driver installer (nvidia-driver-installer/cos/daemonset-preloaded.yaml).
-_GKE_COS_INSTALL = (
-    'echo "Checking for existing GPU driver modules"\n'
-    "if lsmod | grep nvidia; then\n"
-    '  echo "GPU driver is already installed, the installed version may or may not be the driver version being '
-    'tried to install, skipping installation"\n'
-    "  exit 0\n"
-    "else\n"
-    '  echo "No GPU driver module detected, installing now"\n'
-    "  /cos-gpu-installer install || exit 1\n"
-    "fi\n"
-)
+# Koordinator's node agent and device daemon (config/manager/koordlet.yaml, koord-device-daemon.yaml;
+# the charts fill ghcr.io/koordinator-sh/<name>, kustomize leaves the bare name).
+_GKE_SOURCE = "GoogleCloudPlatform/container-engine-accelerators "
+_KOORD_SOURCE = "koordinator-sh/koordinator config/manager/koordlet.yaml, config/manager/koord-device-daemon.yaml"
+_KOORD_NAMESPACES = ("koordinator-system",)
 
 _DEVICE_PLUGIN_IMAGES = ("nvidia/k8s-device-plugin",)
 
@@ -301,7 +294,7 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
             _wait_driver("nvidia-gds-driver install"),
             _wait_driver("nvidia-gdrcopy-driver install"),
             *_OPENSHIFT_DTK,
-            _OPENSHIFT_DTK_BUILD,
+            OPENSHIFT_DTK_BUILD,
         ),
         (*_DRIVER_MANAGER_IMAGES, *_OPENSHIFT_DTK_IMAGES),
     ),
@@ -417,10 +410,40 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
     Component(
         "GKE NVIDIA driver installer",
         ("cos-nvidia-installer", "gke-nvidia-installer", "gke-release/nvidia-partition-gpu"),
-        (("bash", "-c", _GKE_COS_INSTALL),),
+        (("bash", "-c", GKE_COS_INSTALL),),
         namespaces=("kube-system",),
         source="GoogleCloudPlatform/container-engine-accelerators nvidia-driver-installer/{cos,ubuntu}/daemonset-preloaded.yaml",
         helper_images=("pause",),
+    ),
+    Component(
+        "GKE NCCL RDMA installer",
+        ("gce-ai-infra/gpudirect-gib/nccl-plugin-gib",),
+        (GKE_NCCL_RDMA_INSTALL,),
+        namespaces=("kube-system",),
+        source=_GKE_SOURCE + "gpudirect-rdma/nccl-rdma-installer.yaml",
+        helper_images=("pause",),
+    ),
+    Component(
+        "GKE NCCL TCPXO installer",
+        ("gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev",),
+        (GKE_NCCL_TCPXO_INSTALL, GKE_TCPXO_APERTURES),
+        namespaces=("kube-system",),
+        source=_GKE_SOURCE + "gpudirect-tcpxo/nccl-tcpxo-installer.yaml",
+        helper_images=("pause", "ubuntu"),
+    ),
+    Component(
+        "Koordinator koordlet",
+        ("koordinator-sh/koordlet", "koordlet"),
+        (("/koordlet", ANY_ARGUMENTS),),
+        namespaces=_KOORD_NAMESPACES,
+        source=_KOORD_SOURCE,
+    ),
+    Component(
+        "Koordinator device daemon",
+        ("koordinator-sh/koord-device-daemon", "koord-device-daemon"),
+        (("/koord-device-daemon", ANY_ARGUMENTS),),
+        namespaces=_KOORD_NAMESPACES,
+        source=_KOORD_SOURCE,
     ),
     Component(
         "GKE NRI device injector",

@@ -18,9 +18,9 @@ VOLUMES = "spec.template.spec.volumes"
 # rules (privileged, /dev, ...) are left to their own tests.
 EXPECTED = {
     # hostPath / or a parent of the GPU paths (KGPU203)
-    "published/koordlet.yaml": {("KGPU203", f"{VOLUMES}[3].hostPath.path"), ("KGPU203", f"{VOLUMES}[4].hostPath.path")},
-    "published/koord-device-daemon.yaml": {("KGPU203", f"{VOLUMES}[0].hostPath.path")},
-    "published/gke-nccl-tcpxo-installer.yaml": {("KGPU203", f"{VOLUMES}[2].hostPath.path")},
+    "system/koordlet.yaml": {("KGPU203", f"{VOLUMES}[3].hostPath.path"), ("KGPU203", f"{VOLUMES}[4].hostPath.path")},
+    "system/koord-device-daemon.yaml": {("KGPU203", f"{VOLUMES}[0].hostPath.path")},
+    "system/gke-nccl-tcpxo-installer.yaml": {("KGPU203", f"{VOLUMES}[2].hostPath.path")},
     # CDI device annotations: NVIDIA's NRI plugin key (KGPU602 without a GPU)
     "published/gpu-operator-cuda-workload-validation.yaml": {
         ("KGPU602", "metadata.annotations['nvidia.cdi.k8s.io/container.cuda-validation']")

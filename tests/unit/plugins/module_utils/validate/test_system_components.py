@@ -50,6 +50,10 @@ EXPECTED = {
     "gke-nvidia-driver-installer-cos.yaml": "GKE NVIDIA driver installer",
     "gke-nvidia-driver-installer-ubuntu.yaml": "GKE NVIDIA driver installer",
     "gke-nri-device-injector.yaml": "GKE NRI device injector",
+    "gke-nccl-rdma-installer.yaml": "GKE NCCL RDMA installer",
+    "gke-nccl-tcpxo-installer.yaml": "GKE NCCL TCPXO installer",
+    "koordlet.yaml": "Koordinator koordlet",
+    "koord-device-daemon.yaml": "Koordinator device daemon",
     "ack-gpushare-device-plugin.yaml": "Alibaba GPU sharing device plugin (gpushare)",
     "volcano-device-plugin.yaml": "Volcano device plugin",
     "hami-device-plugin.yaml": "HAMi device plugin",
@@ -113,7 +117,14 @@ def test_an_impostor_with_the_components_names_labels_and_namespace_but_another_
 
 
 @pytest.mark.parametrize(
-    "name", ["gpu-operator-device-plugin.yaml", "gpu-operator-container-toolkit.yaml", "hami-device-plugin.yaml"]
+    "name",
+    [
+        "gpu-operator-device-plugin.yaml",
+        "gpu-operator-container-toolkit.yaml",
+        "hami-device-plugin.yaml",
+        "koordlet.yaml",
+        "koord-device-daemon.yaml",
+    ],
 )
 def test_the_components_image_with_a_user_command_is_judged(name):
     obj = copy.deepcopy(load(name))
@@ -137,6 +148,16 @@ def test_operator_rendered_driver_containers_with_a_users_command_are_judged(nam
     assert check(obj).findings == []
     pod_spec(obj)["containers"][index]["command"] = ["bash", "-c"]
     pod_spec(obj)["containers"][index]["args"] = ["python train.py"]
+    report = check(obj)
+    assert report.allowed == []
+    assert any(f.severity == "error" for f in report.findings)
+
+
+@pytest.mark.parametrize("name", ["gke-nccl-rdma-installer.yaml", "gke-nccl-tcpxo-installer.yaml"])
+def test_an_nccl_installers_helper_with_a_users_script_is_judged(name):
+    obj = copy.deepcopy(load(name))
+    pod_spec(obj)["initContainers"][0]["args"] = ["python train.py"]
+    pod_spec(obj)["initContainers"][0]["command"] = ["/bin/sh", "-c"]
     report = check(obj)
     assert report.allowed == []
     assert any(f.severity == "error" for f in report.findings)

@@ -1,0 +1,59 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The long command lines of GPU system components, exactly as their manifests publish them (a
+shell's script is compared whole): the GKE installers' scripts and the GPU Operator's OpenShift
+Driver Toolkit side-car."""
+
+from __future__ import annotations
+
+# GKE's COS driver installer (nvidia-driver-installer/cos/daemonset-preloaded.yaml).
+GKE_COS_INSTALL = (
+    'echo "Checking for existing GPU driver modules"\n'
+    "if lsmod | grep nvidia; then\n"
+    '  echo "GPU driver is already installed, the installed version may or may not be the driver version being '
+    'tried to install, skipping installation"\n'
+    "  exit 0\n"
+    "else\n"
+    '  echo "No GPU driver module detected, installing now"\n'
+    "  /cos-gpu-installer install || exit 1\n"
+    "fi\n"
+)
+
+# GKE's NCCL plugin installers for GPUDirect (gpudirect-rdma/nccl-rdma-installer.yaml,
+# gpudirect-tcpxo/nccl-tcpxo-installer.yaml): an init container copies the plugin into the driver's
+# library directory on the host, then a pause container holds the pod.
+GKE_NCCL_RDMA_INSTALL = (
+    "/bin/sh",
+    "-c",
+    "set -ex\n/scripts/container_entry.sh install\ncp -r /var/lib/gib/lib64/. /usr/local/home/kubernetes/bin/nvidia/lib64\n"
+    'cp -r /var/lib/gib/. /usr/local/home/kubernetes/bin/gib\necho "installation finishes"\n',
+)
+GKE_NCCL_TCPXO_INSTALL = (
+    "/bin/sh",
+    "-c",
+    "set -ex\nchmod 755 /scripts/container_entry.sh\n/scripts/container_entry.sh install --install-nccl\n"
+    'mkdir -p /usr/local/nvidia/lib64\ncp -r /var/lib/tcpxo/lib64/. /usr/local/nvidia/lib64\necho "installation finishes"\n',
+)
+GKE_TCPXO_APERTURES = (
+    "nsenter",
+    "-at",
+    "1",
+    "--",
+    "sh",
+    "-c",
+    "/sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT && modprobe import-helper\nsudo mkdir -p /dev/aperture_devices\n"
+    "while IFS= read -r line; do\n  BDF=$( echo \"$line\" | awk '{print $1}' );\n"
+    '  target_aperture_path="/dev/aperture_devices/$BDF"\n'
+    '  host_aperture_device=$(readlink -f "/sys/bus/pci/devices/$BDF");\n  sudo mkdir -p $target_aperture_path;\n'
+    "  sudo umount -R $target_aperture_path;\n  sudo mount --bind $host_aperture_device $target_aperture_path;\n"
+    "done < <(lspci -nn -D | grep '1ae0:0084')\nif [ -d /dev/aperture_devices ]; then\n"
+    "    chmod -R a+r /dev/aperture_devices/\n    chmod a+rw /dev/aperture_devices/*/resource*\nfi\n",
+)
+# The GPU Operator driver's OpenShift Driver Toolkit side-car (manifests/state-driver/0500_daemonset.yaml).
+OPENSHIFT_DTK_BUILD = (
+    "bash",
+    "-xc",
+    "until [ -f /mnt/shared-nvidia-driver-toolkit/dir_prepared ]; do echo  Waiting for nvidia-driver-ctr container to "
+    "prepare the shared directory ...; sleep 10; done; exec /mnt/shared-nvidia-driver-toolkit/ocp_dtk_entrypoint "
+    "dtk-build-driver",
+)
