@@ -432,6 +432,13 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
         helper_images=("pause", "ubuntu"),
     ),
     Component(
+        "Kubernetes DRA example driver, kubelet plugin",
+        ("dra-example-driver/dra-example-driver",),
+        (("dra-example-kubeletplugin", ANY_ARGUMENTS),),
+        namespaces=("dra-example-driver",),
+        source="kubernetes-sigs/dra-example-driver deployments/helm/dra-example-driver/templates/kubeletplugin.yaml",
+    ),
+    Component(
         "Koordinator koordlet",
         ("koordinator-sh/koordlet", "koordlet"),
         (("/koordlet", ANY_ARGUMENTS),),

@@ -53,6 +53,7 @@ EXPECTED = {
     "gke-nccl-rdma-installer.yaml": "GKE NCCL RDMA installer",
     "gke-nccl-tcpxo-installer.yaml": "GKE NCCL TCPXO installer",
     "koordlet.yaml": "Koordinator koordlet",
+    "dra-example-driver-kubeletplugin.yaml": "Kubernetes DRA example driver, kubelet plugin",
     "koord-device-daemon.yaml": "Koordinator device daemon",
     "ack-gpushare-device-plugin.yaml": "Alibaba GPU sharing device plugin (gpushare)",
     "volcano-device-plugin.yaml": "Volcano device plugin",
@@ -161,6 +162,14 @@ def test_an_nccl_installers_helper_with_a_users_script_is_judged(name):
     report = check(obj)
     assert report.allowed == []
     assert any(f.severity == "error" for f in report.findings)
+
+
+def test_the_dra_example_drivers_image_with_a_user_command_is_judged():
+    obj = copy.deepcopy(load("dra-example-driver-kubeletplugin.yaml"))
+    pod_spec(obj)["containers"][0]["command"] = ["python", "train.py"]
+    report = check(obj)
+    assert report.allowed == []
+    assert [f.rule for f in report.findings] == ["KGPU302"]  # privileged, without a sign of GPU use
 
 
 def test_the_drivers_init_takes_further_arguments_but_not_another_verb():
