@@ -23,6 +23,7 @@ PUBLISHED_COMPONENTS = {
     "GKE NCCL RDMA installer": ("gke-nccl-rdma-installer.yaml",),
     "GKE NCCL TCPXO installer": ("gke-nccl-tcpxo-installer.yaml",),
     "Koordinator koordlet": ("koordlet.yaml",),
+    "AMD GPU Operator device config manager": ("amd-gpu-device-config-manager.yaml",),
     "Kubernetes DRA example driver, kubelet plugin": ("dra-example-driver-kubeletplugin.yaml",),
     "Koordinator device daemon": ("koord-device-daemon.yaml",),
 }

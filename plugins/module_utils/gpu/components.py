@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.published_commands import (
+    AMD_WAIT_DRIVER,
     GKE_COS_INSTALL,
     GKE_NCCL_RDMA_INSTALL,
     GKE_NCCL_TCPXO_INSTALL,
@@ -486,6 +487,14 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
         entrypoint_args=True,
         namespaces=("kube-system",),
         source="ROCm/k8s-device-plugin k8s-ds-amdgpu-dp.yaml, k8s-ds-amdgpu-labeller.yaml",
+    ),
+    Component(
+        "AMD GPU Operator device config manager",
+        ("rocm/device-config-manager",),
+        tuple(("sh", "-c", wait) for wait in AMD_WAIT_DRIVER),
+        namespaces=("kube-amd-gpu",),
+        source="ROCm/gpu-operator example/configManager/daemonset.yaml, internal/configmanager/configmanager.go",
+        helper_images=("busybox",),
     ),
     Component(
         "Intel GPU plugin",

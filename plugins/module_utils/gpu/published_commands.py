@@ -1,8 +1,8 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The long command lines of GPU system components, exactly as their manifests publish them (a
-shell's script is compared whole): the GKE installers' scripts and the GPU Operator's OpenShift
-Driver Toolkit side-car."""
+shell's script is compared whole): the GKE installers' scripts, the GPU Operator's OpenShift
+Driver Toolkit side-car and the AMD GPU Operator's wait for its driver."""
 
 from __future__ import annotations
 
@@ -56,4 +56,13 @@ OPENSHIFT_DTK_BUILD = (
     "until [ -f /mnt/shared-nvidia-driver-toolkit/dir_prepared ]; do echo  Waiting for nvidia-driver-ctr container to "
     "prepare the shared directory ...; sleep 10; done; exec /mnt/shared-nvidia-driver-toolkit/ocp_dtk_entrypoint "
     "dtk-build-driver",
+)
+
+# The AMD GPU Operator's operands wait for the amdgpu driver in a busybox init container: as its example
+# publishes it, and as internal/configmanager/configmanager.go writes it (with the simulation switch).
+AMD_WAIT_DRIVER = (
+    'while [ ! -d /host-sys/class/kfd ] || [ ! -d /host-sys/module/amdgpu/drivers/ ]; do echo "amdgpu driver is '
+    'not loaded "; sleep 2 ;done',
+    'if [ "$SIM_ENABLE" = "true" ]; then exit 0; fi; while [ ! -d /host-sys/class/kfd ] || [ ! -d '
+    '/host-sys/module/amdgpu/drivers/ ]; do echo "amdgpu driver is not loaded "; sleep 2 ;done',
 )

@@ -60,6 +60,7 @@ EXPECTED = {
     "hami-device-plugin.yaml": "HAMi device plugin",
     "amd-gpu-device-plugin.yaml": "AMD GPU device plugin",
     "amd-gpu-node-labeller.yaml": "AMD GPU device plugin",
+    "amd-gpu-device-config-manager.yaml": "AMD GPU Operator device config manager",
     "intel-gpu-plugin.yaml": "Intel GPU plugin",
 }
 
@@ -154,7 +155,9 @@ def test_operator_rendered_driver_containers_with_a_users_command_are_judged(nam
     assert any(f.severity == "error" for f in report.findings)
 
 
-@pytest.mark.parametrize("name", ["gke-nccl-rdma-installer.yaml", "gke-nccl-tcpxo-installer.yaml"])
+@pytest.mark.parametrize(
+    "name", ["gke-nccl-rdma-installer.yaml", "gke-nccl-tcpxo-installer.yaml", "amd-gpu-device-config-manager.yaml"]
+)
 def test_an_nccl_installers_helper_with_a_users_script_is_judged(name):
     obj = copy.deepcopy(load(name))
     pod_spec(obj)["initContainers"][0]["args"] = ["python train.py"]
