@@ -35,20 +35,22 @@ KNOWN_IMAGE_FAMILIES = (
     # RAPIDS (rapidsai/docker): rapidsai/base and rapidsai/notebooks are built FROM the nvidia/cuda images,
     # also when mirrored (us-central1-docker.pkg.dev/nv-ai-infra/rapidsai/rapidsai/base in rapidsai/deployment).
     ImageFamily(
-        re.compile(r"(?:^|/)rapidsai/(?:base|notebooks|rapidsai(?:-core)?(?:-dev)?(?:-nightly)?)$"),
+        re.compile(r"^(?:.+/)?rapidsai/(?:base|notebooks|rapidsai(?:-core)?(?:-dev)?(?:-nightly)?)$"),
         "a RAPIDS image, built on the CUDA base image",
     ),
     # Mirrors of NGC's Triton and Dynamo runtime images, and of the vLLM image, under another registry.
-    ImageFamily(re.compile(r"(?:^|/)tritonserver$"), "the Triton Inference Server image, built on the CUDA base image"),
     ImageFamily(
-        re.compile(r"(?:^|/)ai-dynamo/(?:vllm|sglang|tensorrtllm)-runtime$"),
+        re.compile(r"^(?:.+/)?tritonserver$"), "the Triton Inference Server image, built on the CUDA base image"
+    ),
+    ImageFamily(
+        re.compile(r"^(?:.+/)?ai-dynamo/(?:vllm|sglang|tensorrtllm)-runtime$"),
         "an NVIDIA Dynamo runtime image, built on the CUDA base image",
     ),
     ImageFamily(re.compile(r"^nvidia/"), "an NVIDIA image, built on the CUDA base image"),
     ImageFamily(re.compile(r"^(?:.+/)?cuda(?:[-_][^/]*)?$"), "a CUDA image"),
     ImageFamily(re.compile(r"^pytorch/pytorch$"), "the PyTorch image"),
     ImageFamily(re.compile(r"^tensorflow/tensorflow$"), "the TensorFlow GPU image", re.compile(r"gpu")),
-    ImageFamily(re.compile(r"(?:^|/)vllm/vllm-openai$"), "the vLLM image, built on the CUDA base image"),
+    ImageFamily(re.compile(r"^(?:.+/)?vllm/vllm-openai$"), "the vLLM image, built on the CUDA base image"),
     # ray-project/ray docker/base-deps: the GPU tags (-cu121, -gpu) are built FROM the nvidia/cuda images.
     ImageFamily(
         re.compile(r"^rayproject/ray(?:-ml|-llm)?$"),
