@@ -521,6 +521,9 @@ def main() -> int:
         "--all-dra-devices", action="store_true", help="also the facts with dra_devices=all (every DRA device listed)"
     )
     parser.add_argument(
+        "--no-kubectl", action="store_true", help="leave out the kubectl peer (and the sizes of its JSON)"
+    )
+    parser.add_argument(
         "--baseline-ref",
         help="also the facts through ansible-playbook with this git ref's collection (git archive), alternating",
     )
@@ -539,6 +542,7 @@ def main() -> int:
             peer_repeat=args.peer_repeat,
             baseline=baseline,
             all_dra_devices=args.all_dra_devices,
+            with_kubectl=not args.no_kubectl,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

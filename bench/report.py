@@ -301,16 +301,10 @@ def with_section(
 
 
 def marked_blocks(text: str, start: str, end: str) -> list[str]:
-    """Every block of `text` from a `start` marker to the next `end` marker, the markers included."""
-    blocks = []
-    rest = text
-    while start in rest:
-        body = start + rest.split(start, 1)[1]
-        if end not in body:
-            break
-        block, rest = body.split(end, 1)
-        blocks.append(block + end)
-    return blocks
+    """Every block of `text` from a line that begins with the `start` marker to the next line that is the
+    `end` marker, the markers included (a marker quoted inside a line is no marker)."""
+    pattern = re.compile(rf"^{re.escape(start)}.*?^{re.escape(end)}$", re.MULTILINE | re.DOTALL)
+    return pattern.findall(text)
 
 
 def carried_over(old: str, dra_written: bool, scale_written: bool) -> list[str]:

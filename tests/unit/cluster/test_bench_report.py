@@ -15,7 +15,8 @@ HAND = "\n".join(
 )
 DRA = f"{report.DRA_SECTION_START}\n## DRA\n\nold numbers\n{report.DRA_SECTION_END}"
 SCALE = f"{report.SCALE_SECTION_START}\n## Scale\n\nold numbers\n{report.SCALE_SECTION_END}"
-OLD = f"# Benchmarks\n\n## Targets\n\ngenerated\n\n{SCALE}\n\n{DRA}\n\n{HAND}\n\n## Analysis of this run\n"
+QUOTED = f"Sections between `{report.HAND_WRITTEN_START}: … -->` and `{report.HAND_WRITTEN_END}` are kept."
+OLD = f"# Benchmarks\n\n{QUOTED}\n\n## Targets\n\ngenerated\n\n{SCALE}\n\n{DRA}\n\n{HAND}\n\n## Analysis of this run\n"
 
 
 def test_a_full_run_keeps_the_hand_written_sections_whole():
