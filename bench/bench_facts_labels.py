@@ -532,6 +532,7 @@ def main() -> int:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
+    started, load_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="kubegpu-bench-facts-"))
     try:
         baseline = (args.baseline_ref, extract(args.baseline_ref, work)) if args.baseline_ref else None
@@ -549,6 +550,8 @@ def main() -> int:
     results: dict[str, Any] = {
         "facts": facts,
         "command": command_line(args.kubeconfig),
+        "started": started,
+        "load_average": [load_start, os.getloadavg()[0]],
     }
     if args.labels:
         results["labels"] = bench_labels(

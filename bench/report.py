@@ -170,7 +170,8 @@ def dra_target_lines(floors: dict[str, Any], playbook: dict[str, Any], empty: di
             f"Before (the same playbook with the collection of `{ref}`, the commit before the facts listed a node's "
             f"DRA devices only where tainted, taken out with `git archive`), in the same rounds: "
             f"{before['median']:.2f} s, {(before['median'] - empty['median']) / decode:.2f}× the decode floor less "
-            f"the empty play; after/before {playbook['median'] / before['median']:.2f}× wall, "
+            f"the empty play; after/before {playbook['median'] / before['median']:.2f}× wall, CPU "
+            f"{before['cpu_median']:.2f} → {playbook['cpu_median']:.2f} s, "
             f"peak RSS {before['peak_rss_mb']:.0f} → {playbook['peak_rss_mb']:.0f} MB."
         )
     every = floors.get(FACTS_ALL_DRA_DEVICES)
@@ -181,6 +182,33 @@ def dra_target_lines(floors: dict[str, Any], playbook: dict[str, Any], empty: di
             f"{(every['median'] - empty['median']) / decode:.2f}× the decode floor less the empty play."
         )
     return lines
+
+
+def dra_peers_text(contenders: list[dict[str, Any]], facts: dict[str, Any]) -> str:
+    """The peers of the DRA section, or that this run left them out."""
+    names = by_name(contenders)
+    if KUBECTL_PEER not in names and not find(names, K8S_INFO_PEER):
+        return (
+            "The peers (kubectl, and `kubernetes.core.k8s_info` + Jinja, which cannot see DRA GPUs at all) were "
+            "left out of this run (`--no-kubectl`, `--peer-repeat 0`)."
+        )
+    return (
+        "Peers: kubectl, and what an Ansible user writes today, `kubernetes.core.k8s_info` for the nodes and the "
+        "active pods plus Jinja adding up `nvidia.com/gpu` (`bench/playbooks/facts_k8s_info.yml`; "
+        f"{facts.get('kubernetes_core', '')}, taken from the `ansible` package into a folder of the benchmark's "
+        "own by `bench/peers.py`); it cannot see DRA GPUs at all."
+    )
+
+
+def measured_line(data: dict[str, Any]) -> list[str]:
+    """When the run began and the machine's load then and at its end, where the results say."""
+    if not data.get("started"):
+        return []
+    loads = data.get("load_average", [])
+    load = f" (load average {loads[0]:.1f} at the start" if loads else ""
+    load += f", {loads[1]:.1f} at the end)" if len(loads) > 1 else ")" if loads else ""
+    rounds = len(data["facts"]["contenders"][0]["walls"])
+    return ["", f"Measured from {data['started']}{load}, {rounds} alternating rounds."]
 
 
 def dra_commands(command: str, nodes: int, fleet: dict[str, Any]) -> list[str]:
@@ -237,11 +265,8 @@ def dra_facts_section(results: Path) -> list[str]:
         "ResourceClaims and DeviceTaintRules, 500 a page, same selectors) over HTTPS with the standard library, "
         "one kept-alive connection per list (`bench/facts_floors.py`): read and dropped undecoded (transfer "
         "floor), or each decoded with `json.loads` and dropped (decode floor). Both are whole processes, "
-        "Python start and imports included, as every contender is. Peers: kubectl, and what an Ansible user "
-        "writes today, `kubernetes.core.k8s_info` for the nodes and the active pods plus Jinja adding up "
-        f"`nvidia.com/gpu` (`bench/playbooks/facts_k8s_info.yml`; {facts.get('kubernetes_core', '')}, taken "
-        "from the `ansible` package into a folder of the benchmark's own by `bench/peers.py`); it cannot "
-        "see DRA GPUs at all.",
+        "Python start and imports included, as every contender is. " + dra_peers_text(contenders, facts),
+        *measured_line(data),
         "",
         "Command:",
         "",
