@@ -81,6 +81,6 @@ test-versions: .venv-oldest/.installed .venv-newest/.installed
 	@set -e; for v in oldest newest; do \
 	  site=$$(.venv-$$v/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
 	  mkdir -p "$$site/ansible_collections/kubegpu" && ln -sfn "$(CURDIR)" "$$site/ansible_collections/kubegpu/scheduling"; \
-	  .venv-$$v/bin/python -c 'import ansible.release, kubernetes, sys; print("=== $$v: ansible-core", ansible.release.__version__, "kubernetes", kubernetes.__version__, "Python", sys.version.split()[0])'; \
+	  .venv-$$v/bin/python -c 'import ansible.release, kubernetes, sys; print("===", sys.argv[1] + ": ansible-core", ansible.release.__version__, "kubernetes", kubernetes.__version__, "Python", sys.version.split()[0])' $$v; \
 	  .venv-$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit; \
 	done

@@ -51,6 +51,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan imp
     label_value_for,
 )
 from bench import fleet_scale, peers
+from bench.bench_module_start import extract
 from bench.timing import Contender, alternate, run_once
 from tests.cluster import versions
 from tests.collection import collections_root
@@ -114,6 +115,16 @@ def last_json_line(output: str) -> dict[str, Any]:
 
 
 ALL_DRA_DEVICES = "gpu_node_facts via ansible-playbook, dra_devices=all (every DRA device listed)"
+BASELINE_PREFIX = "gpu_node_facts via ansible-playbook, before: "
+
+
+def baseline_contender(kubeconfig: str, ref: str, collection: Path) -> Contender:
+    """The same playbook run with the collection of another commit (taken out at `collection`), as it was."""
+    env = ansible_env()
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(collection.parents[2])
+    env["ANSIBLE_COLLECTIONS_SCAN_SYS_PATH"] = "false"
+    command = playbook_command(tools(), kubeconfig, "facts.yml")
+    return Contender(f"{BASELINE_PREFIX}{ref}", [command], env=env, after=check_ok)
 
 
 def facts_contenders(
@@ -230,13 +241,17 @@ def bench_facts(
     log: Callable[[str], None],
     with_empty: bool = True,
     peer_repeat: int = 0,
+    baseline: tuple[str, Path] | None = None,
     **chosen: bool,
 ) -> dict[str, Any]:
     """The facts contenders alternated `repeat` times; with_kubectl=False leaves out kubectl, as a peer and
     for the sizes of its JSON (at 100,000 pods it prints about a gigabyte and needs over 10 GB);
-    all_dra_devices=True adds the facts listing every DRA device beside the default's."""
+    all_dra_devices=True adds the facts listing every DRA device beside the default's; baseline (a git ref
+    and its collection taken out) adds the playbook with that commit's collection."""
     with_kubectl = chosen.get("with_kubectl", True)
     contenders = facts_contenders(kubeconfig, with_empty, with_kubectl, chosen.get("all_dra_devices", False))
+    if baseline:
+        contenders.append(baseline_contender(kubeconfig, *baseline))
     direct = next(c for c in contenders if c.name == "gpu_node_facts via module_utils")
     run_once(direct)  # warm-up: page cache, the API server's watch cache; not counted
     for kept in (direct.walls, direct.cpus, direct.rss_kib, direct.codes):
@@ -475,6 +490,12 @@ def label_lines(labels: dict[str, Any]) -> list[str]:
     return lines
 
 
+def command_line(kubeconfig: str) -> str:
+    """This run's command, the kubeconfig's path written KUBECONFIG."""
+    words = [".venv/bin/python -m bench.bench_facts_labels", *sys.argv[1:]]
+    return " ".join("KUBECONFIG" if word == kubeconfig else word for word in words)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", required=True)
@@ -499,15 +520,38 @@ def main() -> int:
     parser.add_argument(
         "--all-dra-devices", action="store_true", help="also the facts with dra_devices=all (every DRA device listed)"
     )
+    parser.add_argument(
+        "--no-kubectl", action="store_true", help="leave out the kubectl peer (and the sizes of its JSON)"
+    )
+    parser.add_argument(
+        "--baseline-ref",
+        help="also the facts through ansible-playbook with this git ref's collection (git archive), alternating",
+    )
     args = parser.parse_args()
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    results: dict[str, Any] = {
-        "facts": bench_facts(
-            args.kubeconfig, args.repeat, log, peer_repeat=args.peer_repeat, all_dra_devices=args.all_dra_devices
+    started, load_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg()[0]
+    work = Path(tempfile.mkdtemp(prefix="kubegpu-bench-facts-"))
+    try:
+        baseline = (args.baseline_ref, extract(args.baseline_ref, work)) if args.baseline_ref else None
+        facts = bench_facts(
+            args.kubeconfig,
+            args.repeat,
+            log,
+            peer_repeat=args.peer_repeat,
+            baseline=baseline,
+            all_dra_devices=args.all_dra_devices,
+            with_kubectl=not args.no_kubectl,
         )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results: dict[str, Any] = {
+        "facts": facts,
+        "command": command_line(args.kubeconfig),
+        "started": started,
+        "load_average": [load_start, os.getloadavg()[0]],
     }
     if args.labels:
         results["labels"] = bench_labels(

@@ -12,6 +12,12 @@ Run under the cluster lock, the shared cluster up:
 
     flock /tmp/kubegpu-cluster.lock sh -c 'make cluster-up >/dev/null && .venv/bin/python -m bench.bench_fleet_report'
 
+Every run writes the report with the same generated_at. `--baseline-playbook REF` adds the
+playbooks/fleet_report.yml of a git ref run with this checkout's collection (the same modules, the
+playbook as it was), `--baseline-ref REF` the playbook and collection of a ref (git archive); each
+alternates with this checkout's. At the end each contender's last report (JSON, Markdown, HTML) is
+compared with this checkout's first, the times of each cluster's read written T in both.
+
 `--then 'COMMAND'` runs a shell command while both clusters are up, with INVENTORY, PLAYBOOK and
 REPORT_DIR in its environment (another timer over the same inventory, say).
 """
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -43,6 +50,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 PLAYBOOK = REPO_ROOT / "playbooks" / "fleet_report.yml"
 BIN = Path(sys.executable).parent
 REPORT_STEP = "Write the fleet report"
+GENERATED_AT = "2026-12-01T00:00:00+00:00"  # the same in every run, so that reports compare
+ELAPSED_JSON = re.compile(r'("elapsed_seconds": )[0-9.e+-]+')
+SECONDS = re.compile(r"\b[0-9]+(?:\.[0-9]+)? s\b")
+# A contender's label, the collection taken out of another ref (None: this checkout's) and the playbook of
+# another ref (None: the collection's own).
+Baseline = tuple[str, Path | None, Path | None]
 
 
 def many_contexts(kubeconfig: Path, prefix: str, count: int) -> dict:
@@ -145,6 +158,12 @@ def in_process_build(report_dir: Path, repeat: int) -> float:
     return statistics.median(walls)
 
 
+def git_show(ref: str, path: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "show", f"{ref}:{path}"], capture_output=True, text=True, check=True
+    ).stdout
+
+
 @contextmanager
 def _removed(folder: Path) -> Iterator[Path]:
     """The work folder (its kubeconfigs hold the admin credentials), removed on the way out."""
@@ -154,15 +173,36 @@ def _removed(folder: Path) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def report_contender(
-    work: Path, inventory: Path, clusters: int, forks: int, label: str, collection: Path | None
-) -> Contender:
-    """fleet_report.yml with `forks`: this checkout's, or that of the collection taken out at `collection`."""
-    tag = f"forks-{forks}{'-baseline' if collection else ''}"
+def normalised(report_dir: Path) -> dict[str, str]:
+    """The report's three files with the times a run measures (each cluster's read) written T."""
+    texts = {}
+    for path in sorted(report_dir.glob("gpu-fleet-report.*")):
+        text = ELAPSED_JSON.sub(r"\1T", path.read_text())
+        texts[path.suffix] = SECONDS.sub("T s", text)
+    return texts
+
+
+def compare_reports(contenders: list[Contender]) -> list[str]:
+    """Each contender's last report against the first contender's, apart from the times."""
+    first = normalised(Path(contenders[0].notes["report_dir"]))
+    lines = []
+    for other in contenders[1:]:
+        theirs = normalised(Path(other.notes["report_dir"]))
+        differ = [suffix for suffix in sorted(set(first) | set(theirs)) if first.get(suffix) != theirs.get(suffix)]
+        verdict = f"differ in {', '.join(differ)}" if differ else "byte for byte the same apart from times"
+        lines.append(f"report of {other.name} against {contenders[0].name} ({', '.join(sorted(first))}): {verdict}")
+    return lines
+
+
+def report_contender(work: Path, inventory: Path, clusters: int, forks: int, baseline: Baseline) -> Contender:
+    """fleet_report.yml with `forks`: this checkout's; or, where `baseline` says, another ref's playbook with this
+    checkout's collection, or another ref's playbook and collection."""
+    label, collection, playbook = baseline
+    tag = f"forks-{forks}{'-' + label.strip(' ()').replace(' ', '-') if label else ''}"
     report_dir, junit_dir = work / f"report-{tag}", work / f"junit-{tag}"
-    playbook = (collection / "playbooks" / "fleet_report.yml") if collection else PLAYBOOK
+    playbook = playbook or ((collection / "playbooks" / "fleet_report.yml") if collection else PLAYBOOK)
     command = [str(BIN / "ansible-playbook"), "-i", str(inventory), "--forks", str(forks), str(playbook)]
-    command += ["-e", f"kubegpu_report_dir={report_dir}"]
+    command += ["-e", f"kubegpu_report_dir={report_dir}", "-e", f"kubegpu_report_generated_at={GENERATED_AT}"]
     env = playbook_env(junit_dir)
     if collection is None:
         # This checkout, whatever other copy of the collection is installed.
@@ -191,6 +231,10 @@ def main() -> int:
         help="also run this git ref's playbook and collection (git archive), alternating with this checkout's",
     )
     parser.add_argument(
+        "--baseline-playbook",
+        help="also run this git ref's playbooks/fleet_report.yml with this checkout's collection, alternating",
+    )
+    parser.add_argument(
         "--second-ports",
         help="etcd,apiserver,kwok ports of the second instance (default: tests/cluster/instance.py's)",
     )
@@ -207,13 +251,17 @@ def main() -> int:
     with instance.started(ports=ports, prefix="kubegpu-bench-second-") as second, _removed(work):
         inventory = write_inventory(work, {"shared": shared.kubeconfig, "second": second.kubeconfig}, args.per_cluster)
         clusters = 2 * args.per_cluster
-        collections = {"": None}
+        baselines: list[Baseline] = [("", None, None)]
         if args.baseline_ref:
-            collections[f" ({args.baseline_ref})"] = extract(args.baseline_ref, work / "baseline")
+            baselines.append((f" ({args.baseline_ref})", extract(args.baseline_ref, work / "baseline"), None))
+        if args.baseline_playbook:
+            old_playbook = work / f"fleet_report-{args.baseline_playbook}.yml"
+            old_playbook.write_text(git_show(args.baseline_playbook, "playbooks/fleet_report.yml"))
+            baselines.append((f" (the playbook of {args.baseline_playbook})", None, old_playbook))
         contenders = [
-            report_contender(work, inventory, clusters, forks, label, collection)
+            report_contender(work, inventory, clusters, forks, baseline)
             for forks in (int(f) for f in args.forks.split(","))
-            for label, collection in collections.items()
+            for baseline in baselines
         ]
         alternate(contenders, args.repeat, log=lambda line: print(line, flush=True))
         print(f"\n{clusters} inventory clusters (contexts) on 2 local clusters, {args.repeat} runs each:\n")
@@ -229,6 +277,7 @@ def main() -> int:
             print(
                 f"gpu_fleet_report step ({contender.name}): median {statistics.median(steps):.2f} s over {len(steps)} runs"
             )
+        print("\n".join(compare_reports(contenders)))
         last = Path(contenders[-1].notes["report_dir"])
         print(
             f"model + JSON, Markdown, HTML of {clusters} clusters in process: {in_process_build(last, 5) * 1000:.0f} ms"

@@ -3,7 +3,9 @@
 """Write docs/benchmarks.md and docs/benchmark-facts-scaling.png from bench/results/.
 
 Reads machine.json, validate.json, fleet.json and facts-<nodes>.json as bench/run.py leaves
-them; bench/analysis.md, when present, is included as the analysis section. With --scale-only,
+them; bench/analysis.md, when present, is included as the analysis section. The sections of the
+existing report between the hand-written markers (HAND_WRITTEN_START, HAND_WRITTEN_END) are carried
+over unchanged, and so are its DRA and scale sections when the results hold none. With --scale-only,
 puts the section of bench/scale.py's runs (scale-<nodes>.json) into the existing report and draws
 the scaling plot from them. Needs matplotlib for the plot (run it with the benchmark's virtual
 environment).
@@ -24,6 +26,7 @@ PLOT = "benchmark-facts-scaling.png"
 
 FACTS_ANSIBLE = "gpu_node_facts via ansible-playbook"
 FACTS_ALL_DRA_DEVICES = "gpu_node_facts via ansible-playbook, dra_devices=all (every DRA device listed)"
+FACTS_BEFORE_PREFIX = "gpu_node_facts via ansible-playbook, before: "
 FACTS_DIRECT = "gpu_node_facts via module_utils"
 KUBECTL_PEER = "kubectl get nodes + get pods -A, -o json (peer)"
 TRANSFER_FLOOR = "transfer floor: the module's pages over HTTPS, not decoded"
@@ -34,6 +37,8 @@ DRA_SECTION_START = "<!-- fleet facts, DRA: written by bench/report.py -->"
 DRA_SECTION_END = "<!-- end of fleet facts, DRA -->"
 SCALE_SECTION_START = "<!-- fleet facts at scale: written by bench/report.py --scale-only -->"
 SCALE_SECTION_END = "<!-- end of fleet facts at scale -->"
+HAND_WRITTEN_START = "<!-- hand-written section"
+HAND_WRITTEN_END = "<!-- end of hand-written section -->"
 TARGET_SCALE_RSS_MB = 150.0
 SCALE_COLUMNS = (
     "Nodes",
@@ -158,14 +163,65 @@ def dra_target_lines(floors: dict[str, Any], playbook: dict[str, Any], empty: di
         f"{empty['median']:.2f} = {bound:.2f} s): {playbook['median']:.2f} s, "
         f"{(playbook['median'] - empty['median']) / decode:.2f}× the decode floor with the empty play taken off; {met}."
     ]
+    before = find(floors, FACTS_BEFORE_PREFIX)
+    if before:
+        ref = before["name"].removeprefix(FACTS_BEFORE_PREFIX)
+        lines.append(
+            f"Before (the same playbook with the collection of `{ref}`, the commit before the facts listed a node's "
+            f"DRA devices only where tainted, taken out with `git archive`), in the same rounds: "
+            f"{before['median']:.2f} s, {(before['median'] - empty['median']) / decode:.2f}× the decode floor less "
+            f"the empty play; after/before {playbook['median'] / before['median']:.2f}× wall, CPU "
+            f"{before['cpu_median']:.2f} → {playbook['cpu_median']:.2f} s, "
+            f"peak RSS {before['peak_rss_mb']:.0f} → {playbook['peak_rss_mb']:.0f} MB."
+        )
     every = floors.get(FACTS_ALL_DRA_DEVICES)
     if every:
         lines.append(
-            f"Listing every DRA device with its claims (`dra_devices: all`, what the facts returned before), the same "
-            f"playbook takes {every['median']:.2f} s in the same rounds, "
+            f"Listing every DRA device with its claims (`dra_devices: all`), the same playbook takes "
+            f"{every['median']:.2f} s in the same rounds, "
             f"{(every['median'] - empty['median']) / decode:.2f}× the decode floor less the empty play."
         )
     return lines
+
+
+def dra_peers_text(contenders: list[dict[str, Any]], facts: dict[str, Any]) -> str:
+    """The peers of the DRA section, or that this run left them out."""
+    names = by_name(contenders)
+    if KUBECTL_PEER not in names and not find(names, K8S_INFO_PEER):
+        return (
+            "The peers (kubectl, and `kubernetes.core.k8s_info` + Jinja, which cannot see DRA GPUs at all) were "
+            "left out of this run (`--no-kubectl`, `--peer-repeat 0`)."
+        )
+    return (
+        "Peers: kubectl, and what an Ansible user writes today, `kubernetes.core.k8s_info` for the nodes and the "
+        "active pods plus Jinja adding up `nvidia.com/gpu` (`bench/playbooks/facts_k8s_info.yml`; "
+        f"{facts.get('kubernetes_core', '')}, taken from the `ansible` package into a folder of the benchmark's "
+        "own by `bench/peers.py`); it cannot see DRA GPUs at all."
+    )
+
+
+def measured_line(data: dict[str, Any]) -> list[str]:
+    """When the run began and the machine's load then and at its end, where the results say."""
+    if not data.get("started"):
+        return []
+    loads = data.get("load_average", [])
+    load = f" (load average {loads[0]:.1f} at the start" if loads else ""
+    load += f", {loads[1]:.1f} at the end)" if len(loads) > 1 else ")" if loads else ""
+    rounds = len(data["facts"]["contenders"][0]["walls"])
+    return ["", f"Measured from {data['started']}{load}, {rounds} alternating rounds."]
+
+
+def dra_commands(command: str, nodes: int, fleet: dict[str, Any]) -> list[str]:
+    """The commands that made the section: bench.run's, or the fleet, the benchmark and this report's."""
+    if command.startswith(".venv/bin/python -m bench.run"):
+        return [command]
+    return [
+        "# a local cluster with bench/fleet.yaml (bench/run.py's ports and state folder, or your own), then:",
+        f".venv/bin/python -m bench.fleet_scale --kubeconfig KUBECONFIG --nodes {nodes} "
+        f"--pods {fleet.get('pods', 0)} --dra-percent {fleet.get('dra_percent', 50)}",
+        command,
+        ".venv/bin/python -m bench.report --dra-only",
+    ]
 
 
 def dra_facts_section(results: Path) -> list[str]:
@@ -209,16 +265,13 @@ def dra_facts_section(results: Path) -> list[str]:
         "ResourceClaims and DeviceTaintRules, 500 a page, same selectors) over HTTPS with the standard library, "
         "one kept-alive connection per list (`bench/facts_floors.py`): read and dropped undecoded (transfer "
         "floor), or each decoded with `json.loads` and dropped (decode floor). Both are whole processes, "
-        "Python start and imports included, as every contender is. Peers: kubectl, and what an Ansible user "
-        "writes today, `kubernetes.core.k8s_info` for the nodes and the active pods plus Jinja adding up "
-        f"`nvidia.com/gpu` (`bench/playbooks/facts_k8s_info.yml`; {facts.get('kubernetes_core', '')}, taken "
-        "from the `ansible` package into a folder of the benchmark's own by `bench/peers.py`); it cannot "
-        "see DRA GPUs at all.",
+        "Python start and imports included, as every contender is. " + dra_peers_text(contenders, facts),
+        *measured_line(data),
         "",
         "Command:",
         "",
         "```",
-        command,
+        *dra_commands(command, nodes, fleet),
         "```",
         "",
         *floors_table(contenders),
@@ -270,6 +323,21 @@ def with_section(
         head, tail = text.split(marker, 1)
         return head + block + "\n" + marker + tail
     return text.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def marked_blocks(text: str, start: str, end: str) -> list[str]:
+    """Every block of `text` from a line that begins with the `start` marker to the next line that is the
+    `end` marker, the markers included (a marker quoted inside a line is no marker)."""
+    pattern = re.compile(rf"^{re.escape(start)}.*?^{re.escape(end)}$", re.MULTILINE | re.DOTALL)
+    return pattern.findall(text)
+
+
+def carried_over(old: str, dra_written: bool, scale_written: bool) -> list[str]:
+    """What a full run keeps of the report it replaces: every hand-written section (between the
+    HAND_WRITTEN markers), and the DRA and scale sections where this run wrote none of its own."""
+    blocks = [] if dra_written else marked_blocks(old, DRA_SECTION_START, DRA_SECTION_END)
+    blocks += [] if scale_written else marked_blocks(old, SCALE_SECTION_START, SCALE_SECTION_END)
+    return blocks + marked_blocks(old, HAND_WRITTEN_START, HAND_WRITTEN_END)
 
 
 def scale_results(results: Path) -> dict[int, dict[str, Any]]:
@@ -501,7 +569,10 @@ def main() -> int:
         "round, so a slow spell of the machine hits them alike. Every contender runs as its own process; "
         "wall time is reported as median, min and max, CPU as user + system of the process tree, memory as "
         "the command's own peak RSS (GNU time's `%M`: the largest process of its tree). Written by "
-        "`bench/report.py` from the results of one run; the analysis section is `bench/analysis.md`.",
+        "`bench/report.py` from the results of the run below, except: the sections marked hand-written "
+        "(each names its own command and date), carried over unchanged from the report this one replaced, "
+        "as are the DRA and scale sections when this run made none; and the analysis section, "
+        "`bench/analysis.md` as it stands.",
         "",
         "Command (see `bench/README.md`):",
         "",
@@ -760,6 +831,9 @@ def main() -> int:
         lines += [*dra_section, ""]
     if scale:
         lines += [*scale_section(scale), ""]
+    previous = args.docs / "benchmarks.md"
+    if previous.exists():
+        lines += [f"{block}\n" for block in carried_over(previous.read_text(), bool(dra_section), bool(scale))]
 
     analysis = HERE / "analysis.md"
     if analysis.exists():
