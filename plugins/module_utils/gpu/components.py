@@ -242,6 +242,18 @@ _GKE_SOURCE = "GoogleCloudPlatform/container-engine-accelerators "
 _KOORD_SOURCE = "koordinator-sh/koordinator config/manager/koordlet.yaml, config/manager/koord-device-daemon.yaml"
 _KOORD_NAMESPACES = ("koordinator-system",)
 
+
+def _koordinator(title: str, binary: str) -> Component:
+    """One of Koordinator's node agents: its image (koordinator-sh/<binary>) runs /<binary>."""
+    return Component(
+        f"Koordinator {title}",
+        (f"koordinator-sh/{binary}", binary),
+        ((f"/{binary}", ANY_ARGUMENTS),),
+        namespaces=_KOORD_NAMESPACES,
+        source=_KOORD_SOURCE,
+    )
+
+
 _DEVICE_PLUGIN_IMAGES = ("nvidia/k8s-device-plugin",)
 
 BUILTIN_COMPONENTS: tuple[Component, ...] = (
@@ -439,20 +451,8 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
         namespaces=("dra-example-driver",),
         source="kubernetes-sigs/dra-example-driver deployments/helm/dra-example-driver/templates/kubeletplugin.yaml",
     ),
-    Component(
-        "Koordinator koordlet",
-        ("koordinator-sh/koordlet", "koordlet"),
-        (("/koordlet", ANY_ARGUMENTS),),
-        namespaces=_KOORD_NAMESPACES,
-        source=_KOORD_SOURCE,
-    ),
-    Component(
-        "Koordinator device daemon",
-        ("koordinator-sh/koord-device-daemon", "koord-device-daemon"),
-        (("/koord-device-daemon", ANY_ARGUMENTS),),
-        namespaces=_KOORD_NAMESPACES,
-        source=_KOORD_SOURCE,
-    ),
+    _koordinator("koordlet", "koordlet"),
+    _koordinator("device daemon", "koord-device-daemon"),
     Component(
         "GKE NRI device injector",
         ("gke-release/nri-device-injector",),
