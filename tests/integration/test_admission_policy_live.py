@@ -399,7 +399,15 @@ def test_the_mutating_policy_rewrites_only_what_admission_cannot_see(cluster, de
     baked = pod("baked", image="nvidia/cuda:12.4.1-base-ubuntu22.04")
     try:
         run(cluster, {**DENY, "mutating": True})
-        wait_until(lambda: dry_run(cluster, baked, denying)[0] == 201, timeout=30, what="the mutating policy")
+
+        def told_void() -> bool:
+            status, reply = cluster.api.request("POST", collection(baked, denying) + "?dryRun=All", baked)
+            return status == 201 and reply["spec"]["containers"][0].get("env") == [
+                {"name": VISIBLE_DEVICES, "value": VOID}
+            ]
+
+        # Both policies in force: the baked image admitted (no validating rule sees it) and told void.
+        wait_until(told_void, timeout=60, what="the mutating policy")
         checked = 0
         for param in corpus_objects():
             obj, findings = copy.deepcopy(param.values[0]), param.values[1]
