@@ -343,21 +343,36 @@ PRIVILEGED_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("security", "fields", "spec"), PRIVILEGED_CASES)
-def test_privileged_gpu_containers_are_refused_as_the_offline_rule_finds_them(cluster, denying, security, fields, spec):
-    container = {"name": "main", "image": "registry.example.com/ml/train:1.0", **fields, "securityContext": security}
-    obj = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "privileged"},
-        "spec": {"containers": [container], **spec},
-    }
-    documents, _error = parse_text(json.dumps(obj), "privileged.json")
-    offline = {f.rule for f in validate_documents(documents, RuleConfig()).findings}
-    status, message = dry_run(cluster, obj, denying)
-    assert ("KGPU301" in policy_rules(status, message)) == ("KGPU301" in offline), f"offline {offline}: {message}"
-    if "KGPU301" in offline:
-        assert "container 'main' runs privileged" in message, message
+def test_privileged_gpu_containers_are_refused_as_the_offline_rule_finds_them(cluster, denying):
+    """The warning rules in Warn here, so that a warning rule's denial (KGPU601 beside the runtime
+    class case) cannot come first and leave KGPU301 unsaid: the API server stops at one denial."""
+    try:
+        run(cluster, {"enforcement": "deny", "warnings_enforcement": "warn"})
+        probe = pod("probe-runtime", runtimeClassName="nvidia")
+        wait_until(lambda: dry_run(cluster, probe, denying)[0] == 201, timeout=60, what="the warnings binding in Warn")
+        for security, fields, spec in PRIVILEGED_CASES:
+            container = {
+                "name": "main",
+                "image": "registry.example.com/ml/train:1.0",
+                **fields,
+                "securityContext": security,
+            }
+            obj = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "privileged"},
+                "spec": {"containers": [container], **spec},
+            }
+            documents, _error = parse_text(json.dumps(obj), "privileged.json")
+            offline = {f.rule for f in validate_documents(documents, RuleConfig()).findings}
+            status, message = dry_run(cluster, obj, denying)
+            case = f"{security} {fields} {spec}: offline {sorted(offline)}, API server {status}: {message}"
+            assert ("KGPU301" in policy_rules(status, message)) == ("KGPU301" in offline), case
+            if "KGPU301" in offline:
+                assert "container 'main' runs privileged" in message, case
+    finally:
+        run(cluster, DENY)
+        wait_enforced(cluster, denying, denied=True)
 
 
 def names_device_variable(container: dict) -> bool:
@@ -428,8 +443,14 @@ def test_the_mutating_policy_rewrites_only_what_admission_cannot_see(cluster, de
         assert checked > 10
 
         run(cluster, {"enforcement": "warn", "warnings_enforcement": "warn", "mutating": True})
-        wait_until(lambda: dry_run(cluster, explicit, denying)[0] == 201, timeout=30, what="the Warn bindings")
-        for sent, rule in ((explicit, "KGPU101"), (mig, "KGPU101"), (referenced, "KGPU103")):
+        # Each binding reaches Warn on its own: the error rules' (KGPU101) and the warning rules' (KGPU103).
+        probes = (explicit, mig, referenced)
+        wait_until(
+            lambda: all(dry_run(cluster, sent, denying)[0] == 201 for sent in probes),
+            timeout=60,
+            what="the Warn bindings",
+        )
+        for sent, rule in zip(probes, ("KGPU101", "KGPU101", "KGPU103"), strict=True):
             status, reply, warnings = cluster.api.request_with_warnings(
                 "POST", collection(sent, denying) + "?dryRun=All", sent
             )
