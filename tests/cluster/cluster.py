@@ -22,6 +22,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -196,15 +197,9 @@ class Api:
         self.context = ssl.create_default_context(cafile=str(layout.pki / "ca.crt"))
         self.context.load_cert_chain(str(layout.pki / "admin.crt"), str(layout.pki / "admin.key"))
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: dict | None = None,
-        content_type: str = "application/json",
-        timeout: float = 10,
-    ) -> tuple[int, dict | str]:
-        status, reply, _warnings = self.request_with_warnings(method, path, body, content_type, timeout)
+    def request(self, method: str, path: str, *args: Any, **kwargs: Any) -> tuple[int, dict | str]:
+        """request_with_warnings (the same arguments) without the warnings."""
+        status, reply, _warnings = self.request_with_warnings(method, path, *args, **kwargs)
         return status, reply
 
     def request_with_warnings(
