@@ -470,11 +470,26 @@ class Load:
     def calibrate(self, low: float = 0.06, high: float = 0.25) -> float:
         """Set the pause so that one more client meets some 429s, but not so many that four
         retries in a row are likely: the machine decides how fast requests are served."""
+        too_fast: float | None = None  # the longest pause met with too many 429s
+        too_slow: float | None = None  # the shortest pause met with too few
         rate = self.rejection_rate(1.5)
         for _round in range(8):
             if low <= rate <= high:
-                break
-            self.pause = self.pause * 2 if rate > high else self.pause / 2
+                return rate
+            if rate > high:
+                too_fast = self.pause if too_fast is None else max(too_fast, self.pause)
+            else:
+                too_slow = self.pause if too_slow is None else min(too_slow, self.pause)
+            # Halve the gap between the two (on a log scale) once both are known: doubling and halving
+            # alone can swing across a narrow band for ever on a machine whose speed changes.
+            if too_fast is not None and too_slow is not None:
+                self.pause = (too_fast * too_slow) ** 0.5
+            else:
+                self.pause = self.pause * 2 if rate > high else self.pause / 2
+            rate = self.rejection_rate(1.5)
+        if rate < low and too_fast is not None:
+            # Better too many 429s (the runs retry or rerun) than none (the test would prove nothing).
+            self.pause = too_fast
             rate = self.rejection_rate(1.5)
         return rate
 
