@@ -251,6 +251,7 @@ def custom_resource_sites(
         given = follow(obj, template.inherited, prefix) if template.inherited else []
         inherited = given[0][0] if given else None
         for value, path in reached(obj, template, prefix):
+            site: PodSpecSite | NotChecked
             if template.form == DYNAMO_COMPONENT and isinstance(value, dict):
                 site = dynamo_component_site(value, path, ref, object_metadata, prefix, inherited)
             else:
