@@ -24,8 +24,10 @@ description:
     C(batch.volcano.sh) Job. A kind the cluster does not serve matches nothing.
   - Not matched, as their templates are not pod templates (admission sees the pods they make, and the live
     audit of M(kubegpu.scheduling.gpu_pod_validate) reads them), C(argoproj.io) Workflow, WorkflowTemplate,
-    ClusterWorkflowTemplate and CronWorkflow; C(serving.kserve.io) InferenceService; C(trainer.kubeflow.org)
-    TrainJob.
+    ClusterWorkflowTemplate and CronWorkflow; C(serving.kserve.io) InferenceService, ServingRuntime,
+    ClusterServingRuntime, LLMInferenceService and LLMInferenceServiceConfig (inline pod specs);
+    C(nvidia.com) DynamoGraphDeployment and DynamoComponentDeployment (v1alpha1 builds the main container
+    from the component's fields); C(trainer.kubeflow.org) TrainJob.
   - Applies them with server-side apply, idempotently (a dry-run apply tells whether anything would
     change), or renders them to files for GitOps with O(render_to), without contacting the cluster.
   - Reports the API server's type-checking warnings of each policy and the actions it is in force with.

@@ -9,8 +9,13 @@ Each path below was read from the project's Go API types (the CRD is generated f
   ReplicaSpec whose `template` is a PodTemplateSpec. MPIJob of the MPI Operator v2
   (kubeflow/mpi-operator, v2beta1) keeps the same `spec.mpiReplicaSpecs` shape.
 - Kubeflow Trainer (kubeflow/trainer, pkg/apis/trainer/v1alpha1): a TrainJob has no pod template,
-  only the trainer's container fields (`spec.trainer`: image, command, args, env, resourcesPerNode);
-  TrainingRuntime and ClusterTrainingRuntime hold a JobSet template (`spec.template.spec`).
+  only the trainer's container fields (`spec.trainer`: image, command, args, env, resourcesPerNode)
+  and patches of the runtime's pods: `spec.podTemplateOverrides[]` (PodTemplateOverride of v2.1,
+  its `metadata` and `spec` as a pod template's) and `spec.runtimePatches[].trainingRuntimeSpec.template.spec
+  .replicatedJobs[].template.spec.template` (PodTemplatePatch, metadata and spec); their containers
+  (ContainerPatch: env, volumeMounts, securityContext) are the runtime's, the trainer's one named
+  `node`, whose resources are the trainer's `resourcesPerNode`. TrainingRuntime and
+  ClusterTrainingRuntime hold a JobSet template (`spec.template.spec`).
 - JobSet (kubernetes-sigs/jobset, api/jobset/v1alpha2): `spec.replicatedJobs[].template` is a
   JobTemplateSpec, so the pods are at `.spec.template`.
 - LeaderWorkerSet (kubernetes-sigs/lws, api/leaderworkerset/v1): `spec.leaderWorkerTemplate`
@@ -27,6 +32,19 @@ Each path below was read from the project's Go API types (the CRD is generated f
   a PodSpec and the component extension (whose `annotations` reach the pods); the predictor's
   framework fields (`model`, `sklearn`, `pytorch`, `triton`, `huggingface`...) each inline a
   Container, and `predictor.workerSpec` inlines another PodSpec (multi-node serving).
+  ServingRuntime and ClusterServingRuntime (pkg/apis/serving/v1alpha1/servingruntime_types.go)
+  inline a ServingRuntimePodSpec in `spec` (containers, volumes, `annotations` and `labels` for the
+  pod) and another in `spec.workerSpec`. LLMInferenceService and LLMInferenceServiceConfig
+  (v1alpha1 and v1alpha2, llm_inference_service_types.go) inline a WorkloadSpec in `spec` and
+  `spec.prefill` whose `template` and `worker` are PodSpecs beside the pods' `annotations` and
+  `labels`; `spec.router.scheduler.template` and its `tokenizer.template` are PodSpecs too.
+- NVIDIA Dynamo (ai-dynamo/dynamo, deploy/operator/api): a DynamoGraphDeployment v1alpha1 has
+  `spec.services`, a map from service name to a DynamoComponentDeploymentSharedSpec (the `spec` of
+  a DynamoComponentDeployment): `extraPodSpec` inlines a PodSpec beside `mainContainer`, the
+  component's main container, to which the operator adds `envs` (and the graph's `spec.envs`) and
+  `resources`, whose `limits.gpu` is a count of `gpuType` (default `nvidia.com/gpu`); the pods'
+  annotations are `annotations` and `extraPodMetadata.annotations`. v1beta1 lists
+  `spec.components[]`, each with a PodTemplateSpec at `podTemplate`.
 """
 
 from __future__ import annotations
@@ -38,6 +56,9 @@ POD_TEMPLATE = "pod template"  # a PodTemplateSpec: metadata and spec
 POD_SPEC = "pod spec"  # an inline PodSpec, with pod annotations in the same mapping (KServe)
 ARGO_TEMPLATE = "Argo template"  # containers under several keys, pod metadata in `metadata`
 CONTAINER_FIELDS = "container fields"  # the mapping holds single containers under `containers` keys
+# The last step is an inline PodSpec; the mapping that holds it has the pods' `annotations` (KServe's LLM workloads).
+POD_SPEC_BESIDE_METADATA = "pod spec beside its metadata"
+DYNAMO_COMPONENT = "Dynamo component"  # a DynamoComponentDeploymentSharedSpec: extraPodSpec, envs, resources
 
 # Path steps that fan out.
 EACH_VALUE = "*"  # every value of a map (replica types)
@@ -49,6 +70,9 @@ class TemplatePath:
     steps: tuple[str, ...]
     form: str = POD_TEMPLATE
     containers: tuple[str, ...] = ()  # keys that hold one container each, for POD_SPEC and CONTAINER_FIELDS
+    # Steps from the object to what it gives this template's pods: the TrainJob's `resourcesPerNode`
+    # for the runtime's `node` container, the Dynamo graph's `envs` for each component's main container.
+    inherited: tuple[str, ...] = ()
 
     def text(self) -> str:
         return ".".join(self.steps).replace(".[]", "[]")
@@ -79,6 +103,40 @@ def _jobset(*base: str) -> tuple[TemplatePath, ...]:
     return (TemplatePath((*base, "replicatedJobs", EACH_ITEM, "template", "spec", "template")),)
 
 
+def _llm_workload(*base: str) -> tuple[TemplatePath, ...]:
+    return tuple(TemplatePath((*base, key), POD_SPEC_BESIDE_METADATA) for key in ("template", "worker"))
+
+
+def _llm_service() -> tuple[TemplatePath, ...]:
+    scheduler = ("spec", "router", "scheduler")
+    return (
+        *_llm_workload("spec"),
+        *_llm_workload("spec", "prefill"),
+        TemplatePath((*scheduler, "template"), POD_SPEC_BESIDE_METADATA),
+        TemplatePath((*scheduler, "tokenizer", "template"), POD_SPEC_BESIDE_METADATA),
+    )
+
+
+def _serving_runtime() -> tuple[TemplatePath, ...]:
+    return (TemplatePath(("spec",), POD_SPEC), TemplatePath(("spec", "workerSpec"), POD_SPEC))
+
+
+TRAINER_NODE_CONTAINER = "node"  # the trainer's container in the runtimes (pkg/constants: Node)
+TRAINER_NODE = ("spec", "trainer", "resourcesPerNode")
+TRAINJOB_TEMPLATES = (
+    TemplatePath(("spec",), CONTAINER_FIELDS, ("trainer",)),
+    TemplatePath(("spec", "podTemplateOverrides", EACH_ITEM), inherited=TRAINER_NODE),
+    *(
+        TemplatePath(path.steps, inherited=TRAINER_NODE)
+        for path in _jobset("spec", "runtimePatches", EACH_ITEM, "trainingRuntimeSpec", "template", "spec")
+    ),
+)
+DYNAMO_TEMPLATES = (
+    TemplatePath(("spec", "services", EACH_VALUE), DYNAMO_COMPONENT, inherited=("spec", "envs")),
+    TemplatePath(("spec", "components", EACH_ITEM, "podTemplate")),
+)
+
+
 def _argo(*base: str) -> tuple[TemplatePath, ...]:
     return (TemplatePath((*base, "templates", EACH_ITEM), ARGO_TEMPLATE),)
 
@@ -97,6 +155,8 @@ KSERVE_PREDICTOR_CONTAINERS = (
     "paddle",
 )
 KSERVE_EXPLAINER_CONTAINERS = ("art", "alibi", "aix")
+KSERVE_LLM_VERSIONS = ("v1alpha2", "v1alpha1")
+DYNAMO_VERSIONS = ("v1beta1", "v1alpha1")
 TRAINING_OPERATOR_VERSIONS = ("v1",)
 ARGO_VERSIONS = ("v1alpha1",)
 RAY_VERSIONS = ("v1",)
@@ -113,7 +173,7 @@ WORKLOAD_KINDS: tuple[WorkloadKind, ...] = (
         "TrainJob",
         "trainjobs",
         ("v1alpha1",),
-        (TemplatePath(("spec",), CONTAINER_FIELDS, ("trainer",)),),
+        TRAINJOB_TEMPLATES,
     ),
     WorkloadKind(
         "trainer.kubeflow.org",
@@ -175,6 +235,33 @@ WORKLOAD_KINDS: tuple[WorkloadKind, ...] = (
             TemplatePath(("spec", "transformer"), POD_SPEC),
             TemplatePath(("spec", "explainer"), POD_SPEC, KSERVE_EXPLAINER_CONTAINERS),
         ),
+    ),
+    WorkloadKind("serving.kserve.io", "ServingRuntime", "servingruntimes", ("v1alpha1",), _serving_runtime()),
+    WorkloadKind(
+        "serving.kserve.io",
+        "ClusterServingRuntime",
+        "clusterservingruntimes",
+        ("v1alpha1",),
+        _serving_runtime(),
+        namespaced=False,
+    ),
+    WorkloadKind(
+        "serving.kserve.io", "LLMInferenceService", "llminferenceservices", KSERVE_LLM_VERSIONS, _llm_service()
+    ),
+    WorkloadKind(
+        "serving.kserve.io",
+        "LLMInferenceServiceConfig",
+        "llminferenceserviceconfigs",
+        KSERVE_LLM_VERSIONS,
+        _llm_service(),
+    ),
+    WorkloadKind("nvidia.com", "DynamoGraphDeployment", "dynamographdeployments", DYNAMO_VERSIONS, DYNAMO_TEMPLATES),
+    WorkloadKind(
+        "nvidia.com",
+        "DynamoComponentDeployment",
+        "dynamocomponentdeployments",
+        DYNAMO_VERSIONS,
+        (TemplatePath(("spec",), DYNAMO_COMPONENT), TemplatePath(("spec", "podTemplate"))),
     ),
 )
 

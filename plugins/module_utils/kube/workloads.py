@@ -14,16 +14,23 @@ silently.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_mapping, as_text
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.template_views import (
+    dynamo_pod,
+    node_with_resources,
+    trainer_fields,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workload_kinds import (
     ARGO_TEMPLATE,
     CONTAINER_FIELDS,
+    DYNAMO_COMPONENT,
     EACH_ITEM,
     EACH_VALUE,
     POD_SPEC,
+    POD_SPEC_BESIDE_METADATA,
     WORKLOAD_KIND_BY_NAME,
     TemplatePath,
     WorkloadKind,
@@ -239,17 +246,43 @@ def custom_resource_sites(
     object_metadata = as_mapping(obj.get("metadata"))
     sites: list[PodSpecSite] = []
     skipped: list[NotChecked] = []
+    runtime_only: list[NotChecked] = []  # a TrainJob without trainer fields: said only when nothing else is checked
     for template in known.templates:
-        for value, path in follow(obj, template.steps, prefix):
-            site = template_site(value, path, template, ref, object_metadata, prefix)
+        given = follow(obj, template.inherited, prefix) if template.inherited else []
+        inherited = given[0][0] if given else None
+        for value, path in reached(obj, template, prefix):
+            site: PodSpecSite | NotChecked
+            if template.form == DYNAMO_COMPONENT and isinstance(value, dict):
+                site = dynamo_component_site(value, path, ref, object_metadata, prefix, inherited)
+            else:
+                site = template_site(value, path, template, ref, object_metadata, prefix)
             if isinstance(site, PodSpecSite):
-                sites.append(site)
+                sites.append(with_inherited(site, template, inherited))
+            elif template.form == CONTAINER_FIELDS and isinstance(value, dict):
+                runtime_only.append(site)
             else:
                 skipped.append(site)
+    if not sites:
+        skipped = runtime_only + skipped
     if not sites and not skipped:
         where = " or ".join(t.text() for t in known.templates)
         skipped.append(NotChecked(ref, f"{ref.kind} ({known.group}) has no pod template at {where}", prefix))
     return sites, skipped
+
+
+def reached(obj: Mapping[str, Any], template: TemplatePath, prefix: str) -> list[tuple[Any, str]]:
+    """The values at a template path; for a pod spec beside its metadata, the mapping that holds both."""
+    if template.form != POD_SPEC_BESIDE_METADATA:
+        return follow(obj, template.steps, prefix)
+    key = template.steps[-1]
+    return [(v, p) for v, p in follow(obj, template.steps[:-1], prefix) if isinstance(v, dict) and key in v]
+
+
+def with_inherited(site: PodSpecSite, template: TemplatePath, inherited: Any) -> PodSpecSite:
+    """A TrainJob's patch of the runtime's `node` container with the trainer's `resourcesPerNode`."""
+    if template.form == DYNAMO_COMPONENT or not isinstance(inherited, dict):
+        return site
+    return replace(site, spec=node_with_resources(site.spec, inherited))
 
 
 def template_site(
@@ -270,6 +303,12 @@ def template_site(
             ARGO_CONTAINER_LISTS,
             single_containers=ARGO_SINGLE_CONTAINERS,
         )
+    if template.form == POD_SPEC_BESIDE_METADATA:
+        key = template.steps[-1]
+        spec_path = join_path(path, key)
+        if not isinstance(value.get(key), dict):
+            return NotChecked(ref, f"{ref.kind} has no pod spec mapping at {spec_path}", spec_path)
+        return PodSpecSite(ref, value[key], spec_path, value, object_metadata, path, prefix)
     if template.form == POD_SPEC:
         # KServe: the component's own `annotations` and `labels` reach its pods.
         return PodSpecSite(
@@ -283,7 +322,7 @@ def template_site(
             )
         return PodSpecSite(
             ref,
-            _trainer_fields(value, template.containers),
+            trainer_fields(value, template.containers),
             path,
             {},
             object_metadata,
@@ -296,17 +335,30 @@ def template_site(
     return pod_template_site(value, path, ref, object_metadata, prefix)
 
 
-def _trainer_fields(spec: Mapping[str, Any], keys: tuple[str, ...]) -> Mapping[str, Any]:
-    """A TrainJob's trainer as a container: its `resourcesPerNode` are each node's container resources.
+def dynamo_component_site(
+    component: Mapping[str, Any],
+    path: str,
+    ref: ObjectRef,
+    object_metadata: Mapping[str, Any],
+    prefix: str,
+    graph_env: Any,
+) -> PodSpecSite:
+    """One Dynamo component as its pods: `extraPodSpec` with the main container the operator builds.
 
-    Findings on those resources name `resources` in the path, where the TrainJob says `resourcesPerNode`.
+    Findings on the env of `envs` or on `resources` name the main container's fields in the path.
     """
-    view = dict(spec)
-    for key in keys:
-        fields = spec.get(key)
-        if isinstance(fields, dict) and "resourcesPerNode" in fields and "resources" not in fields:
-            view[key] = {**fields, "resources": fields["resourcesPerNode"]}
-    return view
+    pod_spec, metadata = dynamo_pod(component, graph_env)
+    spec_path = join_path(path, "extraPodSpec")
+    return PodSpecSite(
+        ref,
+        pod_spec,
+        spec_path,
+        metadata,
+        object_metadata,
+        join_path(path, "extraPodMetadata"),
+        prefix,
+        single_containers=("mainContainer",),
+    )
 
 
 def shape_sites(obj: Mapping[str, Any], ref: ObjectRef, prefix: str) -> list[PodSpecSite]:

@@ -69,6 +69,150 @@ def test_the_same_custom_resource_without_the_bypass_passes(name):
     assert "not checked" not in out and "checked by shape" not in out
 
 
+# Published manifests of the kinds the walker did not read before: each object is walked by the table
+# (no shape search, nothing left unchecked), to these pod specs, with these findings.
+PUBLISHED = {
+    "kserve-huggingfaceserver-multinode.yaml": (["spec", "spec.workerSpec"], []),
+    "kserve-tritonserver.yaml": (["spec"], []),
+    "llmisvc-qwen2-7b-nvidia.yaml": (["spec.template"], []),
+    "llmisvc-gpt-oss-pd-disaggregation.yaml": (["spec.template", "spec.prefill.template"], []),
+    "llmisvc-config-default.yaml": (["spec.template", "spec.router.scheduler.template"], []),
+    # The frontend runs the CUDA runtime image without a GPU; the workers' `resources.limits.gpu` is their limit.
+    "dynamo-vllm-agg.yaml": (
+        ["spec.services.Frontend.extraPodSpec", "spec.services.VllmDecodeWorker.extraPodSpec"],
+        [("KGPU501", "spec.services.Frontend.extraPodSpec.mainContainer.image")],
+    ),
+    "dynamo-vllm-disagg.yaml": (
+        [f"spec.services.{name}.extraPodSpec" for name in ("Frontend", "VllmDecodeWorker", "VllmPrefillWorker")],
+        [("KGPU501", "spec.services.Frontend.extraPodSpec.mainContainer.image")],
+    ),
+    "dynamo-vllm-agg-v1beta1.yaml": (
+        ["spec.components[0].podTemplate.spec", "spec.components[1].podTemplate.spec"],
+        [],
+    ),
+    "trainjob-lammps-gpus.yaml": (["spec"], []),
+    "trainjob-runtime-patches.yaml": (
+        [
+            "spec",
+            "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec",
+        ],
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_a_published_manifest_of_a_table_kind_is_walked_to_each_pod_spec(name):
+    text = (CUSTOM / "published" / name).read_text(encoding="utf-8")
+    assert text.startswith("# Source: ")
+    documents, error = parse_text(text, name)
+    assert error is None
+    result = validate_documents(documents, RuleConfig())
+    sites = [site.path for document in documents for site in walk_document(document.data)[0]]
+    paths, findings = PUBLISHED[name]
+    assert sites == paths
+    assert [(f.rule, f.path) for f in result.findings] == findings
+    assert result.not_checked == [] and result.notes == []
+
+
+def test_every_published_custom_resource_fixture_is_listed():
+    assert sorted(p.name for p in (CUSTOM / "published").glob("*.yaml")) == sorted(PUBLISHED)
+
+
+def dynamo_graph(**worker):
+    return obj("nvidia.com/v1alpha1", "DynamoGraphDeployment", {"services": {"Worker": worker}})
+
+
+def test_a_dynamo_component_gpu_count_is_its_main_container_limit_of_its_gpu_type():
+    image = {"extraPodSpec": {"mainContainer": {"image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.1"}}}
+    [site], _skipped = walk_document(
+        dynamo_graph(resources={"limits": {"gpu": "2", "gpuType": "amd.com/gpu"}}, **image)
+    )
+    [main] = list(iter_containers(site))
+    assert (main.path, main.container["resources"]) == (
+        "spec.services.Worker.extraPodSpec.mainContainer",
+        {"limits": {"amd.com/gpu": "2"}},
+    )
+    assert finding_paths(dynamo_graph(resources={"limits": {"gpu": "1"}}, **image))[0] == []
+    assert finding_paths(dynamo_graph(**image))[0] == [
+        ("KGPU501", "spec.services.Worker.extraPodSpec.mainContainer.image")
+    ]
+
+
+def test_a_dynamo_component_env_and_the_graph_env_reach_its_main_container():
+    graph = dynamo_graph(envs=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
+    graph["spec"]["envs"] = [{"name": "HF_HOME", "value": "/cache"}]
+    [site], _skipped = walk_document(graph)
+    [main] = list(iter_containers(site))
+    assert [e["name"] for e in main.container["env"]] == ["HF_HOME", "NVIDIA_VISIBLE_DEVICES"]
+    assert finding_paths(graph)[0] == [("KGPU101", "spec.services.Worker.extraPodSpec.mainContainer.env[1].value")]
+    allowed = dynamo_graph(
+        envs=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}],
+        extraPodMetadata={"annotations": {"kubegpu.io/allow-bypass": "benchmark"}},
+    )
+    found, result = finding_paths(allowed)
+    assert found == [] and [a.reason for a in result.allowed] == ["benchmark"]
+
+
+def test_an_llm_inference_service_workload_annotations_reach_its_pods():
+    service = obj(
+        "serving.kserve.io/v1alpha2",
+        "LLMInferenceService",
+        {
+            "model": {"uri": "hf://x"},
+            "prefill": {
+                "annotations": {"kubegpu.io/allow-bypass": "vendor"},
+                "template": {"containers": [env_bypass()]},
+            },
+            "worker": {"containers": [env_bypass()]},
+        },
+    )
+    found, result = finding_paths(service)
+    assert found == [("KGPU101", "spec.worker.containers[0].env[0].value")]
+    assert [(a.finding.path, a.reason) for a in result.allowed] == [
+        ("spec.prefill.template.containers[0].env[0].value", "vendor")
+    ]
+
+
+def test_a_trainjob_patch_of_the_node_container_gets_the_trainer_resources_per_node():
+    def trainjob(patched):
+        pod = {"metadata": {}, "spec": {"containers": [patched]}}
+        patch = {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": pod}}}]}}}
+        return obj(
+            "trainer.kubeflow.org/v1alpha1",
+            "TrainJob",
+            {
+                "runtimeRef": {"name": "torch-distributed"},
+                "trainer": {"resourcesPerNode": {"limits": {"nvidia.com/gpu": 1}}},
+                "runtimePatches": [{"manager": "x", "trainingRuntimeSpec": patch}],
+            },
+        )
+
+    at = "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec"
+    device = {"name": "dev", "hostPath": {"path": "/dev/nvidia0"}}
+    node = {"name": "node", "volumeMounts": [{"name": "dev", "mountPath": "/dev/nvidia0"}]}
+    job = trainjob(node)
+    job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"][
+        "spec"
+    ]["template"]["spec"]["volumes"] = [device]
+    [_trainer, patched], _skipped = walk_document(job)
+    assert patched.path == at
+    assert patched.spec["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}}
+    assert finding_paths(trainjob({"name": "sidecar", **env_bypass("sidecar")}))[0] == [
+        ("KGPU101", f"{at}.containers[0].env[0].value")
+    ]
+
+
+def test_a_trainjob_with_only_patches_is_checked_without_a_note_on_its_trainer():
+    override = {"targetJobs": [{"name": "node"}], "metadata": {}, "spec": {"containers": [env_bypass("node")]}}
+    job = obj(
+        "trainer.kubeflow.org/v1alpha1", "TrainJob", {"runtimeRef": {"name": "x"}, "podTemplateOverrides": [override]}
+    )
+    found, result = finding_paths(job)
+    assert found == [("KGPU101", "spec.podTemplateOverrides[0].spec.containers[0].env[0].value")]
+    assert result.not_checked == []
+
+
 def env_bypass(name="main"):
     return {"name": name, "image": "busybox", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}
 
