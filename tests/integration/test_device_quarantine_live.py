@@ -7,6 +7,7 @@ PodDisruptionBudget allows no disruption of it. Leaves the cluster as it was.
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -40,6 +41,22 @@ def _gpu_pod(namespace: str) -> dict:
     }
 
 
+_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\d+)", re.MULTILINE)
+
+
+def _writes(cluster: LocalCluster) -> dict[tuple[str, str, str], int]:
+    """Write requests the API server has answered, per (verb, resource, subresource): its own counters."""
+    status, text = cluster.api.request("GET", "/metrics")
+    assert status == 200
+    counts: dict[tuple[str, str, str], int] = {}
+    for match in _REQUESTS.finditer(str(text)):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
+        if labels.get("verb") in ("POST", "PATCH", "DELETE") and labels.get("resource") in ("devicetaintrules", "pods"):
+            key = (labels["verb"], labels["resource"], labels.get("subresource", ""))
+            counts[key] = counts.get(key, 0) + int(match["value"])
+    return counts
+
+
 def _claims(cluster: LocalCluster) -> list[dict]:
     return cluster.get(f"{RESOURCE}/resourceclaims")["items"]
 
@@ -69,6 +86,7 @@ def test_a_rule_on_one_device_reports_then_deletes_its_extended_resource_user_pa
         {"namespace": namespace, "name": "on-bad-gpu", "claim": claim_name, "through": "extended_resource"}
     ]
 
+    before = _writes(cluster)
     body = plan.rule_body(ref, plan.DEFAULT_TAINT_KEY, plan.EFFECT_NONE, OWNER)
     rule_path = f"{RESOURCE}/devicetaintrules/{body['metadata']['name']}"
     status, reply = cluster.create(f"{RESOURCE}/devicetaintrules", body)
@@ -91,7 +109,18 @@ def test_a_rule_on_one_device_reports_then_deletes_its_extended_resource_user_pa
             return status == 404
 
         wait_until(gone, 60, what="the pod evicted by the device taint eviction controller")
-        print(f"extended-resource pod evicted by the controller in {time.monotonic() - started:.1f}s")
+        print(f"extended-resource pod deleted by the controller in {time.monotonic() - started:.1f}s")
     finally:
         assert cluster.delete(rule_path) in (200, 202, 404)
+    after = _writes(cluster)
+    delta = {key: after.get(key, 0) - before.get(key, 0) for key in after if after.get(key, 0) != before.get(key, 0)}
+    # One rule created, switched once, deleted once; the pod deleted (the controller, then KWOK
+    # finishing the deletion), never through an eviction.
+    rule_writes = {key: value for key, value in delta.items() if key[1] == "devicetaintrules" and not key[2]}
+    assert rule_writes == {
+        ("POST", "devicetaintrules", ""): 1,
+        ("PATCH", "devicetaintrules", ""): 1,
+        ("DELETE", "devicetaintrules", ""): 1,
+    }, delta
+    assert delta.get(("DELETE", "pods", ""), 0) >= 1 and ("POST", "pods", "eviction") not in delta, delta
     assert plan.releasable([body], [ref]) == [body["metadata"]["name"]]
