@@ -105,7 +105,7 @@ def test_a_rule_on_one_device_reports_then_deletes_its_extended_resource_user_pa
         started = time.monotonic()
 
         def gone() -> bool:
-            status, _ = cluster.api.request("GET", pod_path)
+            status, _reply = cluster.api.request("GET", pod_path)
             return status == 404
 
         wait_until(gone, 60, what="the pod evicted by the device taint eviction controller")
