@@ -62,9 +62,9 @@ class BatchResult:
 
 def compact_scan(scan: DocumentScan) -> DocumentScan:
     """The scan without the parts that hold nothing and wait for nothing: less to send back."""
-    waiting = {id(part) for part, _site in scan.deferred}
+    waiting = {id(part) for part, _site in scan.deferred} | {id(part) for part in scan.trainer.held_parts()}
     parts = [p for p in scan.parts if p.findings or p.allowed or id(p) in waiting]
-    return DocumentScan(scan.result, parts, scan.deferred)
+    return DocumentScan(scan.result, parts, scan.deferred, scan.trainer)
 
 
 def merge_batch(into: DocumentScan, sources: DocumentEnvSources, manifests: Manifests, batch: BatchResult) -> None:
@@ -73,6 +73,7 @@ def merge_batch(into: DocumentScan, sources: DocumentEnvSources, manifests: Mani
     into.result.extend(result)
     into.parts += batch.scan.parts
     into.deferred += batch.scan.deferred
+    into.trainer.update(batch.scan.trainer)
     sources.update(batch.sources)
     manifests.files += batch.files
     manifests.errors += batch.errors

@@ -9,11 +9,13 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_mapping
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.trainer_runtimes import runtime_key
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
     NotChecked,
     ObjectRef,
     PodSpecSite,
     iter_containers,
+    object_ref,
     walk_document,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import PodChecker, RuleConfig
@@ -24,6 +26,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env im
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.findings import Allowed, Finding
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import LoadError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.trainer_pairs import (
+    TrainerPairs,
+    described,
+    judge_runtime,
+)
 
 # Sources that are not files: no physical location in SARIF.
 NON_FILE_SOURCES = ("definition", "cluster")
@@ -79,8 +86,15 @@ def walk(data: Any, result: ValidationResult, **where: Any) -> list[PodSpecSite]
 
 
 def _objects_of(data: Any) -> list[Any]:
-    items = data.get("items") if str(data.get("kind", "")).endswith("List") else None
-    return items if isinstance(items, list) else [data]
+    return [obj for obj, _prefix in objects_with_prefix(data)]
+
+
+def objects_with_prefix(data: Any) -> list[tuple[Any, str]]:
+    """The objects of a document (the items of a List), each with the path prefix of its sites."""
+    items = data.get("items") if isinstance(data, dict) and str(data.get("kind", "")).endswith("List") else None
+    if isinstance(items, list):
+        return [(item, f"items[{index}]") for index, item in enumerate(items)]
+    return [(data, "")]
 
 
 def index_env_sources(
@@ -111,11 +125,13 @@ def check_sites(checker: PodChecker, sites: Iterable[PodSpecSite], result: Valid
 @dataclass
 class DocumentScan:
     """Documents read so far: counts and objects not checked in `result`, one part per pod spec in input
-    order (its findings), and the pod specs that wait for every ConfigMap and Secret of the run."""
+    order (its findings), the pod specs that wait for every ConfigMap and Secret of the run, and those
+    of the Trainer's runtimes and TrainJobs that wait for each other."""
 
     result: ValidationResult = field(default_factory=ValidationResult)
     parts: list[ValidationResult] = field(default_factory=list)
     deferred: list[tuple[ValidationResult, PodSpecSite]] = field(default_factory=list)
+    trainer: TrainerPairs = field(default_factory=TrainerPairs)
 
 
 def scan_documents(
@@ -136,9 +152,15 @@ def scan_documents(
             index_env_sources([doc], own_sources)
         sites = walk(doc.data, result, source=doc.source, document=doc.index, line=doc.line)
         result.objects_checked += len(sites)
+        objects = {prefix: obj for obj, prefix in objects_with_prefix(doc.data)}
+        for prefix, obj in objects.items():
+            if isinstance(obj, dict):
+                scan.trainer.index(obj, object_ref(obj, source=doc.source, document=doc.index, line=doc.line), prefix)
         for site in sites:
             part = ValidationResult()
-            if own_sources is not None and needs_env_sources(site):
+            if scan.trainer.hold(part, site, objects.get(site.prefix)):
+                pass  # checked by finish_scan, with the TrainJobs or runtimes of the whole run
+            elif own_sources is not None and needs_env_sources(site):
                 scan.deferred.append((part, site))
             else:
                 check_sites(checker, [site], part)
@@ -147,14 +169,34 @@ def scan_documents(
 
 
 def finish_scan(scan: DocumentScan, checker: PodChecker) -> ValidationResult:
-    """Check the deferred pod specs, now that every source is known, and gather the findings in input order."""
+    """Check the deferred pod specs, now that every source is known, and the Trainer's runtimes with the
+    TrainJobs that fill them; gather the findings in input order."""
     for part, site in scan.deferred:
         check_sites(checker, [site], part)
+    judge_trainer_pairs(scan.trainer, checker, scan.result)
     result = scan.result
     for part in scan.parts:
         result.findings += part.findings
         result.allowed += part.allowed
     return result
+
+
+def judge_trainer_pairs(pairs: TrainerPairs, checker: PodChecker, result: ValidationResult) -> None:
+    for part, site, named in pairs.held_trainers:
+        if named in pairs.runtimes:
+            result.notes.append(f"{described(site.ref)}: trainer fields checked in {named.text()}, as it fills it")
+        else:
+            check_sites(checker, [site], part)
+    for part, site, runtime in pairs.held_runtimes:
+        key = runtime_key(runtime)
+        jobs = pairs.trainjobs.get(key, []) if key is not None else []
+        findings, allowed, notes = judge_runtime(site, runtime, jobs, checker.check) if jobs else ([], [], [])
+        if not notes:
+            check_sites(checker, [site], part)
+            continue
+        part.findings += findings
+        part.allowed += allowed
+        result.notes += notes
 
 
 def validate_documents(

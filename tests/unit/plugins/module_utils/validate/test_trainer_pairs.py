@@ -1,0 +1,175 @@
+"""Kubeflow Trainer runtimes judged as the TrainJobs of the same run fill them."""
+
+import copy
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.trainer_runtimes import (
+    RuntimeKey,
+    fill_runtime,
+    given_path,
+    referenced_runtime,
+    runtime_key,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.batches import (
+    BatchResult,
+    compact_scan,
+    merge_batch,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import PodChecker, RuleConfig
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import (
+    DocumentScan,
+    finish_scan,
+    scan_documents,
+    validate_documents,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import DocumentEnvSources
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import Document, Manifests
+
+GROUP = "trainer.kubeflow.org/v1alpha1"
+NODE = "spec.template.spec.replicatedJobs[0].template.spec.template.spec"
+
+
+def runtime(container, kind="ClusterTrainingRuntime", namespace=None, ancestor="trainer", ml_policy=True):
+    metadata = {"name": "torch", **({"namespace": namespace} if namespace else {})}
+    job = {
+        "name": "node",
+        "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": ancestor}},
+            "spec": {"template": {"spec": {"containers": [container]}}},
+        },
+    }
+    spec = {"template": {"spec": {"replicatedJobs": [job]}}}
+    if ml_policy:
+        spec["mlPolicy"] = {"numNodes": 1, "torch": {}}
+    return {"apiVersion": GROUP, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def trainjob(trainer, name="job", runtime_ref=None, namespace=None):
+    metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+    ref = runtime_ref or {"name": "torch"}
+    return {
+        "apiVersion": GROUP,
+        "kind": "TrainJob",
+        "metadata": metadata,
+        "spec": {"runtimeRef": ref, "trainer": trainer},
+    }
+
+
+CUDA_NODE = {"name": "node", "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"}
+GPU = {"limits": {"nvidia.com/gpu": 1}}
+
+
+def findings(*objects):
+    documents = [Document("in.yaml", i, obj, i + 1) for i, obj in enumerate(objects)]
+    result = validate_documents(documents, RuleConfig())
+    return [(f.rule, f.ref.kind, f.path) for f in result.findings], result
+
+
+def test_a_runtime_ref_defaults_to_a_cluster_runtime_and_a_training_runtime_is_the_trainjobs_namespace():
+    assert referenced_runtime(trainjob({}, namespace="a")) == RuntimeKey("ClusterTrainingRuntime", "", "torch")
+    named = trainjob({}, namespace="a", runtime_ref={"name": "torch", "kind": "TrainingRuntime"})
+    assert referenced_runtime(named) == RuntimeKey("TrainingRuntime", "a", "torch")
+    assert runtime_key(runtime(CUDA_NODE, "TrainingRuntime", "a")) == referenced_runtime(named)
+    assert runtime_key(runtime(CUDA_NODE, "TrainingRuntime", "b")) != referenced_runtime(named)
+    assert referenced_runtime(trainjob({}, runtime_ref={"name": "torch", "apiGroup": "example.com"})) is None
+
+
+def test_the_trainer_fills_the_node_container_as_the_trainer_builds_it():
+    node = {
+        "name": "node",
+        "image": "runtime-image",
+        "env": [{"name": "A", "value": "runtime"}, {"name": "B", "value": "runtime"}],
+        "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": 2}},
+    }
+    job = trainjob(
+        {
+            "image": "job-image",
+            "env": [{"name": "B", "value": "job"}, {"name": "C", "value": "job"}],
+            "resourcesPerNode": {"limits": {"nvidia.com/gpu": 4}},
+        }
+    )
+    original = runtime(node)
+    kept = copy.deepcopy(original)
+    filled = fill_runtime(original, job)
+    container = filled.runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert container["image"] == "job-image"
+    assert container["env"] == [
+        {"name": "A", "value": "runtime"},
+        {"name": "B", "value": "job"},
+        {"name": "C", "value": "job"},
+    ]
+    assert container["resources"] == {"limits": {"cpu": "1", "nvidia.com/gpu": 4}}
+    assert original == kept
+    at = f"{NODE}.containers[0]"
+    assert given_path(f"{at}.env[1].value", filled.given) == "spec.trainer.env[0].value"
+    assert given_path(f"{at}.env[0].value", filled.given) is None
+    assert given_path(f"{at}.image", filled.given) == "spec.trainer.image"
+    assert given_path(f"{at}.resources.limits['nvidia.com/gpu']", filled.given) == (
+        "spec.trainer.resourcesPerNode.limits['nvidia.com/gpu']"
+    )
+
+
+def test_only_the_trainers_node_container_takes_the_trainer_fields():
+    other = {"name": "trainer", "image": "runtime-image"}
+    for document in (runtime(other), runtime({**CUDA_NODE, "image": "runtime-image"}, ancestor="dataset-initializer")):
+        filled = fill_runtime(document, trainjob({"image": "job-image"}))
+        assert filled.runtime == document and filled.given == {}
+
+
+def test_an_initializer_takes_its_storage_uri_env_and_secret():
+    loader = {"name": "dataset-initializer", "image": "loader", "env": [{"name": "STORAGE_URI", "value": "hf://a"}]}
+    document = runtime(loader, ancestor="dataset-initializer")
+    job = trainjob({})
+    job["spec"]["initializer"] = {"dataset": {"storageUri": "hf://b", "secretRef": {"name": "hf"}}}
+    filled = fill_runtime(document, job)
+    container = filled.runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert container["env"] == [{"name": "STORAGE_URI", "value": "hf://b"}]
+    assert container["envFrom"] == [{"secretRef": {"name": "hf"}}]
+
+
+def test_a_cuda_runtime_filled_with_gpus_per_node_passes_where_alone_it_warns():
+    alone, _ = findings(runtime(CUDA_NODE))
+    assert alone == [("KGPU501", "ClusterTrainingRuntime", f"{NODE}.containers[0].image")]
+    paired, result = findings(runtime(CUDA_NODE), trainjob({"resourcesPerNode": GPU}))
+    assert paired == []
+    assert len(result.notes) == 2
+
+
+def test_a_bypass_the_trainjob_adds_is_reported_on_the_trainjob_at_its_field():
+    # The runtime gives one GPU; the TrainJob's env widens it to all of the node's GPUs.
+    widen = {"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}
+    paired, _ = findings(runtime({**CUDA_NODE, "resources": GPU}), trainjob(widen))
+    assert [(rule, kind, path) for rule, kind, path in paired] and all(kind == "TrainJob" for _r, kind, _p in paired)
+    assert {path for _r, _k, path in paired} == {"spec.trainer.env[0].value"}
+
+
+def test_a_runtime_bypass_is_reported_once_on_the_runtime_for_every_trainjob_that_names_it():
+    bypass = {**CUDA_NODE, "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}
+    paired, result = findings(runtime(bypass), trainjob({}, "a"), trainjob({}, "b"))
+    assert paired == [("KGPU101", "ClusterTrainingRuntime", f"{NODE}.containers[0].env[0].value")]
+    assert len([n for n in result.notes if "checked as" in n]) == 2
+
+
+def test_a_trainjob_whose_runtime_is_elsewhere_is_checked_alone_and_a_runtime_no_trainjob_names_too():
+    paired, result = findings(runtime(CUDA_NODE), trainjob({"resourcesPerNode": GPU}, runtime_ref={"name": "other"}))
+    assert paired == [("KGPU501", "ClusterTrainingRuntime", f"{NODE}.containers[0].image")]
+    assert result.notes == []
+
+
+def test_a_runtime_and_its_trainjob_in_different_batches_merge_to_the_serial_result():
+    files = [("a.yaml", [runtime(CUDA_NODE)]), ("b.yaml", [trainjob({"resourcesPerNode": GPU})])]
+    serial = validate_documents(
+        [Document(source, i, obj, i + 1) for source, objects in files for i, obj in enumerate(objects)], RuleConfig()
+    )
+    sources = DocumentEnvSources()
+    scan = DocumentScan()
+    for source, objects in files:
+        batch_sources = DocumentEnvSources()
+        documents = [Document(source, i, obj, i + 1) for i, obj in enumerate(objects)]
+        batch_scan = compact_scan(scan_documents(documents, PodChecker(RuleConfig(), batch_sources), batch_sources))
+        merge_batch(scan, sources, Manifests.of_files([], 1000), BatchResult(batch_scan, batch_sources, [source]))
+    merged = finish_scan(scan, PodChecker(RuleConfig(), sources))
+    assert merged == serial and merged.findings == [] and len(merged.notes) == 2
