@@ -110,8 +110,9 @@ options:
       - Resource names or globs that count as GPUs besides the built-in ones (C(nvidia.com/gpu),
         C(nvidia.com/mig-*), C(*/gpu), C(nvidia.com/gpu.shared), the ACK, Volcano and HAMi shared-GPU
         resources such as C(aliyun.com/gpu-mem), C(volcano.sh/gpu-memory) and C(nvidia.com/gpucores),
-        and Intel's C(gpu.intel.com/i915), C(gpu.intel.com/xe), C(gpu.intel.com/millicores) and
-        C(gpu.intel.com/memory.max)).
+        Intel's C(gpu.intel.com/i915), C(gpu.intel.com/xe), C(gpu.intel.com/millicores) and
+        C(gpu.intel.com/memory.max), and the passthrough GPUs of NVIDIA's sandbox device plugin,
+        C(nvidia.com/pgpu) or a model name such as C(nvidia.com/GA102GL_A10)).
     type: list
     elements: str
     default: []

@@ -43,10 +43,23 @@ def cel_string(text: str) -> str:
 
 def glob_regex(patterns: tuple[str, ...]) -> str:
     """One RE2 regular expression matching any of the shell-style resource name patterns."""
-    parts = []
-    for pattern in patterns:
-        parts.append("".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern))
-    return "^(" + "|".join(parts) + ")$"
+    return "^(" + "|".join(_glob_part(pattern) for pattern in patterns) + ")$"
+
+
+def _glob_part(pattern: str) -> str:
+    """A shell-style pattern as RE2: `*`, `?` and character classes such as `[A-Z]` (not negated ones)."""
+    out: list[str] = []
+    index = 0
+    while index < len(pattern):
+        ch = pattern[index]
+        end = pattern.find("]", index + 2) if ch == "[" else -1
+        if end != -1 and pattern[index + 1] not in "!^":
+            out.append(pattern[index : end + 1])
+            index = end + 1
+            continue
+        out.append(".*" if ch == "*" else "." if ch == "?" else re.escape(ch))
+        index += 1
+    return "".join(out)
 
 
 def _alternatives(words: tuple[str, ...]) -> str:

@@ -80,6 +80,11 @@ NVIDIA_GPU = "nvidia.com/gpu"
 # - intel/intel-device-plugins-for-kubernetes (cmd/gpu_plugin/README.md): gpu.intel.com/i915 and
 #   gpu.intel.com/xe (one per GPU, by kernel driver); gpu.intel.com/millicores and
 #   gpu.intel.com/memory.max (bytes), node labels that NFD turns into extended resources for sharing.
+# - NVIDIA/kubevirt-gpu-device-plugin and the Kata sandbox device plugin the GPU Operator deploys for
+#   passthrough GPUs (gpu.workload.config=vm-passthrough): nvidia.com/pgpu (its P_GPU_ALIAS default),
+#   or without the alias nvidia.com/<device name> read from pci.ids, upper-cased, spaces as
+#   underscores (pkg/device_plugin/device_plugin.go getDeviceName): the chip code, two letters and
+#   three digits, first, as in nvidia.com/GA102GL_A10, nvidia.com/GH100_H100_PCIE, nvidia.com/TU104GL_TESLA_T4.
 # The API server holds every one of them to the extended-resource rule: a whole number, and a request
 # equal to the limit; so `aliyun.com/gpu-mem: 1024` and `nvidia.com/gpucores: 30` are valid quantities.
 DEFAULT_GPU_RESOURCE_PATTERNS = (
@@ -103,6 +108,8 @@ DEFAULT_GPU_RESOURCE_PATTERNS = (
     "gpu.intel.com/xe",
     "gpu.intel.com/millicores",
     "gpu.intel.com/memory.max",
+    "nvidia.com/pgpu",
+    *(f"nvidia.com/{chip}[0-9][0-9][0-9]*" for chip in ("G[A-Z]", "TU", "AD")),
 )
 
 

@@ -206,6 +206,12 @@ def test_the_mutating_policy_is_off_by_default():
         "example.com/gpus",
         "nvidia.com/gpumem",
         "nvidiaXcom/gpu",
+        "nvidia.com/pgpu",
+        "nvidia.com/GA102GL_A10",
+        "nvidia.com/TU104GL_TESLA_T4",
+        "nvidia.com/nvswitch",
+        "nvidia.com/GA10",
+        "nvidia.com/[A-Z]102",
     ],
 )
 def test_the_gpu_resource_regex_matches_what_the_validator_counts(name):

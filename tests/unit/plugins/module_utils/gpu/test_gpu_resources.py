@@ -24,13 +24,29 @@ SHARING = [
 ]
 
 
-@pytest.mark.parametrize("name", [*SHARING, "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "amd.com/gpu"])
+PASSTHROUGH = ["nvidia.com/pgpu", "nvidia.com/GA102GL_A10", "nvidia.com/GH100_H100_PCIE", "nvidia.com/TU104GL_TESLA_T4"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [*SHARING, *PASSTHROUGH, "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "amd.com/gpu", "nvidia.com/AD102GL_L40S"],
+)
 def test_sharing_fraction_and_vendor_resources_are_gpu_requests(name):
     assert gpu_resource_matcher()(name)
 
 
 @pytest.mark.parametrize(
-    "name", ["cpu", "memory", "nvidia.com/gpumemory", "volcano.sh/gpu-index", "gpu.intel.com/tiles2"]
+    "name",
+    [
+        "cpu",
+        "memory",
+        "nvidia.com/gpumemory",
+        "volcano.sh/gpu-index",
+        "gpu.intel.com/tiles2",
+        "nvidia.com/nvswitch",
+        "nvidia.com/GPUDIRECT",
+        "nvidia.com/GA10",
+    ],
 )
 def test_other_resources_are_not(name):
     assert not gpu_resource_matcher()(name)

@@ -28,6 +28,13 @@ EXPECTED = {
     "published/gpu-operator-nri-toolkit-validation.yaml": {
         ("KGPU602", "spec.template.metadata.annotations['nvidia.cdi.k8s.io/container.toolkit-validation']")
     },
+    # A CDI annotation naming a GPU beside the GPU the device plugin assigned (KGPU604): NVIDIA's passthrough
+    # samples pinned PCI index 0 beside a sandbox device plugin GPU; the resource was not known as a GPU.
+    "published/gpu-operator-kata-pgpu-annotation.yaml": {("KGPU604", "metadata.annotations['cdi.k8s.io/gpu']")},
+    "published/gpu-operator-coco-pgpu-annotation.yaml": {("KGPU604", "metadata.annotations['cdi.k8s.io/gpu']")},
+    # The same samples today, a passthrough GPU and no annotation: nothing to report.
+    "published/gpu-operator-kata-pgpu-workload.yaml": set(),
+    "published/coco-pgpu-workload.yaml": set(),
     # CUDA images the validator did not know: RAPIDS and NVIDIA NIM (KGPU501 without a GPU limit)
     "published/rapids-image-prepuller.yaml": {("KGPU501", "spec.template.spec.initContainers[0].image")},
     "published/nim-list-profiles.yaml": {("KGPU501", "spec.template.spec.containers[0].image")},
@@ -47,6 +54,20 @@ def test_each_published_manifest_gives_the_findings_of_its_class(name):
     report = judged(name)
     class_rules = {rule for rule, _path in EXPECTED[name]}
     assert {(f.rule, f.path) for f in report.findings if f.rule in class_rules} == EXPECTED[name]
+
+
+# Fixtures whose findings, of every rule, are exactly those of their class.
+EXACT = (
+    "published/gpu-operator-kata-pgpu-annotation.yaml",
+    "published/gpu-operator-coco-pgpu-annotation.yaml",
+    "published/gpu-operator-kata-pgpu-workload.yaml",
+    "published/coco-pgpu-workload.yaml",
+)
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_a_passthrough_gpu_counts_as_the_pods_gpu(name):
+    assert {(f.rule, f.path) for f in judged(name).findings} == EXPECTED[name]
 
 
 def test_every_published_fixture_is_listed_and_names_its_source():
