@@ -66,3 +66,41 @@ AMD_WAIT_DRIVER = (
     'if [ "$SIM_ENABLE" = "true" ]; then exit 0; fi; while [ ! -d /host-sys/class/kfd ] || [ ! -d '
     '/host-sys/module/amdgpu/drivers/ ]; do echo "amdgpu driver is not loaded "; sleep 2 ;done',
 )
+# The waits the operator writes for its other operands (internal/plugin/plugin.go, nodelabeller/nodelabeller.go,
+# metricsexporter/metricsexporter.go, testrunner/testrunner.go): for amdgpu at /sys or /host-sys, for the gim
+# driver with a VF-passthrough driver type, `true` with PF passthrough; the node labeller first adds or removes
+# the operator's amdgpu blacklist file (blacklist-amdgpu-by-operator.conf on OpenShift).
+_AMD_WAIT_SYS = (
+    'while [ ! -d /sys/class/kfd ] || [ ! -d /sys/module/amdgpu/drivers/ ]; do echo "amdgpu driver is not loaded "; '
+    "sleep 2 ;done"
+)
+_AMD_WAIT_GIM = 'while [ ! -d {sys}/module/gim/drivers/ ]; do echo "gim driver is not loaded "; sleep 2 ;done'
+_AMD_SIMULATED = 'if [ "$SIM_ENABLE" = "true" ]; then exit 0; fi; '
+_AMD_BLACKLISTS = ("blacklist-amdgpu.conf", "blacklist-amdgpu-by-operator.conf")
+AMD_OPERAND_WAITS = (
+    *AMD_WAIT_DRIVER,
+    _AMD_WAIT_SYS,
+    _AMD_WAIT_GIM.format(sys="/sys"),
+    _AMD_SIMULATED + _AMD_WAIT_GIM.format(sys="/host-sys"),
+    "true",
+    *(
+        f"{edit}; {wait}"
+        for name in _AMD_BLACKLISTS
+        for edit in (
+            f"rm -f /host-etc/modprobe.d/{name}",
+            f'echo "# added by gpu operator \nblacklist amdgpu" > /host-etc/modprobe.d/{name}',
+        )
+        for wait in (AMD_WAIT_DRIVER[0], _AMD_WAIT_GIM.format(sys="/host-sys"))
+    ),
+)
+# The device plugin and node labeller run from `sh -c`, their flags and labels written after the defaults
+# (devicePluginArguments as -key=value, nodeLabellerArguments as -label; the KMM module's plugin waits first).
+AMD_DEVICE_PLUGIN = "./k8s-device-plugin -logtostderr=true -stderrthreshold=INFO -v=5 -pulse=30"
+AMD_KMM_DEVICE_PLUGIN = (
+    _AMD_WAIT_SYS.replace("sleep 2", "sleep 1") + "; ./k8s-device-plugin -logtostderr=true -stderrthreshold=INFO -v=5"
+)
+AMD_NODE_LABELLER = (
+    "./k8s-node-labeller -vram -cu-count -simd-count -device-id -family -product-name -driver-version",
+    "./k8s-node-labeller -device-id -driver-version",
+    "./k8s-node-labeller -device-id",
+)

@@ -261,3 +261,48 @@ def test_a_workload_borrowing_a_components_labels_and_namespace_is_still_shadow_
 def test_the_label_selectors_still_exempt_without_a_spec():
     assert pod_role("gpu-operator", {"app": "nvidia-dcgm-exporter"}, DEFAULT_OPTIONS) == ROLE_EXEMPT
     assert NO_CATALOGUE.recognise(PLUGIN) is None
+
+
+# The device plugin container of the KMM module the AMD GPU Operator writes (internal/kmmmodule/kmmmodule.go).
+AMD_KMM_PLUGIN = {
+    "containers": [
+        {
+            "name": "device-plugin",
+            "image": "rocm/k8s-device-plugin:latest",
+            "command": ["sh"],
+            "args": [
+                "-c",
+                'while [ ! -d /sys/class/kfd ] || [ ! -d /sys/module/amdgpu/drivers/ ]; do echo "amdgpu driver is not '
+                'loaded "; sleep 1 ;done; ./k8s-device-plugin -logtostderr=true -stderrthreshold=INFO -v=5',
+            ],
+        }
+    ]
+}
+
+
+def test_the_amd_kmm_modules_device_plugin_is_recognised_and_its_script_is_exact():
+    assert BUILTIN_CATALOGUE.recognise(AMD_KMM_PLUGIN).name == "AMD GPU Operator device plugin"
+    longer = with_container(AMD_KMM_PLUGIN, args=["-c", AMD_KMM_PLUGIN["containers"][0]["args"][1] + " -pulse=30"])
+    assert BUILTIN_CATALOGUE.recognise(longer) is None
+
+
+@pytest.mark.parametrize(
+    "script, recognised",
+    [
+        ("", True),
+        (" -resource_naming_strategy=mixed", True),
+        (" -resource_naming_strategy=mixed -driver_type=container", True),
+        (" -resource_naming_strategy=mixed; id", False),
+        (" -x=`id`", False),
+        ("-glued", False),
+        (" resource_naming_strategy=mixed", False),
+    ],
+)
+def test_an_amd_device_plugin_takes_flags_after_its_defaults_and_nothing_else(script, recognised):
+    base = "./k8s-device-plugin -logtostderr=true -stderrthreshold=INFO -v=5 -pulse=30"
+    spec = {
+        "containers": [
+            {"name": "device-plugin", "image": "rocm/k8s-device-plugin", "command": ["sh", "-c", base + script]}
+        ]
+    }
+    assert (BUILTIN_CATALOGUE.recognise(spec) is not None) == recognised

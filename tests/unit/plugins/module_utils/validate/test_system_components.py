@@ -61,6 +61,14 @@ EXPECTED = {
     "amd-gpu-device-plugin.yaml": "AMD GPU device plugin",
     "amd-gpu-node-labeller.yaml": "AMD GPU device plugin",
     "amd-gpu-device-config-manager.yaml": "AMD GPU Operator device config manager",
+    "amd-gpu-operator-device-plugin.yaml": "AMD GPU Operator device plugin",
+    "amd-gpu-operator-device-plugin-arguments.yaml": "AMD GPU Operator device plugin",
+    "amd-gpu-operator-node-labeller.yaml": "AMD GPU Operator node labeller",
+    "amd-gpu-operator-node-labeller-arguments.yaml": "AMD GPU Operator node labeller",
+    "amd-gpu-operator-metrics-exporter.yaml": "AMD GPU Operator metrics exporter",
+    "amd-gpu-operator-metrics-exporter-rbac.yaml": "AMD GPU Operator metrics exporter",
+    "amd-gpu-operator-test-runner.yaml": "AMD GPU Operator test runner",
+    "amd-gpu-operator-test-runner-vf-passthrough.yaml": "AMD GPU Operator test runner",
     "intel-gpu-plugin.yaml": "Intel GPU plugin",
 }
 
@@ -165,6 +173,53 @@ def test_an_nccl_installers_helper_with_a_users_script_is_judged(name):
     report = check(obj)
     assert report.allowed == []
     assert any(f.severity == "error" for f in report.findings)
+
+
+AMD_OPERANDS = (
+    "amd-gpu-operator-device-plugin.yaml",
+    "amd-gpu-operator-node-labeller.yaml",
+    "amd-gpu-operator-metrics-exporter.yaml",
+    "amd-gpu-operator-test-runner.yaml",
+)
+
+
+@pytest.mark.parametrize("name", AMD_OPERANDS)
+def test_an_amd_operands_image_with_a_users_command_is_judged(name):
+    obj = copy.deepcopy(load(name))
+    pod_spec(obj)["containers"][0]["command"] = ["sh", "-c"]
+    pod_spec(obj)["containers"][0]["args"] = ["python train.py"]
+    report = check(obj)
+    assert report.allowed == []
+    assert any(f.severity == "error" for f in report.findings)
+
+
+@pytest.mark.parametrize("name", AMD_OPERANDS)
+def test_an_amd_operands_wait_for_the_driver_with_a_users_script_is_judged(name):
+    obj = copy.deepcopy(load(name))
+    pod_spec(obj)["initContainers"][0]["command"] = ["sh", "-c", "python train.py"]
+    report = check(obj)
+    assert report.allowed == []
+    assert report.findings == check(obj, RuleConfig(components=NO_CATALOGUE)).findings != []
+
+
+@pytest.mark.parametrize(
+    "name, script",
+    [
+        ("amd-gpu-operator-device-plugin-arguments.yaml", "; python train.py"),
+        ("amd-gpu-operator-device-plugin-arguments.yaml", " -x=$(python train.py)"),
+        ("amd-gpu-operator-node-labeller-arguments.yaml", " && python train.py"),
+        ("amd-gpu-operator-node-labeller-arguments.yaml", "\npython train.py"),
+    ],
+)
+def test_the_flags_an_amd_operator_appends_are_words_never_more_shell(name, script):
+    obj = copy.deepcopy(load(name))
+    container = pod_spec(obj)["containers"][0]
+    argv = [*container.get("command", []), *container.get("args", [])]
+    assert argv[:2] == ["sh", "-c"] and " -" in argv[2]
+    container.pop("args", None)
+    container["command"] = ["sh", "-c", argv[2] + script]
+    assert BUILTIN_CATALOGUE.recognise(pod_spec(obj)) is None
+    assert check(obj).allowed == []
 
 
 def test_the_dra_example_drivers_image_with_a_user_command_is_judged():
