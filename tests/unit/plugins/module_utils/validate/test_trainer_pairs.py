@@ -1,6 +1,11 @@
 """Kubeflow Trainer runtimes judged as the TrainJobs of the same run fill them."""
 
 import copy
+import io
+import json
+from pathlib import Path
+
+import pytest
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.trainer_runtimes import (
     RuntimeKey,
@@ -9,6 +14,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.trainer_ru
     referenced_runtime,
     runtime_key,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate import cli as validate_cli
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.batches import (
     BatchResult,
     compact_scan,
@@ -22,7 +28,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.docume
     validate_documents,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import DocumentEnvSources
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import Document, Manifests
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import (
+    Document,
+    Manifests,
+    parse_text,
+)
 
 GROUP = "trainer.kubeflow.org/v1alpha1"
 NODE = "spec.template.spec.replicatedJobs[0].template.spec.template.spec"
@@ -173,3 +183,74 @@ def test_a_runtime_and_its_trainjob_in_different_batches_merge_to_the_serial_res
         merge_batch(scan, sources, Manifests.of_files([], 1000), BatchResult(batch_scan, batch_sources, [source]))
     merged = finish_scan(scan, PodChecker(RuleConfig(), sources))
     assert merged == serial and merged.findings == [] and len(merged.notes) == 2
+
+
+# Published runtimes with published TrainJobs that name them, one file per document (see each file's first line).
+PAIRS = Path(__file__).resolve().parents[3] / "fixtures" / "manifests" / "custom-resources" / "trainer-pairs"
+CTR, TR, TJ = "ClusterTrainingRuntime", "TrainingRuntime", "TrainJob"
+IMAGE = f"{NODE}.containers[0].image"
+SECOND_JOB_IMAGE = IMAGE.replace("replicatedJobs[0]", "replicatedJobs[1]")
+GPU_REQUEST = "spec.trainer.resourcesPerNode.requests['nvidia.com/gpu']"
+# Each pair: the findings of its runtimes judged alone (as before) and of the whole run, how many TrainJobs fill a
+# runtime of the run, and how many runtime pod specs are judged as a TrainJob fills them.
+EXPECTED_PAIRS = {
+    # The Trainer's torch-distributed runtime runs a CUDA image; the TrainJobs give it GPUs per node.
+    "trainer-torch-distributed-kueue-trainjob": ([("KGPU501", CTR, IMAGE)], [], 1, 1),
+    "trainer-torch-distributed-team-trainjobs": ([("KGPU501", CTR, IMAGE)], [], 2, 2),
+    # Kueue's TrainJob requests a GPU without a limit; the namespaced runtime's container is not `node`.
+    "kueue-trainjobs-runtimes": (
+        [("KGPU501", CTR, IMAGE), ("KGPU501", TR, IMAGE)],
+        [("KGPU401", TJ, GPU_REQUEST), ("KGPU501", CTR, IMAGE), ("KGPU501", TR, IMAGE)],
+        2,
+        2,
+    ),
+    # CPU-only TrainJobs of a CUDA runtime: the warning stands, now for the pods they make.
+    "trainer-04-volcano-integration": ([("KGPU501", CTR, IMAGE)], [("KGPU501", CTR, IMAGE)], 1, 1),
+    "trainer-05-multi-step": ([("KGPU501", TR, SECOND_JOB_IMAGE)], [("KGPU501", TR, SECOND_JOB_IMAGE)], 1, 2),
+}
+
+
+def pair_documents(name):
+    documents = []
+    for path in sorted((PAIRS / name).glob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        assert text.startswith("# Source: "), path
+        parsed, error = parse_text(text, path.name)
+        assert error is None and len(parsed) == 1
+        documents += parsed
+    return documents
+
+
+def judged(documents):
+    result = validate_documents(documents, RuleConfig())
+    return [(f.rule, f.ref.kind, f.path) for f in result.findings], result
+
+
+def test_every_pair_is_listed():
+    assert sorted(p.name for p in PAIRS.iterdir()) == sorted(EXPECTED_PAIRS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PAIRS))
+def test_a_published_runtime_is_judged_as_the_published_trainjobs_fill_it(name):
+    alone, together, filled, pod_specs = EXPECTED_PAIRS[name]
+    documents = pair_documents(name)
+    runtimes = [d for d in documents if d.data["kind"] != TJ]
+    assert judged(runtimes)[0] == alone
+    found, result = judged(documents)
+    assert found == together
+    assert len([n for n in result.notes if " checked as TrainJob " in n]) == pod_specs
+    assert len([n for n in result.notes if "trainer fields checked in" in n]) == filled
+    assert result.not_checked == []
+
+
+def test_the_command_line_pairs_a_runtime_and_its_trainjob_in_other_files_serial_or_in_workers(tmp_path):
+    files = sorted(str(p) for p in (PAIRS / "trainer-torch-distributed-team-trainjobs").glob("*.yaml"))
+    for jobs in ("1", "2"):
+        report = tmp_path / f"report-{jobs}.json"
+        out, err = io.StringIO(), io.StringIO()
+        code = validate_cli.run(["--jobs", jobs, "--json", str(report), *files], stdout=out, stderr=err)
+        assert code == 0, out.getvalue()
+        assert json.loads(report.read_text())["findings"] == []
+    out = io.StringIO()
+    assert validate_cli.run([files[0]], stdout=out, stderr=io.StringIO()) == 0  # a warning alone
+    assert "KGPU501" in out.getvalue()
