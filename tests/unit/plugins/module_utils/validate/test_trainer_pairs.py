@@ -141,7 +141,7 @@ def test_an_initializer_takes_its_storage_uri_env_and_secret():
 
 
 def test_a_cuda_runtime_filled_with_gpus_per_node_passes_where_alone_it_warns():
-    alone, _ = findings(runtime(CUDA_NODE))
+    alone = findings(runtime(CUDA_NODE))[0]
     assert alone == [("KGPU501", "ClusterTrainingRuntime", f"{NODE}.containers[0].image")]
     paired, result = findings(runtime(CUDA_NODE), trainjob({"resourcesPerNode": GPU}))
     assert paired == []
@@ -151,9 +151,10 @@ def test_a_cuda_runtime_filled_with_gpus_per_node_passes_where_alone_it_warns():
 def test_a_bypass_the_trainjob_adds_is_reported_on_the_trainjob_at_its_field():
     # The runtime gives one GPU; the TrainJob's env widens it to all of the node's GPUs.
     widen = {"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}
-    paired, _ = findings(runtime({**CUDA_NODE, "resources": GPU}), trainjob(widen))
-    assert [(rule, kind, path) for rule, kind, path in paired] and all(kind == "TrainJob" for _r, kind, _p in paired)
-    assert {path for _r, _k, path in paired} == {"spec.trainer.env[0].value"}
+    # Alone, the TrainJob's variable reads as GPUs without a limit; with its runtime, as more GPUs than the limit.
+    assert findings(trainjob(widen))[0] == [("KGPU101", "TrainJob", "spec.trainer.env[0].value")]
+    paired = findings(runtime({**CUDA_NODE, "resources": GPU}), trainjob(widen))[0]
+    assert paired == [("KGPU102", "TrainJob", "spec.trainer.env[0].value")]
 
 
 def test_a_runtime_bypass_is_reported_once_on_the_runtime_for_every_trainjob_that_names_it():
