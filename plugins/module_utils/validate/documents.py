@@ -199,6 +199,26 @@ def judge_trainer_pairs(pairs: TrainerPairs, checker: PodChecker, result: Valida
         result.notes += notes
 
 
+def check_objects(checker: PodChecker, objects: Iterable[Any], result: ValidationResult, source: str) -> None:
+    """Check whole objects (the live audit's), the Trainer's runtimes as the TrainJobs among them fill them."""
+    pairs = TrainerPairs()
+    parts: list[ValidationResult] = []
+    for obj in objects:
+        sites = walk(obj, result, source=source)
+        result.objects_checked += len(sites)
+        if isinstance(obj, dict):
+            pairs.index(obj, object_ref(obj, source=source), "")
+        for site in sites:
+            part = ValidationResult()
+            if not pairs.hold(part, site, obj):
+                check_sites(checker, [site], part)
+            parts.append(part)
+    judge_trainer_pairs(pairs, checker, result)
+    for part in parts:
+        result.findings += part.findings
+        result.allowed += part.allowed
+
+
 def validate_documents(
     documents: Iterable[DocumentLike], config: RuleConfig | None = None, sources: EnvSources | None = None
 ) -> ValidationResult:

@@ -24,9 +24,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checke
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import (
     Report,
     ValidationResult,
+    check_objects,
     check_sites,
     pod_site,
-    walk,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import (
     SourceData,
@@ -147,8 +147,7 @@ def live_report(client: Any, config: RuleConfig, namespaces: Iterable[str] | Non
     sources = ClusterEnvSources(client)
     checker = PodChecker(config, sources)
     result = ValidationResult()
-    for obj in selection.workloads + selection.pods:
-        check_sites(checker, walk(obj, result, source="cluster"), result)
+    check_objects(checker, selection.workloads + selection.pods, result, "cluster")
     ephemeral: list[PodSpecSite] = []
     for pod in selection.ephemeral_only_pods:
         site = pod_site(pod, object_ref(pod, source="cluster"), ephemeral_only=True)

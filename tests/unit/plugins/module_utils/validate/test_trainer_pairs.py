@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.trainer_runtimes import (
     RuntimeKey,
     fill_runtime,
@@ -33,6 +34,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manife
     Manifests,
     parse_text,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.reads import live_report
 
 GROUP = "trainer.kubeflow.org/v1alpha1"
 NODE = "spec.template.spec.replicatedJobs[0].template.spec.template.spec"
@@ -255,3 +257,36 @@ def test_the_command_line_pairs_a_runtime_and_its_trainjob_in_other_files_serial
     out = io.StringIO()
     assert validate_cli.run([files[0]], stdout=out, stderr=io.StringIO()) == 0  # a warning alone
     assert "KGPU501" in out.getvalue()
+
+
+class TrainerCluster:
+    """A cluster that serves the Trainer's API and lists the given items (as list responses give them)."""
+
+    def __init__(self, collections):
+        self.collections = collections
+
+    def list_items(self, path):
+        return iter(copy.deepcopy(self.collections.get(path, [])))
+
+    def get(self, path):
+        if path == "/apis":
+            version = {"groupVersion": "trainer.kubeflow.org/v1alpha1", "version": "v1alpha1"}
+            return {"kind": "APIGroupList", "groups": [{"name": "trainer.kubeflow.org", "versions": [version]}]}
+        raise ClusterError(f"GET {path}: 404", 404)
+
+
+def listed(obj):
+    return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+
+
+def test_the_live_audit_judges_a_runtime_as_the_trainjobs_it_lists_fill_it():
+    base = "/apis/trainer.kubeflow.org/v1alpha1"
+    alone = TrainerCluster({f"{base}/clustertrainingruntimes": [listed(runtime(CUDA_NODE))]})
+    assert [(f.rule, f.ref.kind) for f in live_report(alone, RuleConfig()).findings] == [("KGPU501", CTR)]
+    job = {**listed(trainjob({"resourcesPerNode": GPU})), "metadata": {"name": "job", "namespace": "ml"}}
+    paired = TrainerCluster(
+        {f"{base}/clustertrainingruntimes": [listed(runtime(CUDA_NODE))], f"{base}/trainjobs": [job]}
+    )
+    report = live_report(paired, RuleConfig())
+    assert report.findings == []
+    assert any("checked as TrainJob ml/job (cluster)" in n for n in report.notes)
