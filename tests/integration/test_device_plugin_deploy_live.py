@@ -4,7 +4,7 @@ counts them.
 NVIDIA's static DaemonSet of v0.17.4 is deployed, with a time-sliced config, on scratch KWOK GPU nodes
 of a namespace made for the test, selected by a label only they carry (the fleet's own device plugin
 in kube-system serves the fleet's nodes and is left alone); a DRA node with that label gets no pod. A
-rerun sends no write, `--check` none either; the upgrade to v0.18.2 is one PATCH of the DaemonSet and
+rerun sends no write, `--check` none either; the upgrade to v0.18.2 is one server-side apply (verb APPLY) of the DaemonSet and
 ends with a Ready v0.18.2 pod on every node; a bad config, an object of the same name the collection
 did not make, and another device plugin on the nodes are refused with no write; `state: absent` deletes
 what the module made and nothing else. The runbook does the same and verifies the capacity.
@@ -149,7 +149,7 @@ def test_install_on_the_labelled_gpu_nodes_only_then_a_rerun_and_check_mode_send
     before = writes(scratch.cluster)
     status, result = scratch.module(version="v0.17.4", config=TIME_SLICED)
     assert status == "CHANGED", result.get("msg")
-    assert sent(before, writes(scratch.cluster)) == {("PATCH", "configmaps"): 1, ("PATCH", "daemonsets"): 1}
+    assert sent(before, writes(scratch.cluster)) == {("APPLY", "configmaps"): 1, ("APPLY", "daemonsets"): 1}
     assert result["writes"] == 2
     assert result["targeted_nodes"] == scratch.nodes and result["rollout"] == {"done": True, "waiting": []}
     assert [c["as_expected"] for c in result["capacity"]] == [True, True]
@@ -176,7 +176,7 @@ def test_the_upgrade_is_one_patch_and_ends_with_a_ready_pod_of_the_new_release_o
     before = writes(scratch.cluster)
     status, result = scratch.module(version="v0.18.2", config=TIME_SLICED)
     assert status == "CHANGED", result.get("msg")
-    assert sent(before, writes(scratch.cluster)) == {("PATCH", "daemonsets"): 1}
+    assert sent(before, writes(scratch.cluster)) == {("APPLY", "daemonsets"): 1}
     assert result["rollout"]["done"] is True
     daemonset = scratch.cluster.get(scratch.path("DaemonSet", DAEMONSET))
     generation = str(daemonset["metadata"]["generation"])
@@ -217,7 +217,10 @@ def foreign_daemonset(name: str, namespace: str, pod_labels: dict[str, str], sel
 def test_another_device_plugin_on_the_nodes_and_an_object_not_ours_are_refused_with_no_write(scratch: Scratch):
     cluster = scratch.cluster
     operator = foreign_daemonset(
-        "operator-plugin", scratch.namespace, {"app": "nvidia-device-plugin-daemonset"}, scratch.label
+        "operator-plugin",
+        scratch.namespace,
+        {"app": "nvidia-device-plugin-daemonset"},
+        {**scratch.label, "nvidia.com/gpu.present": "true"},
     )
     status, reply = cluster.create(f"/apis/apps/v1/namespaces/{scratch.namespace}/daemonsets", operator)
     assert status == 201, reply
