@@ -172,7 +172,7 @@ def test_install_on_the_labelled_gpu_nodes_only_then_a_rerun_and_check_mode_send
     assert image_of(scratch.cluster.get(scratch.path("DaemonSet", DAEMONSET))).endswith(":v0.17.4")
 
 
-def test_the_upgrade_is_one_patch_and_ends_with_a_ready_pod_of_the_new_release_on_every_node(scratch: Scratch):
+def test_the_upgrade_is_one_apply_and_ends_with_a_ready_pod_of_the_new_release_on_every_node(scratch: Scratch):
     before = writes(scratch.cluster)
     status, result = scratch.module(version="v0.18.2", config=TIME_SLICED)
     assert status == "CHANGED", result.get("msg")
