@@ -75,7 +75,7 @@ def test_a_missing_object_is_created_and_a_drifted_one_updated():
     assert plan_present([daemonset], {})[0][0].action == CREATE
     drifted = as_stored(daemonset)
     drifted["spec"]["template"]["spec"]["tolerations"] = []
-    (plan,), _ = plan_present([daemonset], {object_key(daemonset): drifted})
+    (plan,), _hits = plan_present([daemonset], {object_key(daemonset): drifted})
     assert plan.action == UPDATE and plan.differences == ("spec.template.spec.tolerations",)
     assert plan.diff()["before"]["spec"]["template"]["spec"]["tolerations"] == []
 
