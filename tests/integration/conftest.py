@@ -40,6 +40,7 @@ CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
     "gpu_cluster_read": {},
     # Removal of what is not there: reads only, so a working connection changes nothing.
     "gpu_admission_policy": {"state": "absent"},
+    "gpu_device_plugin": {"state": "absent", "namespace": "kubegpu-never-made"},
     "gpu_placement": {},
     "gpu_pod": {
         "definition": {

@@ -24,7 +24,15 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO_DIR = REPO / "extensions" / "molecule"
-SCENARIOS = ("preflight", "node_labels", "device_plugin_check", "pod_audit", "sample_workload", "admission_policy")
+SCENARIOS = (
+    "preflight",
+    "node_labels",
+    "device_plugin_check",
+    "pod_audit",
+    "sample_workload",
+    "admission_policy",
+    "device_plugin",
+)
 MOLECULE = Path(sys.executable).with_name("molecule")
 # Steps of the test sequence (extensions/molecule/config.yml) that must have run and passed.
 REQUIRED_STEPS = ("syntax", "prepare", "check", "side_effect", "converge", "idempotence", "verify")

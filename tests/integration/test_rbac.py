@@ -103,8 +103,15 @@ class Identities:
         self.folder = folder
         self.created: list[dict[str, Any]] = []
 
-    def make(self, name: str, cluster_roles: tuple[str, ...] = (), roles: tuple[tuple[str, str], ...] = ()) -> Identity:
-        """A ServiceAccount bound to these ClusterRoles (cluster-wide) and (namespace, Role) pairs."""
+    def make(
+        self,
+        name: str,
+        cluster_roles: tuple[str, ...] = (),
+        roles: tuple[tuple[str, str], ...] = (),
+        cluster_roles_in: tuple[tuple[str, str], ...] = (),
+    ) -> Identity:
+        """A ServiceAccount bound to these ClusterRoles (cluster-wide), (namespace, Role) pairs and
+        (namespace, ClusterRole) pairs (a RoleBinding to a ClusterRole: its rules in that namespace only)."""
         sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": self.namespace}}
         apply(self.cluster, sa)
         subject = [{"kind": "ServiceAccount", "name": name, "namespace": self.namespace}]
@@ -118,13 +125,15 @@ class Identities:
                     "subjects": subject,
                 }
             )
-        for namespace, role in roles:
+        bound = [(namespace, "Role", role) for namespace, role in roles]
+        bound += [(namespace, "ClusterRole", role) for namespace, role in cluster_roles_in]
+        for namespace, kind, role in bound:
             self._bind(
                 {
                     "apiVersion": "rbac.authorization.k8s.io/v1",
                     "kind": "RoleBinding",
                     "metadata": {"name": f"{self.namespace}-{name}-{role}", "namespace": namespace},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
                     "subjects": subject,
                 }
             )
@@ -398,6 +407,31 @@ def test_admission_policy_passes_with_its_roles(cluster: LocalCluster, identitie
         assert_passes(run_playbook(identity, "admission_policy.yml", {"admission_policy_state": "absent"}))
     finally:
         run_ansible_module(cluster.kubeconfig, "gpu_admission_policy", {"state": "absent"})
+
+
+def test_device_plugin_passes_with_its_role_bound_in_its_namespace_and_the_reader(cluster: LocalCluster, identities):
+    namespace = identities.namespace
+    identity = identities.make(
+        "device-plugin",
+        cluster_roles=("kubegpu-reader",),
+        cluster_roles_in=((namespace, "kubegpu-device-plugin"),),
+    )
+    wait_until(
+        lambda: allowed(cluster, identity, "create", "daemonsets", "apps", namespace=namespace),
+        what="the device plugin bindings",
+    )
+    assert not allowed(cluster, identity, "create", "daemonsets", "apps", namespace="kube-system")
+    # A label no node carries: the fleet's nodes have their own plugin. Every request is sent all the same.
+    extra = {"device_plugin_namespace": namespace, "device_plugin_node_selector": {"kubegpu.io/rbac-test": "none"}}
+    try:
+        assert_passes(run_playbook(identity, "device_plugin.yml", extra))
+        assert "changed=0" in run_playbook(identity, "device_plugin.yml", extra).stdout
+        assert_passes(run_playbook(identity, "device_plugin.yml", {**extra, "device_plugin_state": "absent"}))
+        daemonset = f"/apis/apps/v1/namespaces/{namespace}/daemonsets/nvidia-device-plugin-daemonset"
+        status, gone = cluster.api.request("GET", daemonset)
+        assert status == 404 or "deletionTimestamp" in gone["metadata"]
+    finally:
+        run_ansible_module(cluster.kubeconfig, "gpu_device_plugin", {"state": "absent", "namespace": namespace})
 
 
 def test_site_playbook_passes_with_every_shipped_role(cluster: LocalCluster, identities, unlabeled_nodes):

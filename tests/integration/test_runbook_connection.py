@@ -162,6 +162,24 @@ def test_admission_policy_writes_to_the_named_cluster(cluster, second, shared_un
     assert second.api.request("GET", POLICY)[0] == 200
 
 
+def test_device_plugin_deploys_to_the_named_cluster_and_removes_from_it(cluster, second, shared_unchanged):
+    namespace = "kubegpu-device-plugin-runbook"
+    status, reply = second.api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    assert status == 201, reply
+    daemonset = f"/apis/apps/v1/namespaces/{namespace}/daemonsets/nvidia-device-plugin-daemonset"
+    # A label no node has: the fleet's own plugin serves the second cluster's nodes.
+    extra = {"device_plugin_namespace": namespace, "device_plugin_node_selector": {"kubegpu.io/no-node": "here"}}
+    try:
+        done = run_runbook(cluster, second, "device_plugin.yml", extra=extra)
+        assert "no node matches the plugin's placement" in done.stdout + done.stderr
+        assert second.api.request("GET", daemonset)[0] == 200
+        run_runbook(cluster, second, "device_plugin.yml", extra={**extra, "device_plugin_state": "absent"})
+        status, gone = second.api.request("GET", daemonset)
+        assert status == 404 or "deletionTimestamp" in gone["metadata"]
+    finally:
+        second.api.request("DELETE", f"/api/v1/namespaces/{namespace}")
+
+
 def test_site_runs_on_the_named_cluster(cluster, second, shared_unchanged):
     done = run_runbook(cluster, second, "site.yml")
     second_fleet_summary(done.stdout)

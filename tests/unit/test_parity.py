@@ -41,6 +41,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules 
     RULES,
 )
 from ansible_collections.kubegpu.scheduling.plugins.modules import (
+    gpu_device_plugin,
     gpu_device_plugin_check,
     gpu_fleet_report,
     gpu_node_facts,
@@ -111,7 +112,8 @@ def test_every_connection_option_of_kubernetes_core_is_taken_or_its_absence_expl
 
 
 @pytest.mark.parametrize(
-    "module", [gpu_node_facts, gpu_device_plugin_check, gpu_node_label, gpu_pod_validate, gpu_fleet_report]
+    "module",
+    [gpu_node_facts, gpu_device_plugin_check, gpu_device_plugin, gpu_node_label, gpu_pod_validate, gpu_fleet_report],
 )
 def test_module_argument_spec_defaults_are_the_documented_ones(module):
     documented = options_of(module.DOCUMENTATION)

@@ -29,6 +29,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severi
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import BUILTIN_CATALOGUE
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import GPU_SYSTEM_NAMESPACES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import VISIBLE_DEVICES, VOID
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.managed import MANAGED_BY
 
 API_GROUP = "admissionregistration.k8s.io"
 API_VERSION = f"{API_GROUP}/v1"
@@ -36,7 +37,6 @@ POLICY_NAME = "kubegpu-gpu-bypass"
 WARNINGS_POLICY_NAME = "kubegpu-gpu-bypass-warnings"
 VALIDATING_POLICY_NAMES = (POLICY_NAME, WARNINGS_POLICY_NAME)
 MUTATING_POLICY_NAME = "kubegpu-gpu-void"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "kubegpu.scheduling"}
 ENFORCEMENTS = ("warn", "deny")
 # Deny and Warn cannot be on one binding; Audit goes with both.
 VALIDATION_ACTIONS = {"warn": ["Warn", "Audit"], "deny": ["Deny", "Audit"]}

@@ -25,6 +25,7 @@ CHECK_TITLES = {
     "fleet": "Fleet facts (`gpu_node_facts`): `kind` of `problems`",
     "placement": "Placement (`gpu_placement`)",
     "plugin_config": "Device-plugin config (`gpu_plugin_config`, `scripts/gpu-plugin-config-validate`): `kind`",
+    "plugin_deploy": "Device-plugin deployment (`gpu_device_plugin`): `kind`",
 }
 
 

@@ -57,6 +57,26 @@ class ModelDetection:
     shared: bool = False
 
 
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$")
+
+
+def label_key_problem(key: object) -> str | None:
+    """Why `key` is not a valid label key (`[prefix/]name`), or None when it is."""
+    if not isinstance(key, str) or not key:
+        return "a label key must be a non-empty string"
+    prefix, _slash, name = key.rpartition("/")
+    if "/" in prefix:
+        return "a label key has at most one '/'"
+    if key.startswith("/") or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))):
+        return "the prefix before '/' must be a lowercase DNS subdomain of at most 253 characters"
+    if len(name) > 63 or not _LABEL_NAME.match(name):
+        return (
+            "the name must be at most 63 characters: alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+        )
+    return None
+
+
 def is_valid_label_value(value: object) -> bool:
     return isinstance(value, str) and len(value) <= LABEL_VALUE_MAX_LENGTH and bool(_LABEL_VALUE.match(value))
 

@@ -15,6 +15,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
     DEFAULT_MODEL_LABEL_KEYS,
     is_valid_label_value,
+    label_key_problem,
     looks_like_gpu_node,
     names_a_model,
     sanitize_label_value,
@@ -28,8 +29,6 @@ DEFAULT_LABEL_KEY = "accelerator"
 OWNERSHIP_ANNOTATION = "kubegpu.io/managed-labels"
 MIXED_MODELS_CHOICES = ("skip", "first")
 MAX_CONFLICT_ATTEMPTS = 3
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$")
 _MODEL_TOKEN_SPLIT = re.compile(r"[^a-z0-9]+")
 _MEMORY_TOKEN = re.compile(r"^\d+gb$")
 
@@ -86,22 +85,6 @@ class NodePlan:
     patch: JsonPatch | None = None
     models: tuple[tuple[str, str], ...] = ()
     forced: bool = False
-
-
-def label_key_problem(key: object) -> str | None:
-    """Why `key` is not a valid label key (`[prefix/]name`), or None when it is."""
-    if not isinstance(key, str) or not key:
-        return "a label key must be a non-empty string"
-    prefix, _slash, name = key.rpartition("/")
-    if "/" in prefix:
-        return "a label key has at most one '/'"
-    if key.startswith("/") or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))):
-        return "the prefix before '/' must be a lowercase DNS subdomain of at most 253 characters"
-    if len(name) > 63 or not _LABEL_NAME.match(name):
-        return (
-            "the name must be at most 63 characters: alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
-        )
-    return None
 
 
 def build_options(
