@@ -10,10 +10,13 @@ from __future__ import annotations
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import (
     device_plugin,
     fleet,
+    health,
     placement,
     plugin_config,
     validator,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import KindRegistry
 
-KINDS = KindRegistry(validator.KINDS, device_plugin.KINDS, fleet.KINDS, placement.KINDS, plugin_config.KINDS)
+KINDS = KindRegistry(
+    validator.KINDS, device_plugin.KINDS, fleet.KINDS, health.KINDS, placement.KINDS, plugin_config.KINDS
+)

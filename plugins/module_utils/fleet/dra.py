@@ -31,6 +31,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
     pool_nodes,
     with_rule_taints,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health import device_health
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 
 SOURCE_DEVICE_PLUGIN = "device_plugin"
@@ -148,6 +149,7 @@ def device_facts(
         "allocated": bool(claims),
         "claims": sorted(namespaced_name(c) for c in claims),
         "taints": list(device["taints"]),
+        "health": device_health(device),
     }
 
 

@@ -252,6 +252,7 @@ def test_a_dra_node_counts_its_devices_less_its_allocations():
         "allocated": True,
         "claims": ["ml/trainer-extended-resources-x7k9m"],
         "taints": [],
+        "health": "healthy",
     }
 
 

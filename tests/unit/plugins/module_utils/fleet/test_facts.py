@@ -196,6 +196,7 @@ def test_project_node_keeps_only_what_the_facts_need():
         "schedulable": False,
         "taints": [{"key": "nvidia.com/gpu", "value": None, "effect": "NoSchedule"}],
         "location": ((), None, "z1", None, None),
+        "conditions": (),
     }
 
 
