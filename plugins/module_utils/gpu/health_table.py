@@ -196,10 +196,26 @@ def _expected_gpus(value: object, where: str) -> dict[str, int]:
     for model, count in value.items():
         if not isinstance(model, str) or not model.strip():
             raise OptionError(f"{where}: a model must be a non-empty string, got {model!r}")
+        if isinstance(count, str) and count.strip().isdigit():  # a templated value arrives as text
+            count = int(count)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise OptionError(f"{where}[{model!r}] must be a whole number of GPUs above 0, got {count!r}")
         expected[model.strip()] = count
     return expected
+
+
+def health_argument_spec() -> dict[str, Any]:
+    """The `health` option (a new dict each time: AnsibleModule fills sub-option defaults into it). Rows are
+    checked here, not by the argument spec, so that an error names the row's index."""
+    return {
+        "type": "dict",
+        "default": {},
+        "options": {
+            "builtin_signals": {"type": "bool", "default": True},
+            "signals": {"type": "list", "elements": "dict", "default": []},
+            "expected_gpus": {"type": "dict", "default": {}},
+        },
+    }
 
 
 def health_table_from_option(value: object, option: str = "health") -> HealthTable:

@@ -47,7 +47,7 @@ def test_user_rows_add_to_and_replace_the_builtin_ones():
                 {"taint": "example.com/gpu-bad"},
                 {"condition": "GPUHealthy", "bad_status": False},
             ],
-            "expected_gpus": {"NVIDIA-H100-80GB-HBM3": 8},
+            "expected_gpus": {"NVIDIA-H100-80GB-HBM3": 8, "Tesla-T4": "4"},
         }
     )
     assert table.conditions["GpuXIDProblem"].severity == DEGRADED
@@ -58,7 +58,7 @@ def test_user_rows_add_to_and_replace_the_builtin_ones():
     assert table.taints["example.com/gpu-bad"].severity == FAILED
     assert table.conditions["GPUHealthy"].bad_status == "False"
     assert table.conditions["GPUHealthy"].kind == SIGNAL_CONDITION
-    assert table.expected_gpus == {"NVIDIA-H100-80GB-HBM3": 8}
+    assert table.expected_gpus == {"NVIDIA-H100-80GB-HBM3": 8, "Tesla-T4": 4}
     assert len(table.rows) == len(BUILTIN_SIGNALS) + 3
 
 
@@ -86,7 +86,7 @@ def test_builtin_signals_can_be_left_out():
         ({"signals": [{"condition": "X", "producer": 3}]}, r"health.signals\[0\].producer must be a non-empty"),
         ({"expected_gpus": [8]}, "health.expected_gpus must be a dictionary"),
         ({"expected_gpus": {"H100": 0}}, r"health.expected_gpus\['H100'\] must be a whole number"),
-        ({"expected_gpus": {"H100": "8"}}, r"health.expected_gpus\['H100'\] must be a whole number"),
+        ({"expected_gpus": {"H100": "eight"}}, r"health.expected_gpus\['H100'\] must be a whole number"),
         ({"expected_gpus": {"H100": True}}, r"health.expected_gpus\['H100'\] must be a whole number"),
     ],
 )
