@@ -15,7 +15,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import TAINT_EFFECTS_THAT_KEEP_PODS_AWAY
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
+    keeps_pods_away,
+    taint_text,
+    tainted_device_text,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health_table import (
     DEGRADED,
     FAILED,
@@ -55,10 +59,6 @@ def worst(severities: Sequence[str]) -> str:
     return max(severities, key=HEALTH_STATUSES.index, default=HEALTHY)
 
 
-def _taint_text(taint: Mapping[str, Any]) -> str:
-    return f"{taint['key']}={taint.get('value') or ''}:{taint.get('effect') or ''}"
-
-
 def signal_problems(node: Mapping[str, Any], table: HealthTable) -> Iterator[HealthProblem]:
     """The table's conditions at their bad status, and the table's taints, on the node."""
     for condition in node.get("conditions", ()):
@@ -76,7 +76,7 @@ def signal_problems(node: Mapping[str, Any], table: HealthTable) -> Iterator[Hea
         signal = table.taints.get(taint["key"])
         if signal is not None:
             yield HealthProblem(
-                GPU_HEALTH_TAINT, signal.severity, {"taint": _taint_text(taint), "producer": signal.producer}
+                GPU_HEALTH_TAINT, signal.severity, {"taint": taint_text(taint), "producer": signal.producer}
             )
 
 
@@ -122,10 +122,9 @@ def plugin_problems(facts: Mapping[str, Any]) -> Iterator[HealthProblem]:
 
 def device_health(device: Mapping[str, Any]) -> str:
     """A DRA device: failed when a taint keeps pods away, degraded when its taints only report (effect None)."""
-    taints = device.get("taints") or []
-    if any(t.get("effect") in TAINT_EFFECTS_THAT_KEEP_PODS_AWAY for t in taints):
+    if keeps_pods_away(device):
         return FAILED
-    return DEGRADED if taints else HEALTHY
+    return DEGRADED if device["taints"] else HEALTHY
 
 
 def device_problems(devices: Sequence[Mapping[str, Any]], dra_counts: Mapping[str, int]) -> Iterator[HealthProblem]:
@@ -134,7 +133,7 @@ def device_problems(devices: Sequence[Mapping[str, Any]], dra_counts: Mapping[st
     tainted = [d for d in devices if d.get("taints")]
     if not tainted:
         return
-    unhealthy = [f"{d['name']} ({', '.join(map(_taint_text, d['taints']))})" for d in tainted]
+    unhealthy = [tainted_device_text(d) for d in tainted]
     none_left = dra_counts.get("capacity", 0) > 0 and dra_counts.get("allocatable", 0) <= 0
     yield HealthProblem(
         GPU_DEVICES_TAINTED, FAILED if none_left else DEGRADED, {"count": len(tainted), "devices": "; ".join(unhealthy)}
