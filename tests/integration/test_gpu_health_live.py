@@ -63,9 +63,9 @@ def ready(cluster: LocalCluster, name: str) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def health_nodes(cluster: LocalCluster):
-    """Seven KWOK GPU nodes of 4 Tesla T4s (GFD's count label says 4), made unhealthy one way each."""
+    """Eight KWOK GPU nodes of 4 Tesla T4s (GFD's count label says 4), made unhealthy one way each."""
     run = uuid.uuid4().hex[:8]
     names = {case: f"health-{run}-{case}" for case in ("ok", "withdrawn", "gke", "eks", "taint", "short", "npd")}
     names["plugin"] = f"health-{run}-plugin"
@@ -96,6 +96,11 @@ def health_nodes(cluster: LocalCluster):
     finally:
         for name in names.values():
             cluster.delete(f"/api/v1/nodes/{name}")
+        # The device-plugin pod of a node that is gone: no kubelet will confirm its end, so it goes at once
+        # rather than when the pod garbage collector finds it orphaned.
+        for pod in cluster.get(f"/api/v1/pods?fieldSelector=spec.nodeName%3D{names['plugin']}")["items"]:
+            metadata = pod["metadata"]
+            cluster.delete(f"/api/v1/namespaces/{metadata['namespace']}/pods/{metadata['name']}?gracePeriodSeconds=0")
         wait_until(
             lambda: not cluster.get(f"/api/v1/pods?fieldSelector=spec.nodeName%3D{names['plugin']}")["items"],
             timeout=120,
