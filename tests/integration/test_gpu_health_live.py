@@ -1,6 +1,7 @@
 """gpu_node_facts' health view against the local cluster: KWOK GPU nodes of this test made unhealthy in
 each way a real cluster says so, through the API the producers use (a status patch for a node
-condition or a withdrawn GPU, a taint, a device-plugin pod that is not Ready), and judged from the
+condition or a withdrawn GPU, a taint, a device-plugin pod that is not Ready, DeviceTaintRules on
+the devices of a DRA node's ResourceSlice), and judged from the
 same lists the facts always read. The nodes are removed at the end."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import LocalCluster, fleet_facts, run_ansible_module, wait_until
 
+from tests.cluster import dra
 from tests.cluster import fleet as fleet_file
 
 pytestmark = pytest.mark.cluster
@@ -183,3 +185,56 @@ def test_a_per_model_expectation_and_a_bad_row_of_the_option(cluster: LocalClust
 
 def by_name(facts: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {n["name"]: n for n in facts["nodes"]}
+
+
+RESOURCE = "/apis/resource.k8s.io/v1"
+
+
+def taint_rule(name: str, pool: str, device: str, effect: str) -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": name},
+        "spec": {
+            "deviceSelector": {"driver": dra.DRIVER, "pool": pool, "device": device},
+            "taint": {"key": "example.com/gpu-health-test", "value": "xid-79", "effect": effect},
+        },
+    }
+
+
+def test_a_dra_node_with_tainted_devices_is_degraded_then_failed(cluster: LocalCluster):
+    run = uuid.uuid4().hex[:8]
+    name = f"health-{run}-dra"
+    body = node_body(name, run, 0)
+    body["status"] = {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}
+    body["metadata"]["labels"].pop("nvidia.com/gpu.count")
+    rules = [f"health-{run}-gpu-0", f"health-{run}-gpu-1"]
+    status, reply = cluster.create("/api/v1/nodes", body)
+    assert status == 201, reply
+    slice_body = dra.resource_slice(
+        name, {"product": "NVIDIA H100 80GB HBM3", "gpus": 2, "memory": "80Gi", "mig": None}
+    )
+    try:
+        status, reply = cluster.create(f"{RESOURCE}/resourceslices", slice_body)
+        assert status == 201, reply
+        # gpu-0 only reported (effect None), gpu-1 kept away from new pods (NoSchedule): one GPU left.
+        for rule, device, effect in ((rules[0], "gpu-0", "None"), (rules[1], "gpu-1", "NoSchedule")):
+            status, reply = cluster.create(f"{RESOURCE}/devicetaintrules", taint_rule(rule, name, device, effect))
+            assert status == 201, reply
+        node = by_name(run_facts(cluster, [name]))[name]
+        assert (node["capacity"], node["allocatable"]) == (2, 1)
+        assert node["health"]["status"] == "degraded"
+        assert [(p["kind"], p["severity"]) for p in node["health"]["problems"]] == [("gpu_devices_tainted", "degraded")]
+        assert {d["name"]: d["health"] for d in node["dra"]["devices"]} == {"gpu-0": "degraded", "gpu-1": "failed"}
+        # The rule on gpu-0 made NoSchedule too: no GPU of the node is left, and the node has failed.
+        cluster.patch(f"{RESOURCE}/devicetaintrules/{rules[0]}", {"spec": {"taint": {"effect": "NoSchedule"}}})
+        facts = run_facts(cluster, [name])
+        node = by_name(facts)[name]
+        assert (node["allocatable"], node["health"]["status"]) == (0, "failed")
+        assert {d["name"]: d["health"] for d in node["dra"]["devices"]} == {"gpu-0": "failed", "gpu-1": "failed"}
+        assert facts["health"] == {"healthy": 0, "degraded": 0, "failed": 1}
+    finally:
+        for rule in rules:
+            cluster.delete(f"{RESOURCE}/devicetaintrules/{rule}")
+        cluster.delete(f"{RESOURCE}/resourceslices/{slice_body['metadata']['name']}")
+        cluster.delete(f"/api/v1/nodes/{name}")
