@@ -69,9 +69,9 @@ def condition(kind, status, reason="", message=""):
 
 
 def test_a_node_with_nothing_wrong_is_healthy():
-    status, problems, _ = verdict(
+    status, problems = verdict(
         compact([condition("AcceleratedHardwareReady", "True"), condition("XidCriticalError", "False")]), gpu_facts()
-    )
+    )[:2]
     assert (status, problems) == (HEALTHY, [])
 
 
@@ -184,7 +184,7 @@ def test_a_taint_that_only_reports_degrades_the_node_and_its_device():
 
 def test_the_node_takes_the_worst_of_its_problems():
     node = compact([condition("XidCriticalError", "True")], labels={"nvidia.com/gpu.count": "8"})
-    status, problems, _ = verdict(node, gpu_facts(capacity=8, allocatable=6))
+    status, problems = verdict(node, gpu_facts(capacity=8, allocatable=6))[:2]
     assert status == FAILED
     assert problems == [(GPU_HEALTH_CONDITION, FAILED), (GPUS_WITHDRAWN, DEGRADED)]
     assert worst([]) == HEALTHY
