@@ -78,7 +78,8 @@ fleet:
   description:
     - The fleet facts as the report reads them - per node C(name), C(model), C(capacity), C(allocatable),
       C(allocated), C(free), C(unhealthy), C(ready), C(schedulable), C(device_plugin_pod),
-      C(device_plugin_ready), C(gpu_sources), C(dra.kubelet_plugin_ready), the C(kind) of each problem,
+      C(device_plugin_ready), C(gpu_sources), C(dra.kubelet_plugin_ready), the C(kind) of each problem, the
+      C(health) (C(status), and C(kind), C(severity), C(problem), C(reason), C(remedy) of each problem),
       C(addresses), C(provider_id), C(zone), C(region) and C(instance_type); the C(totals), the C(problems)
       (C(node), C(kind), C(problem), C(reason), C(remedy)) and the C(notes).
     - Each field as M(kubegpu.scheduling.gpu_node_facts) returns it.

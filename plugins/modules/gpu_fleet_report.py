@@ -13,8 +13,10 @@ description:
     of M(kubegpu.scheduling.gpu_cluster_read), which reads them all at once), and writes it in the forms asked for.
   - "The report holds: totals per cluster and per model (nodes, capacity, allocatable, allocated, free, unhealthy),
     each cluster's status (V(ok), or V(failed) with the task and message of its error) and time taken, a per-node table
-    (model, the counts, the device-plugin state, the problem kinds, and where the host is: its preferred address, zone,
-    instance type and provider ID, where the facts carry them; the JSON adds all its addresses and its region), the
+    (model, the counts, the device-plugin state, the health status, the problem kinds, and where the host is: its
+    preferred address, zone, instance type and provider ID, where the facts carry them; the JSON adds all its
+    addresses and its region), the health view (how many GPU nodes are healthy, degraded and failed, per cluster and in all, and each problem of
+    the nodes that are not healthy with its remedy; not judged for facts that carry no health view), the
     problems with their remedies (the device-plugin findings, and the fleet problems they do not cover), the GPU use
     that bypasses the scheduler (the live audit's findings), notes, and where GPU work fits (per pool, the pods of each
     size that fit and on which nodes, the largest that fits on one node, the free GPUs stranded with why, and the

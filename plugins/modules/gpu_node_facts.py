@@ -61,6 +61,7 @@ author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
   - kubegpu.scheduling.model_labels
+  - kubegpu.scheduling.health
   - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
 options:
@@ -195,6 +196,12 @@ EXAMPLES = r"""
           commands:
             - [/usr/bin/acme-gpu-agent, "..."]
 
+- name: Judge health also by a node-problem-detector condition, and expect 8 GPUs on every H100 node
+  kubegpu.scheduling.gpu_node_facts:
+    health:
+      signals: [{condition: GPUXIDProblem, producer: node-problem-detector, severity: degraded}]
+      expected_gpus: {NVIDIA-H100-80GB-HBM3: 8}
+
 - name: Read another cluster's fleet into a variable of its own
   kubegpu.scheduling.gpu_node_facts:
     kubeconfig: ~/.kube/staging
@@ -288,10 +295,12 @@ ansible_facts:
             dra:
               description:
                 - What DRA says of the node. C(readable) is false when the DRA objects could not be read.
-                - C(device_count) is the devices of a GPU driver the node's ResourceSlices publish. C(devices) lists those
+                - "C(device_count) is the devices of a GPU driver the node's ResourceSlices publish. C(devices) lists those
                   that carry a taint (with O(dra_devices=all), every one), each with C(name), C(driver), C(pool), C(type)
                   (V(gpu), V(mig), V(vfio)), C(model), C(product_name), C(uuid), C(parent_uuid), C(memory),
-                  C(mig_profile), C(allocated), the C(claims) that hold it, and its C(taints).
+                  C(mig_profile), C(allocated), the C(claims) that hold it, its C(taints), and its C(health): V(failed)
+                  when a taint keeps pods away (V(NoSchedule), V(NoExecute)), V(degraded) when its taints only report
+                  (V(None)), else V(healthy)."
                 - C(pods) are the pods the allocated devices are reserved for; C(kubelet_plugin_pods) and
                   C(kubelet_plugin_ready) the driver's kubelet plugin here; C(slices) the ResourceSlices that name the node;
                   C(served_by_both), C(tainted_devices) and C(missing_devices) what its problems are about.
@@ -306,7 +315,7 @@ ansible_facts:
                   - {name: gpu-7, driver: gpu.nvidia.com, pool: dra-h100, type: gpu, model: NVIDIA-H100-80GB-HBM3,
                      product_name: NVIDIA H100 80GB HBM3, uuid: GPU-4d5c8a0e-0000-0000-0000-000000000007,
                      parent_uuid: null, memory: 80Gi, mig_profile: null, allocated: false, claims: [],
-                     taints: [{key: example.com/maintenance, value: hbm-errors, effect: NoExecute}]}
+                     taints: [{key: example.com/maintenance, value: hbm-errors, effect: NoExecute}], health: failed}
                 pods: [ml/trainer-0]
                 kubelet_plugin_pods: [nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-kubelet-plugin-7xk2p]
                 kubelet_plugin_ready: true
@@ -388,6 +397,16 @@ ansible_facts:
               description: The labels, capacity and DRA devices that make this a GPU node.
               type: dict
               sample: {labels: [nvidia.com/gpu.product=Tesla-T4], capacity: [capacity nvidia.com/gpu=4], dra_devices: 0}
+            health:
+              description:
+                - The node's C(status), V(healthy), V(degraded) or V(failed), and C(problems), each with a C(kind), its
+                  C(severity) (V(degraded), V(failed)), the C(problem), the C(reason) and a C(remedy).
+                - "Kinds: V(gpu_health_condition), V(gpu_health_taint), V(gpus_withdrawn), V(gpus_below_expected),
+                  V(gpu_plugin_not_ready), V(gpu_devices_tainted)."
+              type: dict
+              sample: {status: degraded, problems: [{kind: gpus_withdrawn, severity: degraded,
+                       problem: GPUs withdrawn by the device plugin,
+                       reason: "nvidia.com/gpu: capacity 8, allocatable 6 (2 withdrawn)", remedy: "..."}]}
             problems:
               description: The node's problems, each with a stable C(kind), the C(problem), the C(reason) and a
                 C(remedy).
@@ -441,6 +460,11 @@ ansible_facts:
               remedy: >-
                 GPU pods on this node share GPUs (ACK GPU sharing): for whole, exclusive GPUs run them in a node
                 pool labeled ack.node.gpu.schedule=default
+        health:
+          description: How many GPU nodes are V(healthy), V(degraded) and V(failed) (each node's C(health.status)).
+          returned: always
+          type: dict
+          sample: {healthy: 7, degraded: 1, failed: 1}
         dra:
           description: >-
             The DRA objects read: whether they could be (C(readable)), the DeviceClasses, the extended resources they map,
@@ -487,6 +511,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plug
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
     DEFAULT_EXEMPT_POD_SELECTORS,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health_table import (
+    health_argument_spec,
+    health_table_from_option,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import options_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
@@ -527,6 +555,7 @@ def argument_spec() -> dict[str, Any]:
             system_components=system_components_argument_spec(),
             page_size={"type": "int", "default": 500},
             dra_devices={"type": "str", "choices": ["problems", "all"], "default": "problems"},
+            health=health_argument_spec(),
         )
     )
 
@@ -542,7 +571,9 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         params["exempt_pod_selectors"],
         params["system_components"],
     )
-    options = replace(options, all_dra_devices=params["dra_devices"] == "all")
+    options = replace(
+        options, all_dra_devices=params["dra_devices"] == "all", health=health_table_from_option(params["health"])
+    )
     client = module_client(module)
     nodes, pods, plugins, dra = read_fleet(
         client, options, params["label_selector"], params["names"], params["page_size"]

@@ -13,6 +13,9 @@ import yaml
 from ansible_collections.kubegpu.scheduling.plugins.doc_fragments.connection import (
     ModuleDocFragment as ConnectionFragment,
 )
+from ansible_collections.kubegpu.scheduling.plugins.doc_fragments.health import (
+    ModuleDocFragment as HealthFragment,
+)
 from ansible_collections.kubegpu.scheduling.plugins.doc_fragments.model_labels import (
     ModuleDocFragment as ModelLabelsFragment,
 )
@@ -21,12 +24,18 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.refere
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import (
     CHECK_DEVICE_PLUGIN,
     CHECK_FLEET,
+    CHECK_HEALTH,
     CHECK_VALIDATOR,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import PROBLEM_TEXT
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
     DEFAULT_EXEMPT_POD_SELECTORS,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health import HEALTH_KINDS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health_table import (
+    BUILTIN_SIGNALS,
+    health_argument_spec,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
@@ -194,6 +203,26 @@ def test_gpu_node_facts_lists_exactly_the_fleet_kinds():
     problems = yaml.safe_load(gpu_node_facts.RETURN)["ansible_facts"]["contains"]["gpu_fleet"]["contains"]["problems"]
     kinds_line = next(line for line in problems["description"] if line.startswith("Kinds:"))
     assert documented_kinds(kinds_line) == {k.id for k in KINDS.of_check(CHECK_FLEET)} == set(PROBLEM_TEXT)
+
+
+def test_gpu_node_facts_lists_exactly_the_health_kinds():
+    nodes = yaml.safe_load(gpu_node_facts.RETURN)["ansible_facts"]["contains"]["gpu_fleet"]["contains"]["nodes"]
+    kinds_line = next(line for line in nodes["contains"]["health"]["description"] if line.startswith("Kinds:"))
+    assert documented_kinds(kinds_line) == {k.id for k in KINDS.of_check(CHECK_HEALTH)} == set(HEALTH_KINDS)
+
+
+def test_the_health_fragment_names_every_builtin_signal_and_the_spec_defaults():
+    doc = yaml.safe_load(HealthFragment.DOCUMENTATION)
+    notes = " ".join(" ".join(doc["notes"]).split())
+    named = set(re.findall(r"C\(([A-Za-z./-]+)(?:=(?:True|False))?\)", notes))
+    assert {s.name for s in BUILTIN_SIGNALS} <= named
+    for signal in BUILTIN_SIGNALS:
+        if signal.kind == "condition" and signal.bad_status != "True":
+            assert f"C({signal.name}={signal.bad_status})" in notes, signal.name
+    suboptions = doc["options"]["health"]["suboptions"]
+    spec = health_argument_spec()["options"]
+    assert {k: v.get("default") for k, v in suboptions.items()} == {k: v["default"] for k, v in spec.items()}
+    assert "kubegpu.scheduling.health" in yaml.safe_load(gpu_node_facts.DOCUMENTATION)["extends_documentation_fragment"]
 
 
 def test_docs_findings_holds_the_tables_generated_from_the_registry():

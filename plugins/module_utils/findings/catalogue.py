@@ -10,6 +10,7 @@ from __future__ import annotations
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import (
     device_plugin,
     fleet,
+    health,
     placement,
     plugin_config,
     plugin_deploy,
@@ -18,5 +19,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import KindRegistry
 
 KINDS = KindRegistry(
-    validator.KINDS, device_plugin.KINDS, fleet.KINDS, placement.KINDS, plugin_config.KINDS, plugin_deploy.KINDS
+    validator.KINDS,
+    device_plugin.KINDS,
+    fleet.KINDS,
+    health.KINDS,
+    placement.KINDS,
+    plugin_config.KINDS,
+    plugin_deploy.KINDS,
 )

@@ -23,6 +23,7 @@ CHECK_TITLES = {
     "validator": "Validator (`gpu_pod_validate`, `gpu_admission_policy`): `rule`",
     "device_plugin": "Device plugin and driver (`gpu_device_plugin_check`): `kind`",
     "fleet": "Fleet facts (`gpu_node_facts`): `kind` of `problems`",
+    "health": "Health view (`gpu_node_facts`): `kind` of `health.problems`",
     "placement": "Placement (`gpu_placement`)",
     "plugin_config": "Device-plugin config (`gpu_plugin_config`, `scripts/gpu-plugin-config-validate`): `kind`",
     "plugin_deploy": "Device-plugin deployment (`gpu_device_plugin`): `kind`",

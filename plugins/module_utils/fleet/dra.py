@@ -19,7 +19,6 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
     DEVICE_TYPE_GPU,
     GPU_DRIVERS,
-    TAINT_EFFECTS_THAT_KEEP_PODS_AWAY,
     DraObjects,
     claims_by_device,
     class_selects,
@@ -28,9 +27,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
     device_model,
     devices_by_node,
     is_gpu_class,
+    keeps_pods_away,
     pool_nodes,
+    tainted_device_text,
     with_rule_taints,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health import device_health
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 
 SOURCE_DEVICE_PLUGIN = "device_plugin"
@@ -107,10 +109,6 @@ def gpu_units(devices: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, An
     return list(units.values())
 
 
-def keeps_pods_away(device: Mapping[str, Any]) -> bool:
-    return any(t["effect"] in TAINT_EFFECTS_THAT_KEEP_PODS_AWAY for t in device["taints"])
-
-
 def _held(device: Mapping[str, Any], holders: Mapping[tuple[str, str, str], list[Mapping[str, Any]]]) -> bool:
     return bool(holders.get(device_key(device["driver"], device["pool"], device["name"])))
 
@@ -148,6 +146,7 @@ def device_facts(
         "allocated": bool(claims),
         "claims": sorted(namespaced_name(c) for c in claims),
         "taints": list(device["taints"]),
+        "health": device_health(device),
     }
 
 
@@ -174,12 +173,8 @@ def served_by_both(
     return found
 
 
-def _taint_text(taint: Mapping[str, Any]) -> str:
-    return f"{taint['key']}={taint['value'] or ''}:{taint['effect']}"
-
-
 def tainted_devices(devices: Iterable[Mapping[str, Any]]) -> list[str]:
-    return [f"{d['name']} ({', '.join(map(_taint_text, d['taints']))})" for d in devices if keeps_pods_away(d)]
+    return [tainted_device_text(d) for d in devices if keeps_pods_away(d)]
 
 
 def node_dra_facts(

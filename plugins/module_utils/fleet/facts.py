@@ -37,6 +37,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra impor
     node_dra_facts,
     unallocatable_pods,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.health import health_counts, node_health
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import (
     ROLE_DEVICE_PLUGIN,
     ROLE_DRA_PLUGIN,
@@ -257,6 +258,7 @@ def node_facts(
         "dra": dra_facts,
     }
     facts["problems"] = node_problems(facts, options)
+    facts["health"] = node_health(node, facts, options.health)
     return facts
 
 
@@ -376,6 +378,7 @@ def summarise(
         "nodes_without_capacity": [f["name"] for f in facts if f["capacity"] == 0],
         "problems": [{"node": f["name"], **problem} for f in facts for problem in f["problems"]]
         + _cluster_problems(pending, fleet, node_names, options),
+        "health": health_counts(facts),
         "dra": _dra_summary(dra),
         "notes": list(fleet.notes),
     }

@@ -35,9 +35,24 @@ def _dra_line(totals: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _health_lines(facts: Mapping[str, Any]) -> list[str]:
+    """The health counts, and each problem of the nodes that are not healthy; none for facts without them."""
+    health = facts.get("health")
+    if not isinstance(health, Mapping):
+        return []
+    counts = ", ".join(f"{health.get(status, 0)} {status}" for status in ("healthy", "degraded", "failed"))
+    lines = [f"health: {counts}"]
+    for node in facts.get("nodes") or []:
+        for problem in (node.get("health") or {}).get("problems") or []:
+            lines.append(
+                f"  {node.get('name')}: {problem.get('severity')}: {problem.get('problem')} ({problem.get('reason')})"
+            )
+    return lines
+
+
 def summary_lines(facts: Mapping[str, Any]) -> list[str]:
     """A table per model (nodes, GPUs, allocatable, allocated, free), the DRA share, then every
-    problem (those of no node under `cluster`) and the notes."""
+    problem (those of no node under `cluster`), the health counts and each health problem, and the notes."""
     models = facts.get("models") or {}
     rows: list[tuple[str, ...]] = [_COLUMNS]
     for name in sorted(models):
@@ -67,6 +82,7 @@ def summary_lines(facts: Mapping[str, Any]) -> list[str]:
     problems = facts.get("problems") or []
     lines.append(f"problems: {len(problems)}" if problems else "problems: none")
     lines += [f"  {p.get('node') or 'cluster'}: {p.get('problem')} ({p.get('reason')})" for p in problems]
+    lines += _health_lines(facts)
     notes = facts.get("notes") or []
     lines += [f"note: {note}" for note in notes]
     return lines

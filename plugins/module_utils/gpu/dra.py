@@ -212,6 +212,20 @@ def project_taint_rule(item: object) -> dict[str, Any] | None:
     }
 
 
+def keeps_pods_away(device: Mapping[str, Any]) -> bool:
+    """A projected device with a taint the scheduler honours (effect None only reports)."""
+    return any(t["effect"] in TAINT_EFFECTS_THAT_KEEP_PODS_AWAY for t in device["taints"])
+
+
+def taint_text(taint: Mapping[str, Any]) -> str:
+    return f"{taint['key']}={taint.get('value') or ''}:{taint.get('effect') or ''}"
+
+
+def tainted_device_text(device: Mapping[str, Any]) -> str:
+    """A device and its taints, as `gpu-3 (key=value:NoExecute)`."""
+    return f"{device['name']} ({', '.join(map(taint_text, device['taints']))})"
+
+
 def rule_selects(rule: Mapping[str, Any], device: Mapping[str, Any]) -> bool:
     return all(
         rule[key] in (None, device[field])

@@ -148,13 +148,19 @@ def label_signals(labels: Mapping[str, object], model_keys: Sequence[str] = DEFA
     return signals
 
 
-def label_gpu_count(labels: Mapping[str, object]) -> int | None:
-    """The GPU count a label states, if any (GFD's under MIG single is the MIG device count)."""
+def count_label(labels: Mapping[str, object]) -> tuple[str, int] | None:
+    """The first label that states a GPU count, and the count (GFD's under MIG single is the MIG device count)."""
     for key in COUNT_LABEL_KEYS:
         text = _label_text(labels, key)
         if text.isdigit():
-            return int(text)
+            return key, int(text)
     return None
+
+
+def label_gpu_count(labels: Mapping[str, object]) -> int | None:
+    """The GPU count a label states, if any."""
+    found = count_label(labels)
+    return found[1] if found else None
 
 
 def capacity_signals(capacity: Mapping[str, int], is_gpu: Callable[[str], bool]) -> list[str]:

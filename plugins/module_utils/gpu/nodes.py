@@ -16,6 +16,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
     as_mapping,
+    as_text,
     condition_true,
     object_parts,
     string_map,
@@ -79,6 +80,16 @@ def preferred_address(addresses: Sequence[Mapping[str, str]], preference: Sequen
     return None
 
 
+def health_conditions(status: Mapping[str, Any], known: Mapping[str, Any]) -> tuple[dict[str, str], ...]:
+    """The node's conditions of the types the health table knows, with status, reason and message."""
+    found = []
+    for condition in map(as_mapping, as_list(status.get("conditions"))):
+        kind = condition.get("type")
+        if isinstance(kind, str) and kind in known:
+            found.append({key: as_text(condition.get(key)) for key in ("type", "status", "reason", "message")})
+    return tuple(found)
+
+
 def project_node(node: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[str, Any] | None:
     """The fields of a Node the facts need, or None for something that is not a named node."""
     parts = object_parts(node)
@@ -95,4 +106,5 @@ def project_node(node: object, options: FleetOptions = DEFAULT_OPTIONS) -> dict[
         "schedulable": not spec.get("unschedulable", False),
         "taints": node_taints(spec),
         "location": _location(labels, spec, status),
+        "conditions": health_conditions(status, options.health.conditions),
     }

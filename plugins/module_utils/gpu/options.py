@@ -19,6 +19,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plug
     DEFAULT_DRA_PLUGIN_SELECTORS,
     DEFAULT_EXEMPT_POD_SELECTORS,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health_table import BUILTIN_TABLE, HealthTable
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
     DEFAULT_MODEL_LABEL_KEYS,
     VERSION_LABELS,
@@ -52,6 +53,8 @@ class FleetOptions:
     components: ComponentCatalogue = field(default=BUILTIN_CATALOGUE, compare=False)
     # The facts list every DRA device (True), or only those with a problem (gpu_node_facts' dra_devices).
     all_dra_devices: bool = False
+    # The health signals and expected GPU counts the health view judges by (gpu_node_facts' health).
+    health: HealthTable = field(default=BUILTIN_TABLE, compare=False)
 
     def counts(self, resource: str) -> bool:
         """Whether a resource counts as whole GPUs in capacity, allocatable and allocated."""

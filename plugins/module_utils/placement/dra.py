@@ -26,10 +26,6 @@ class DraFree:
     readable: bool = True
 
 
-def _tainted(device: Mapping[str, Any]) -> bool:
-    return any(t["effect"] in gpu_dra.TAINT_EFFECTS_THAT_KEEP_PODS_AWAY for t in device["taints"])
-
-
 def _blocked_parts(devices: Sequence[Mapping[str, Any]], held: set[tuple[str, str, str]]) -> tuple[set[str], set[str]]:
     """The GPU UUIDs and counter sets of which some device is held."""
     uuids: set[str] = set()
@@ -43,7 +39,7 @@ def _blocked_parts(devices: Sequence[Mapping[str, Any]], held: set[tuple[str, st
 
 def _is_free(device: Mapping[str, Any], held: set[tuple[str, str, str]], blocked: tuple[set[str], set[str]]) -> bool:
     uuids, counters = blocked
-    if gpu_dra.device_key(device["driver"], device["pool"], device["name"]) in held or _tainted(device):
+    if gpu_dra.device_key(device["driver"], device["pool"], device["name"]) in held or gpu_dra.keeps_pods_away(device):
         return False
     if any(u in uuids for u in (device["uuid"], device["parent_uuid"]) if u):
         return False
@@ -60,7 +56,7 @@ def dra_free(dra: gpu_dra.DraObjects) -> DraFree:
         blocked = _blocked_parts(devices, held)
         free[node] = [d for d in devices if _is_free(d, held, blocked)]
         published[node] = len(devices)
-        withdrawn[node] = sum(1 for d in devices if d["type"] == gpu_dra.DEVICE_TYPE_GPU and _tainted(d))
+        withdrawn[node] = sum(1 for d in devices if d["type"] == gpu_dra.DEVICE_TYPE_GPU and gpu_dra.keeps_pods_away(d))
     return DraFree(
         free=free,
         withdrawn=withdrawn,

@@ -28,6 +28,7 @@ NODE_FIELDS = (
     "instance_type",
 )
 FLEET_PROBLEM_FIELDS = ("node", "kind", "problem", "reason", "remedy")
+HEALTH_PROBLEM_FIELDS = ("kind", "severity", "problem", "reason", "remedy")
 PLUGIN_FINDING_FIELDS = ("node", "kind", "severity", "subject", "problem", "remedy")
 AUDIT_FINDING_FIELDS = (
     "rule",
@@ -62,6 +63,11 @@ def fleet_node(node: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(node.get("dra"), Mapping):
         row["dra"] = _fields(node["dra"], ("kubelet_plugin_ready",))
     row["problems"] = _rows(node.get("problems"), ("kind",))
+    if isinstance(node.get("health"), Mapping):
+        row["health"] = {
+            "status": node["health"].get("status"),
+            "problems": _rows(node["health"].get("problems"), HEALTH_PROBLEM_FIELDS),
+        }
     return row
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import severity_rank
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health_table import HEALTH_STATUSES, HEALTHY
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import ADDRESS_TYPES, preferred_address
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 
@@ -22,6 +23,7 @@ UNKNOWN_MODEL = "unknown"
 SOURCES = ("fleet", "device_plugin", "pod_audit", "placement")
 PENDING_TEXTS = ("resource", "reason", "remedy", "message", "scheduler_said")
 PLACEMENT_FINDING_TEXTS = ("kind", "severity", "pool", "message", "remedy")
+HEALTH_PROBLEM_TEXTS = ("kind", "severity", "problem", "reason", "remedy")
 
 
 def _zero_counts() -> dict[str, int]:
@@ -79,11 +81,38 @@ def report_node(fleet_node: Mapping[str, Any], plugin_node: Mapping[str, Any] | 
         "ready": bool(fleet_node.get("ready")),
         "schedulable": fleet_node.get("schedulable", True) is not False,
         "plugin": plugin_state(fleet_node),
+        "health": _text_or_none(_as_mapping(fleet_node.get("health")).get("status")),
         "plugin_pod": fleet_node.get("device_plugin_pod"),
         "gpu_sources": list(fleet_node.get("gpu_sources") or []),
         "problems": sorted({str(kind) for kind in kinds if kind}),
         **node_location(fleet_node),
     }
+
+
+def report_health(fleet: Mapping[str, Any]) -> dict[str, Any] | None:
+    """How many GPU nodes are healthy, degraded and failed, and the problems of those that are not healthy;
+    None when the facts carry no health view (a collection older than it)."""
+    judged = [n for n in fleet.get("nodes") or [] if isinstance(n, Mapping) and isinstance(n.get("health"), Mapping)]
+    if not judged:
+        return None
+    counts = dict.fromkeys(HEALTH_STATUSES, 0)
+    unhealthy = []
+    for node in judged:
+        status = str(node["health"].get("status") or "")
+        if status in counts:
+            counts[status] += 1
+        if status != HEALTHY:
+            problems = [
+                _texts(p, HEALTH_PROBLEM_TEXTS) for p in node["health"].get("problems") or [] if isinstance(p, Mapping)
+            ]
+            unhealthy.append({"node": str(node.get("name") or ""), "status": status, "problems": problems})
+    return {**counts, "nodes": sorted(unhealthy, key=_worst_first)}
+
+
+def _worst_first(entry: Mapping[str, Any]) -> tuple[int, str]:
+    """Failed nodes first, then degraded ones (a status not known last), each by name."""
+    status = entry["status"]
+    return (-HEALTH_STATUSES.index(status) if status in HEALTH_STATUSES else 0, entry["node"])
 
 
 def _problem_key(problem: Mapping[str, Any]) -> tuple:
@@ -285,6 +314,7 @@ def report_cluster(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         "models": [{"model": model, **counts} for model, counts in sorted(_models(nodes).items())],
         "nodes": sorted(nodes, key=lambda node: str(node["name"])),
         "problems": report_problems(fleet, plugin),
+        "health": report_health(fleet),
         "device_plugin": {
             "checked": bool(plugin),
             "healthy": plugin.get("healthy") if plugin else None,
@@ -322,6 +352,8 @@ def build_report(clusters: Any, title: str = "GPU fleet report", generated_at: s
             counts = {"clusters": 1, **{key: row[key] for key in ("nodes", *COUNTS)}}
             _add(models.setdefault(row["model"], {"clusters": 0, **_zero_counts()}), counts)
     failed = [entry["name"] for entry in entries if entry["status"] == FAILED]
+    judged = [entry["health"] for entry in entries if entry["health"] is not None]
+    health = {status: sum(h[status] for h in judged) for status in HEALTH_STATUSES} if judged else None
     return {
         "schema": SCHEMA,
         "title": title,
@@ -332,6 +364,7 @@ def build_report(clusters: Any, title: str = "GPU fleet report", generated_at: s
             **totals,
             "problems": sum(len(entry["problems"]) for entry in entries),
             "bypass_findings": sum(len(entry["bypass"]) for entry in entries),
+            "health": health,
         },
         "models": [{"model": model, **counts} for model, counts in sorted(models.items())],
         "failed_clusters": failed,

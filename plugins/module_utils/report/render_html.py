@@ -14,6 +14,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text imp
     ADMISSION_COLUMNS,
     BYPASS_COLUMNS,
     COUNT_COLUMNS,
+    HEALTH_COLUMNS,
     NODE_COLUMNS,
     PENDING_COLUMNS,
     PLACEMENT_FINDING_COLUMNS,
@@ -22,6 +23,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text imp
     admission_cells,
     cells,
     cluster_status,
+    health_counts,
+    health_rows,
     node_cells,
     pending_rows,
     placement_fit_rows,
@@ -108,6 +111,11 @@ def _cluster_section(index: int, cluster: Mapping[str, Any]) -> str:
     if cluster["nodes"]:
         parts.append("<h3>Nodes</h3>")
         parts.append(table(f"nodes-{index}", NODE_COLUMNS, [node_cells(node) for node in cluster["nodes"]]))
+    if cluster.get("health") is not None:
+        parts.append(f'<h3>Health</h3><p id="health-{index}">{h(health_counts(cluster["health"]))}.</p>')
+        rows = health_rows(cluster["health"])
+        if rows:
+            parts.append(table(f"health-{index}-nodes", HEALTH_COLUMNS, rows))
     if cluster["problems"]:
         rows = [cells(p, PROBLEM_COLUMNS) for p in cluster["problems"]]
         parts.append(titled_table("h3", "Problems and remedies", f"problems-{index}", PROBLEM_COLUMNS, rows))
@@ -189,6 +197,7 @@ def render_html(report: Mapping[str, Any]) -> str:
     if report.get("generated_at"):
         parts.append(f'<p class="muted">generated {h(report["generated_at"])}</p>')
     parts.append(f'<p id="summary">{h(summary)}</p>')
+    parts.append(f'<p id="health">Health: {h(health_counts(totals["health"]))}.</p>')
     if report["failed_clusters"]:
         parts.append(f'<p class="failed">failed: {h(", ".join(report["failed_clusters"]))}</p>')
     parts.append("<h2>Clusters</h2>")

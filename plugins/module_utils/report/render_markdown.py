@@ -64,6 +64,10 @@ def _cluster_section(cluster: Mapping[str, Any]) -> list[str]:
     if cluster["nodes"]:
         lines += ["", "### Nodes", ""]
         lines += table(shared.NODE_COLUMNS, [shared.node_cells(node) for node in cluster["nodes"]])
+    if cluster.get("health") is not None:
+        lines += ["", "### Health", "", md(shared.health_counts(cluster["health"])) + "."]
+        rows = shared.health_rows(cluster["health"])
+        lines += ["", *table(shared.HEALTH_COLUMNS, rows)] if rows else []
     if cluster["problems"]:
         lines += ["", "### Problems and remedies", ""]
         lines += table(shared.PROBLEM_COLUMNS, [shared.cells(p, shared.PROBLEM_COLUMNS) for p in cluster["problems"]])
@@ -123,6 +127,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         f"{totals['problems']} problems, {totals['bypass_findings']} bypass findings."
     )
     lines.append(md(summary))
+    lines += ["", md(f"Health: {shared.health_counts(totals['health'])}.")]
     if report["failed_clusters"]:
         lines += ["", "Failed: " + ", ".join(md(name) for name in report["failed_clusters"]) + "."]
     lines += ["", "## Clusters", ""]

@@ -10,7 +10,9 @@ from typing import Any
 COUNT_COLUMNS = ("capacity", "allocatable", "allocated", "free", "unhealthy")
 # Where the node's host is: the report's node keys, shown as they are.
 LOCATION_COLUMNS = ("address", "zone", "instance_type", "provider_id")
-NODE_COLUMNS = ("node", "model", *COUNT_COLUMNS, "plugin", "problems", *LOCATION_COLUMNS)
+NODE_COLUMNS = ("node", "model", *COUNT_COLUMNS, "plugin", "health", "problems", *LOCATION_COLUMNS)
+# One row per problem of each GPU node that is not healthy (the cluster's `health`).
+HEALTH_COLUMNS = ("node", "status", "severity", "problem", "reason", "remedy")
 PROBLEM_COLUMNS = ("severity", "subject", "problem", "reason", "remedy")
 BYPASS_COLUMNS = ("rule", "severity", "object", "container", "message", "remedy")
 # One row per admission policy of the cluster's `admission` (admission/plan.py's enforcement_status).
@@ -45,9 +47,26 @@ def node_cells(node: Mapping[str, Any]) -> list[str]:
         str(node["model"]),
         *(str(node[key]) for key in COUNT_COLUMNS),
         str(node["plugin"]),
+        or_dash(node.get("health")),
         ", ".join(node["problems"]) or "-",
         *(or_dash(node.get(key)) for key in LOCATION_COLUMNS),
     ]
+
+
+def health_counts(health: Mapping[str, Any] | None) -> str:
+    """The health view's counts in words, or why there are none."""
+    if health is None:
+        return "not judged (the fleet facts carry no health view)"
+    return f"{health['healthy']} healthy, {health['degraded']} degraded, {health['failed']} failed GPU nodes"
+
+
+def health_rows(health: Mapping[str, Any] | None) -> list[list[str]]:
+    """A row per problem of each node that is not healthy, in HEALTH_COLUMNS order."""
+    rows = []
+    for node in (health or {}).get("nodes") or []:
+        for problem in node["problems"] or [{}]:
+            rows.append([node["node"], node["status"], *cells(problem, HEALTH_COLUMNS[2:])])
+    return rows
 
 
 def cells(entry: Mapping[str, Any], columns: tuple[str, ...]) -> list[str]:

@@ -252,6 +252,7 @@ def test_a_dra_node_counts_its_devices_less_its_allocations():
         "allocated": True,
         "claims": ["ml/trainer-extended-resources-x7k9m"],
         "taints": [],
+        "health": "healthy",
     }
 
 
@@ -636,3 +637,39 @@ def test_by_default_only_the_devices_with_a_taint_are_listed_and_all_are_counted
     every = by_name(facts_of(nodes, pods, [resource_slice("dra-h100", devices)], [held], (), EVERY_DEVICE))["dra-h100"]
     assert [d["name"] for d in every["dra"]["devices"]] == ["gpu-0", "gpu-1", "gpu-2"]
     assert {**every, "dra": {**every["dra"], "devices": node["dra"]["devices"]}} == node
+
+
+# --- the health view of DRA nodes ------------------------------------------------------------------
+
+
+def test_health_of_dra_devices_tainted_by_rules_and_slices():
+    slices = [
+        resource_slice("dra-h100", [full_gpu(i, "dra-h100") for i in range(4)]),
+        resource_slice("dra-a100", [full_gpu(i, "dra-a100", product=A100) for i in range(2)]),
+        resource_slice("dra-ok", [full_gpu(i, "dra-ok") for i in range(2)]),
+    ]
+    nodes = [make_node(name) for name in ("dra-h100", "dra-a100", "dra-ok")]
+    facts = facts_with_rules(taint_rules(), slices, nodes, [dra_plugin(n) for n in ("dra-h100", "dra-a100", "dra-ok")])
+    h100, a100, ok = (by_name(facts)[name] for name in ("dra-h100", "dra-a100", "dra-ok"))
+    # One of four GPUs tainted NoExecute (and one only reported, effect None): degraded, each device judged.
+    assert h100["health"]["status"] == "degraded"
+    assert [p["kind"] for p in h100["health"]["problems"]] == ["gpu_devices_tainted"]
+    assert h100["health"]["problems"][0]["reason"].startswith("2 device(s): gpu-0 (example.com/maintenance=:None)")
+    assert {d["name"]: d["health"] for d in h100["dra"]["devices"]} == {"gpu-0": "degraded", "gpu-3": "failed"}
+    # The rule for the whole pool leaves no GPU of the node allocatable: failed.
+    assert a100["health"]["status"] == "failed"
+    assert a100["health"]["problems"][0]["severity"] == "failed"
+    assert ok["health"] == {"status": "healthy", "problems": []}
+    assert facts["health"] == {"healthy": 1, "degraded": 1, "failed": 1}
+
+
+def test_a_dra_kubelet_plugin_not_ready_fails_the_node():
+    facts = facts_of(
+        [make_node("dra-h100")],
+        [dra_plugin("dra-h100", ready=False)],
+        [resource_slice("dra-h100", [full_gpu(0, "dra-h100")])],
+    )
+    health = by_name(facts)["dra-h100"]["health"]
+    assert health["status"] == "failed"
+    assert [(p["kind"], p["severity"]) for p in health["problems"]] == [("gpu_plugin_not_ready", "failed")]
+    assert "DRA kubelet plugin, not Ready: nvidia-dra-driver-gpu/" in health["problems"][0]["reason"]

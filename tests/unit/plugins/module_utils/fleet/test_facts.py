@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import (
@@ -18,6 +20,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projectio
     ROLE_WORKLOAD,
     project_pod,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health_table import health_table_from_option
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS, options_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import pod_gpus
@@ -196,6 +199,7 @@ def test_project_node_keeps_only_what_the_facts_need():
         "schedulable": False,
         "taints": [{"key": "nvidia.com/gpu", "value": None, "effect": "NoSchedule"}],
         "location": ((), None, "z1", None, None),
+        "conditions": (),
     }
 
 
@@ -548,3 +552,100 @@ def test_custom_resource_name_in_problem_text():
     options = options_from_params(resource_names=["example.com/gpu"])
     facts = fleet([make_node("n", labels=GFD)], [plugin_pod("n")], options)
     assert facts["problems"][0]["problem"] == "GPU labels but no example.com/gpu capacity"
+
+
+# --- the health view ---------------------------------------------------------------------------------
+
+
+def with_conditions(node, *conditions):
+    node["status"]["conditions"] += [dict(c) for c in conditions]
+    return node
+
+
+def test_health_of_device_plugin_nodes_by_each_signal_and_the_counts():
+    counted = GFD  # its nvidia.com/gpu.count is 8
+    nodes = [
+        make_node("ok", 8, labels=counted),
+        with_conditions(
+            make_node("eks-xid", 8, labels=counted),
+            {
+                "type": "AcceleratedHardwareReady",
+                "status": "False",
+                "reason": "NvidiaXID79Error",
+                "message": "fell off",
+            },
+        ),
+        make_node("withdrawn", 8, allocatable=6, labels=counted),
+        make_node("lost-one", 7, labels=counted),
+        make_node(
+            "nvsentinel",
+            8,
+            labels=counted,
+            taints=[{"key": "nvidia.com/gpu-xid-error", "value": "true", "effect": "NoSchedule"}],
+        ),
+        make_node("plugin-down", 8, labels=counted),
+    ]
+    pods = [plugin_pod(n["metadata"]["name"], ready=n["metadata"]["name"] != "plugin-down") for n in nodes]
+    facts = fleet(nodes, pods)
+    health = {name: node["health"] for name, node in by_name(facts).items()}
+    assert health["ok"] == {"status": "healthy", "problems": []}
+    assert [(name, h["status"], [p["kind"] for p in h["problems"]]) for name, h in sorted(health.items())] == [
+        ("eks-xid", "failed", ["gpu_health_condition"]),
+        ("lost-one", "degraded", ["gpus_below_expected"]),
+        ("nvsentinel", "failed", ["gpu_health_taint"]),
+        ("ok", "healthy", []),
+        ("plugin-down", "failed", ["gpu_plugin_not_ready"]),
+        ("withdrawn", "degraded", ["gpus_withdrawn"]),
+    ]
+    assert health["eks-xid"]["problems"][0] == {
+        "kind": "gpu_health_condition",
+        "severity": "failed",
+        "problem": "GPU health condition reported",
+        "reason": "EKS node monitoring agent: AcceleratedHardwareReady=False (NvidiaXID79Error): fell off",
+        "remedy": health["eks-xid"]["problems"][0]["remedy"],
+    }
+    assert "follow the action its producer recommends" in health["eks-xid"]["problems"][0]["remedy"]
+    assert health["withdrawn"]["problems"][0]["reason"] == "nvidia.com/gpu: capacity 8, allocatable 6 (2 withdrawn)"
+    assert health["lost-one"]["problems"][0]["reason"] == "7 registered, 8 expected (label nvidia.com/gpu.count)"
+    assert facts["health"] == {"healthy": 1, "degraded": 2, "failed": 3}
+    # The health view adds nothing to the fleet problems: the withdrawn GPUs and the plugin were there already.
+    assert sorted((p["node"], p["kind"]) for p in facts["problems"]) == [
+        ("plugin-down", PROBLEM_PLUGIN_NOT_READY),
+        ("withdrawn", PROBLEM_UNHEALTHY),
+    ]
+
+
+def test_health_by_the_option_rows_and_the_expected_count_per_model():
+    table = health_table_from_option(
+        {
+            "signals": [{"condition": "GPUXIDProblem", "severity": "degraded", "producer": "node-problem-detector"}],
+            "expected_gpus": {"NVIDIA-H100-80GB-HBM3": 8},
+        }
+    )
+    options = replace(DEFAULT_OPTIONS, health=table)
+    uncounted = {k: v for k, v in GFD.items() if k != "nvidia.com/gpu.count"}
+    npd = with_conditions(
+        make_node("npd", 8, labels=uncounted), {"type": "GPUXIDProblem", "status": "True", "reason": "XID48"}
+    )
+    short = make_node("short", 4, labels=uncounted)
+    facts = fleet([npd, short], [plugin_pod("npd"), plugin_pod("short")], options)
+    health = {name: node["health"] for name, node in by_name(facts).items()}
+    assert [(p["kind"], p["severity"]) for p in health["npd"]["problems"]] == [("gpu_health_condition", "degraded")]
+    assert health["npd"]["problems"][0]["reason"] == "node-problem-detector: GPUXIDProblem=True (XID48): no message"
+    assert health["short"]["problems"][0]["reason"] == (
+        "4 registered, 8 expected (health.expected_gpus for NVIDIA-H100-80GB-HBM3)"
+    )
+    assert facts["health"] == {"healthy": 0, "degraded": 2, "failed": 0}
+    # Without the option the same nodes are healthy: the condition is unknown and no count is expected.
+    assert fleet([npd, short], [plugin_pod("npd"), plugin_pod("short")])["health"]["healthy"] == 2
+
+
+def test_the_projection_keeps_only_the_conditions_the_table_knows():
+    node = with_conditions(
+        make_node("n", 8),
+        {"type": "XidCriticalError", "status": "True", "reason": '{"79":true}', "message": "boot-id"},
+        {"type": "KernelDeadlock", "status": "False"},
+    )
+    assert project_node(node)["conditions"] == (
+        {"type": "XidCriticalError", "status": "True", "reason": '{"79":true}', "message": "boot-id"},
+    )

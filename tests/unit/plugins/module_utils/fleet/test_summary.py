@@ -33,3 +33,24 @@ def test_diagnosis_explains_missing_capacity():
     assert "device-plugin pod" in text and "driver" in text
     assert "no node looks like a GPU node" in preflight_diagnosis({"nodes": [], "totals": {}})
     assert summary_lines({})[-1] == "problems: none"
+
+
+def test_summary_counts_the_nodes_by_health_and_names_each_health_problem():
+    problem = {
+        "severity": "degraded",
+        "problem": "GPUs withdrawn by the device plugin",
+        "reason": "capacity 4, allocatable 3",
+    }
+    facts = {
+        **FACTS,
+        "nodes": [{"name": "a", "health": {"status": "degraded", "problems": [problem]}}, {"name": "b"}],
+        "health": {"healthy": 1, "degraded": 1, "failed": 0},
+        "notes": ["a note"],
+    }
+    lines = summary_lines(facts)
+    assert lines[-3:] == [
+        "health: 1 healthy, 1 degraded, 0 failed",
+        "  a: degraded: GPUs withdrawn by the device plugin (capacity 4, allocatable 3)",
+        "note: a note",
+    ]
+    assert not any(line.startswith("health:") for line in summary_lines(FACTS))
