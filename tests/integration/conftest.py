@@ -41,6 +41,8 @@ CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
     # Removal of what is not there: reads only, so a working connection changes nothing.
     "gpu_admission_policy": {"state": "absent"},
     "gpu_placement": {},
+    # A node that does not exist: reads only.
+    "gpu_node_quarantine": {"nodes": ["never-created"], "reason": "connection check"},
     "gpu_pod": {
         "definition": {
             "apiVersion": "v1",
