@@ -12,12 +12,15 @@ pods and the budget are the test's own and gone at its end.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import uuid
 from collections import Counter
+from typing import Any
 
 import pytest
-from conftest import LocalCluster, run_ansible_module, wait_until
+from conftest import ANSIBLE_BIN, LocalCluster, ansible_env, run_ansible_module, wait_until
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import (
     QUARANTINE_TAINT_KEY,
@@ -51,6 +54,19 @@ def writes(cluster: LocalCluster) -> Counter[tuple[str, str, str, str]]:
             key = (labels["verb"], labels["resource"], subresource, labels["code"])
             counts[key] += int(float(match["value"]))
     return counts
+
+
+def run_with_diff(cluster: LocalCluster, args: dict[str, Any], *flags: str) -> tuple[str, dict[str, Any]]:
+    """The module through `ansible --diff` with the default output: (the diff it printed, the result)."""
+    command = [str(ANSIBLE_BIN / "ansible"), "localhost", "-m", "kubegpu.scheduling.gpu_node_quarantine", "--diff"]
+    command += [*flags, "-a", json.dumps(args)]
+    done = subprocess.run(
+        command, check=False, env=ansible_env(cluster.kubeconfig), capture_output=True, text=True, timeout=180
+    )
+    marker = re.search(r"^localhost \| [A-Z!]+ => ", done.stdout, re.MULTILINE)
+    if not marker:
+        pytest.fail(f"ansible printed no result (rc {done.returncode}): {done.stdout}\n{done.stderr}")
+    return done.stdout[: marker.start()], json.loads(done.stdout[marker.end() :])
 
 
 def since(before: Counter, after: Counter) -> dict:
@@ -210,8 +226,8 @@ def test_quarantine_plans_in_check_mode_what_it_then_does_evicting_only_gpu_pods
         }
         # --- check mode: the whole plan, no write ---------------------------------------------------
         start = writes(cluster)
-        status, checked, done = run_ansible_module(cluster.kubeconfig, "gpu_node_quarantine", args, "--check", "--diff")
-        assert status == "CHANGED", done.stdout
+        printed, checked = run_with_diff(cluster, args, "--check")
+        assert checked["changed"] is True and not checked.get("failed"), checked.get("msg")
         assert since(start, writes(cluster)) == {}
         assert checked["writes"] == 0
         assert checked["quarantined"] == [healthy, cordoned]
@@ -227,15 +243,18 @@ def test_quarantine_plans_in_check_mode_what_it_then_does_evicting_only_gpu_pods
         assert serve["blocked_by"] == ["keep-serve"]
         assert serve["budgets"] == [{"name": "keep-serve", "disruptions_allowed": 0, "allows": False}]
         assert checked["pools"] == {f"model={MODEL}": {"out_of_service": 16, "limit": 16}}
-        assert [d["before_header"] for d in checked["diff"]] == [f"node/{healthy}", f"node/{cordoned}"]
+        assert printed.count("+++ after: node/") == 2, printed
+        assert f"+++ after: node/{healthy}" in printed and f"+++ after: node/{cordoned}" in printed
+        assert "+spec.taints: kubegpu.io/quarantine:NoSchedule" in printed and "+spec.unschedulable: true" in printed
         assert {n: cluster.get(f"/api/v1/nodes/{n}")["spec"] for n in names} == {
             n: before_nodes[n]["spec"] for n in names
         }
 
         # --- the real run -------------------------------------------------------------------------
         start = writes(cluster)
-        status, applied, done = run_ansible_module(cluster.kubeconfig, "gpu_node_quarantine", args, "--diff")
-        assert status == "CHANGED", done.stdout
+        printed_run, applied = run_with_diff(cluster, args)
+        assert applied["changed"] is True and not applied.get("failed"), applied.get("msg")
+        assert printed_run.count("+++ after: node/") == 2, printed_run
         # The node lifecycle controller answers the cordon with its own taint, one PATCH of its own.
         wait_until(lambda: taint_keys(cluster, healthy) >= {UNSCHEDULABLE_TAINT}, 60, what="the controller's taint")
         sent = since(start, writes(cluster))
