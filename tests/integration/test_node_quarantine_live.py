@@ -57,7 +57,8 @@ def writes(cluster: LocalCluster) -> Counter[tuple[str, str, str, str]]:
 
 
 def run_with_diff(cluster: LocalCluster, args: dict[str, Any], *flags: str) -> tuple[str, dict[str, Any]]:
-    """The module through `ansible --diff` with the default output: (the diff it printed, the result)."""
+    """The module through `ansible --diff` with the default output: (the diff it printed, the result, with
+    what ansible printed on stderr, its warnings, as `stderr`)."""
     command = [str(ANSIBLE_BIN / "ansible"), "localhost", "-m", "kubegpu.scheduling.gpu_node_quarantine", "--diff"]
     command += [*flags, "-a", json.dumps(args)]
     done = subprocess.run(
@@ -66,7 +67,9 @@ def run_with_diff(cluster: LocalCluster, args: dict[str, Any], *flags: str) -> t
     marker = re.search(r"^localhost \| [A-Z!]+ => ", done.stdout, re.MULTILINE)
     if not marker:
         pytest.fail(f"ansible printed no result (rc {done.returncode}): {done.stdout}\n{done.stderr}")
-    return done.stdout[: marker.start()], json.loads(done.stdout[marker.end() :])
+    result = json.loads(done.stdout[marker.end() :])
+    result["stderr"] = done.stderr
+    return done.stdout[: marker.start()], result
 
 
 def since(before: Counter, after: Counter) -> dict:
@@ -270,7 +273,7 @@ def test_quarantine_plans_in_check_mode_what_it_then_does_evicting_only_gpu_pods
         assert applied["writes"] == sum(v for k, v in sent.items() if k[:2] != ("DELETE", "pods")) - 1
         assert applied["evicted"] == [f"{namespace}/train"]
         assert [(b["pod"], b["budgets"]) for b in applied["blocked"]] == [(f"{namespace}/serve", ["keep-serve"])]
-        assert any("keep-serve" in w for w in applied.get("warnings", []))
+        assert f"{namespace}/serve (PodDisruptionBudget keep-serve)" in " ".join(applied["stderr"].split())
         blocked = [f for f in applied["findings"] if f["kind"] == "quarantine.eviction_blocked_by_budget"]
         assert [f["subject"] for f in blocked] == [f"{namespace}/serve"]
         assert f"PodDisruptionBudget {namespace}/keep-serve" in blocked[0]["problem"]
