@@ -276,7 +276,8 @@ eviction_failed:
   elements: dict
   sample: []
 pools:
-  description: Per pool, the GPUs out of service after the run (quarantined or cordoned) and the breaker's limit.
+  description: Per pool of the nodes asked, the GPUs out of service after the run (quarantined or cordoned) and
+    the breaker's limit.
   returned: always
   type: dict
   sample: {model=NVIDIA-H100-80GB-HBM3: {out_of_service: 16, limit: 16}}

@@ -339,7 +339,7 @@ def summarize(
         ],
         "pools": {
             describe_pool(key): {"out_of_service": plan.used[key], "limit": plan.limits[key]}
-            for key in sorted(plan.used)
+            for key in sorted({key for node in plan.nodes for key in node.pools})
         },
         "findings": plan_findings(plan) + run_findings(nodes, evictions or [], timeout),
     }
