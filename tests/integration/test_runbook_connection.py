@@ -281,7 +281,12 @@ def test_make_site_in_check_mode_against_kubeconfig_says_where_and_writes_nothin
 def test_node_quarantine_quarantines_the_named_clusters_node(cluster, second, shared_unchanged):
     node_path = "/api/v1/nodes/second-l4"
     before = second.cluster.get(node_path)
-    extra = {"node_quarantine_nodes": ["second-l4"], "node_quarantine_reason": "runbook connection test"}
+    # The node is its model's only one: a share below 1 holds it back.
+    extra = {
+        "node_quarantine_nodes": ["second-l4"],
+        "node_quarantine_reason": "runbook connection test",
+        "node_quarantine_max_share": 1.0,
+    }
     try:
         done = run_runbook(cluster, second, "node_quarantine.yml", extra=extra)
         node = second.cluster.get(node_path)
