@@ -481,33 +481,26 @@ def plan_quarantine(
     evictions, left = split_gpu_pods(pods, holders or {}, budgets)
     plans = []
     for name in asked:
-        node = by_name.get(name)
-        if node is None:
+        found = by_name.get(name)
+        if found is None:
             plans.append(NodePlan(name, OUTCOME_MISSING))
             continue
-        common = {
-            "gpus": gpus_of[name],
-            "before": node_state(node),
-            "pools": pools_of[name],
-            "left": tuple(sorted(left.get(name, []), key=lambda p: p.ref)),
-        }
-        if name in held:
-            plans.append(NodePlan(name, OUTCOME_HELD, after=node_state(node), held=held[name], **common))
-            continue
-        cordon, taint, record, patch = node_change(node, options)
-        plans.append(
-            NodePlan(
-                name,
-                OUTCOME_QUARANTINE if patch is not None else OUTCOME_UNCHANGED,
-                after=after_state(node, patch, record),
-                record=record,
-                cordon=cordon,
-                taint=taint,
-                patch=patch,
-                evict=tuple(sorted(evictions.get(name, []), key=lambda p: p.ref)),
-                **common,
-            )
+        state = node_state(found)
+        base = NodePlan(
+            name,
+            OUTCOME_HELD,
+            gpus=gpus_of[name],
+            before=state,
+            after=state,
+            held=held.get(name),
+            pools=pools_of[name],
+            left=tuple(sorted(left.get(name, []), key=lambda p: p.ref)),
         )
+        if name in held:
+            plans.append(base)
+            continue
+        evict = tuple(sorted(evictions.get(name, []), key=lambda p: p.ref))
+        plans.append(replan_node(found, replace(base, evict=evict), options))
     return QuarantinePlan(tuple(plans), verdict.used, verdict.limits)
 
 

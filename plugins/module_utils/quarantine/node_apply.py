@@ -264,9 +264,9 @@ def run_findings(
 ) -> list[dict[str, Any]]:
     """What the writes report: node patches that failed, pods not evicted, pods deleted past their budget."""
     found = []
-    for result in nodes:
-        if result.status == NODE_FAILED:
-            found.append(_finding(kinds.NODE_PATCH_FAILED, (result.plan.name, None), error=result.error))
+    for node in nodes:
+        if node.status == NODE_FAILED:
+            found.append(_finding(kinds.NODE_PATCH_FAILED, (node.plan.name, None), error=node.error))
     for result in evictions:
         pod = result.pod
         budgets = ", ".join(f"PodDisruptionBudget {pod.namespace}/{b}" for b in pod.blocking) or "its budget"
