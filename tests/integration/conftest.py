@@ -42,6 +42,8 @@ CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
     "gpu_admission_policy": {"state": "absent"},
     "gpu_device_plugin": {"state": "absent", "namespace": "kubegpu-never-made"},
     "gpu_placement": {},
+    # A node that does not exist: reads only.
+    "gpu_node_quarantine": {"nodes": ["never-created"], "reason": "connection check"},
     "gpu_pod": {
         "definition": {
             "apiVersion": "v1",

@@ -366,6 +366,53 @@ def test_node_labels_passes_with_the_labeler_role_alone(cluster: LocalCluster, i
     assert "changed=0" in run_playbook(identity, "node_labels.yml").stdout
 
 
+def test_node_quarantine_passes_with_its_role_alone(cluster: LocalCluster, identities, namespace: str):
+    identity = identities.make("quarantine", cluster_roles=("kubegpu-node-quarantine",))
+    wait_until(
+        lambda: allowed(cluster, identity, "create", "pods", subresource="eviction"), what="the quarantine binding"
+    )
+    name = f"rbac-quarantine-{uuid.uuid4().hex[:6]}"
+    resources = {"nvidia.com/gpu": "8", "cpu": "8", "memory": "32Gi", "pods": "110"}
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"type": "kwok", "nvidia.com/gpu.product": f"NVIDIA-RBAC-{name}"},
+        },
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "gpu-job", "namespace": namespace},
+        "spec": {
+            "nodeName": name,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+    }
+    pod_path = f"/api/v1/namespaces/{namespace}/pods/gpu-job"
+    try:
+        assert cluster.create("/api/v1/nodes", node)[0] == 201
+        assert cluster.create(f"/api/v1/namespaces/{namespace}/pods", pod)[0] == 201
+        wait_until(lambda: cluster.get(pod_path).get("status", {}).get("phase") == "Running", what="the GPU pod")
+        extra = {
+            "node_quarantine_nodes": [name],
+            "node_quarantine_reason": "rbac test",
+            "node_quarantine_evict": True,
+            "node_quarantine_max_share": 1.0,
+        }
+        assert_passes(run_playbook(identity, "node_quarantine.yml", extra))
+        assert cluster.get(f"/api/v1/nodes/{name}")["spec"].get("unschedulable") is True
+        wait_until(lambda: cluster.api.request("GET", pod_path)[0] == 404, what="the GPU pod evicted")
+    finally:
+        cluster.api.request("DELETE", pod_path)
+        wait_until(lambda: cluster.api.request("GET", pod_path)[0] == 404, what="the GPU pod gone")
+        cluster.delete(f"/api/v1/nodes/{name}")
+
+
 def test_sample_workload_passes_with_its_namespace_role(cluster: LocalCluster, identities):
     identity = identities.make(
         "sample",

@@ -294,3 +294,29 @@ def test_make_site_in_check_mode_against_kubeconfig_says_where_and_writes_nothin
     assert "In check mode it writes nothing" in done.stderr
     second_fleet_summary(done.stdout)
     assert before.changes(ClusterState.read(second.cluster)) == []
+
+
+def test_node_quarantine_quarantines_the_named_clusters_node(cluster, second, shared_unchanged):
+    node_path = "/api/v1/nodes/second-l4"
+    before = second.cluster.get(node_path)
+    # The node is its model's only one: a share below 1 holds it back.
+    extra = {
+        "node_quarantine_nodes": ["second-l4"],
+        "node_quarantine_reason": "runbook connection test",
+        "node_quarantine_max_share": 1.0,
+    }
+    try:
+        done = run_runbook(cluster, second, "node_quarantine.yml", extra=extra)
+        node = second.cluster.get(node_path)
+        assert node["spec"].get("unschedulable") is True
+        assert "kubegpu.io/quarantine" in [t["key"] for t in node["spec"].get("taints", [])]
+        assert "kubegpu.io/quarantine-record" in node["metadata"].get("annotations", {})
+        assert "quarantined: second-l4" in done.stdout, done.stdout[-3000:]
+        assert_names_no_shared_node(cluster, done.stdout)
+    finally:
+        # Back as it was, for the tests after this one on the second cluster.
+        undo = {
+            "metadata": {"annotations": {"kubegpu.io/quarantine-record": None}},
+            "spec": {"unschedulable": before["spec"].get("unschedulable"), "taints": before["spec"].get("taints")},
+        }
+        second.cluster.patch(node_path, undo)

@@ -14,6 +14,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds 
     placement,
     plugin_config,
     plugin_deploy,
+    quarantine,
     validator,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import KindRegistry
@@ -26,4 +27,5 @@ KINDS = KindRegistry(
     placement.KINDS,
     plugin_config.KINDS,
     plugin_deploy.KINDS,
+    quarantine.KINDS,
 )

@@ -232,7 +232,7 @@ def json_pointer(*keys: str) -> str:
     return "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in keys)
 
 
-def _member_ops(
+def member_ops(
     present: bool, map_key: str, key: str, before: str | None, after: str | None
 ) -> tuple[JsonPatch, JsonPatch]:
     """The guard and the write for one string of metadata.labels or metadata.annotations.
@@ -264,9 +264,9 @@ def label_patch(node: CompactNode, key: str, value: str | None, records: Mapping
     updated = {k: v for k, v in records.items() if k != key}
     if value is not None:
         updated[key] = value
-    label_guard, label_write = _member_ops(bool(node.labels), "labels", key, node.labels.get(key), value)
+    label_guard, label_write = member_ops(bool(node.labels), "labels", key, node.labels.get(key), value)
     annotated = node.has_annotations or node.ownership is not None
-    record_guard, record_write = _member_ops(
+    record_guard, record_write = member_ops(
         annotated, "annotations", OWNERSHIP_ANNOTATION, node.ownership, ownership_annotation(updated)
     )
     return label_guard + record_guard + label_write + record_write

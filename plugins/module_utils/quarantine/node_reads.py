@@ -1,0 +1,102 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What node quarantine reads and writes: one paginated list each of nodes, pods (active ones, on
+the asked node when there is one), PodDisruptionBudgets and the DRA objects the fleet facts read;
+a node read again when its patch no longer applies, one JSON patch per node that changes, and one
+eviction (or, when asked, one deletion) per GPU pod."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra import DraFleet, dra_fleet
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import pod_field_selector, read_dra
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import JsonPatch
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import (
+    Budget,
+    CompactNode,
+    CompactPod,
+    QuarantineOptions,
+    dra_holders,
+    project_budget,
+    project_node,
+    project_pod,
+)
+
+POLICY_API_VERSION = "policy/v1"
+BUDGETS = "poddisruptionbudgets"
+
+
+@dataclass
+class QuarantineReads:
+    nodes: list[CompactNode]
+    pods: list[CompactPod]
+    budgets: list[Budget]
+    dra: DraFleet
+    holders: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+
+
+def read_quarantine(
+    client: KubeClient, asked: list[str], options: QuarantineOptions, page_size: int = 500
+) -> QuarantineReads:
+    """Every node (the breaker counts each pool's GPUs), the pods on the asked nodes, every budget and
+    the DRA objects: one list each, no object read on its own."""
+    wanted = frozenset(asked)
+    is_gpu = options.fleet.is_gpu
+    with gc_paused():
+        with error_context("cannot list nodes"):
+            items = client.list_items(api_path("v1", "nodes"), page_size=page_size)
+            nodes = [n for n in (project_node(item, options) for item in items) if n is not None]
+        with error_context("cannot list pods"):
+            items = client.list_items(
+                api_path("v1", "pods"), field_selector=pod_field_selector(asked), page_size=page_size
+            )
+            pods = [p for p in (project_pod(item, wanted, is_gpu) for item in items) if p is not None]
+        with error_context("cannot list PodDisruptionBudgets"):
+            items = client.list_items(api_path(POLICY_API_VERSION, BUDGETS), page_size=page_size)
+            budgets = [b for b in map(project_budget, items) if b is not None]
+        with error_context("cannot read the DRA objects"):
+            dra = read_dra(client, page_size)
+    return QuarantineReads(nodes, pods, budgets, dra_fleet(dra), dra_holders(dra.claims))
+
+
+def reread_node(client: KubeClient, name: str, options: QuarantineOptions) -> CompactNode | None:
+    try:
+        item = client.get(api_path("v1", "nodes", name))
+    except ClusterError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return project_node(item, options)
+
+
+def patch_node(client: KubeClient, name: str, patch: JsonPatch) -> dict[str, Any]:
+    return client.patch_json(api_path("v1", "nodes", name), patch)
+
+
+def eviction_client(client: KubeClient) -> KubeClient:
+    """A client for evictions that does not retry on its own: a 429 is a budget's answer, retried
+    with the run's back-off until its timeout, not the client's ten throttle retries."""
+    evicting = copy.copy(client)
+    evicting.retries = 0
+    evicting.request_count = evicting.write_count = 0
+    return evicting
+
+
+def evict_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    body = {
+        "apiVersion": POLICY_API_VERSION,
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    }
+    return client.create(api_path("v1", "pods", name, namespace=namespace, subresource="eviction"), body)
+
+
+def delete_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
+    return client.delete(api_path("v1", "pods", name, namespace=namespace))
