@@ -12,8 +12,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds 
     fleet,
     placement,
     plugin_config,
+    release,
     validator,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import KindRegistry
 
-KINDS = KindRegistry(validator.KINDS, device_plugin.KINDS, fleet.KINDS, placement.KINDS, plugin_config.KINDS)
+KINDS = KindRegistry(
+    validator.KINDS, device_plugin.KINDS, fleet.KINDS, placement.KINDS, plugin_config.KINDS, release.KINDS
+)

@@ -25,6 +25,7 @@ CHECK_TITLES = {
     "fleet": "Fleet facts (`gpu_node_facts`): `kind` of `problems`",
     "placement": "Placement (`gpu_placement`)",
     "plugin_config": "Device-plugin config (`gpu_plugin_config`, `scripts/gpu-plugin-config-validate`): `kind`",
+    "release": "Release of quarantined nodes (`gpu_node_release`): `kind`",
 }
 
 
