@@ -27,7 +27,7 @@ PATCH_FAILED = "release.patch_failed"
 KINDS = (
     Kind(
         NO_SUCH_NODE,
-        ERROR,
+        WARNING,
         "No such node",
         "there is no node named {node}",
         "Check the name (kubectl get nodes).",

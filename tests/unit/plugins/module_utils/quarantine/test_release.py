@@ -151,7 +151,7 @@ def test_findings_say_what_stays_and_how_to_lift_it_by_hand():
     assert tainted["severity"] == "warning" and tainted["node"] == "gpu-0"
     assert "kubectl taint nodes gpu-0 kubegpu.io/quarantine:NoSchedule-" in tainted["remedy"]
     missing = finding_dict(missing_plan("gone-0").hits[0])
-    assert (missing["kind"], missing["severity"]) == (kinds.NO_SUCH_NODE, "error")
+    assert (missing["kind"], missing["severity"]) == (kinds.NO_SUCH_NODE, "warning")
 
 
 def test_a_node_without_the_gpu_resource_cannot_be_proven_and_stays():
