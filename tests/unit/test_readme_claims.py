@@ -282,8 +282,11 @@ def test_the_modules_with_diff_mode_are_those_the_readme_names():
         if diff == "full" or "diff mode" in " ".join(doc.get("notes") or []):
             with_diff.add(name)
     paragraph = words(section(README, "Modules"))
-    assert "(`gpu_node_label`, `gpu_pod`, `gpu_admission_policy`) and `gpu_fleet_report` support diff mode" in paragraph
-    assert with_diff == {"gpu_node_label", "gpu_pod", "gpu_admission_policy", "gpu_fleet_report"}
+    assert (
+        "(`gpu_node_label`, `gpu_node_release`, `gpu_pod`, `gpu_admission_policy`) and `gpu_fleet_report` "
+        "support diff mode" in paragraph
+    )
+    assert with_diff == {"gpu_node_label", "gpu_node_release", "gpu_pod", "gpu_admission_policy", "gpu_fleet_report"}
 
 
 def test_every_role_variable_the_docs_name_is_in_its_argument_spec():
@@ -323,7 +326,7 @@ def test_site_runs_every_role_but_admission_policy_in_the_order_the_readme_gives
         if "ansible.builtin.include_role" in t
     ]
     roles = {p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir()}
-    assert set(included) == roles - {"admission_policy"}
+    assert set(included) == roles - {"admission_policy", "node_release"}
     assert " → ".join(included) in section(README, "Site: `playbooks/site.yml`")
     for playbook in PLAYBOOKS:
         assert f"playbooks/{playbook.name}" in README, playbook.name
