@@ -353,9 +353,7 @@ def _scheduling_detail(status: Mapping[str, Any]) -> str:
 def judge_proof(pod: Mapping[str, Any] | None, finished: bool, logs: Sequence[str] = ()) -> ProofOutcome:
     """The proof passes only when its pod Succeeded; Running is not enough, nor is a pod that is gone."""
     if not pod:
-        return ProofOutcome(
-            False, "Gone", detail="the proof pod disappeared before it finished", timed_out=not finished
-        )
+        return ProofOutcome(False, "Gone", detail="the proof pod was deleted before it finished")
     status = as_mapping(pod.get("status"))
     phase = as_text(status.get("phase")) or "Pending"
     state = _container_state(pod)

@@ -94,7 +94,7 @@ def run_proof(
     except errors as exc:
         fields = {"node": plan.node, "pod": ref, "error": str(exc)}
         return None, Hit(kinds.PROOF_NOT_RUN, fields, {"node": plan.node, "pod": ref})
-    outcome = judge_proof(last, finished and last is not None, logs)
+    outcome = judge_proof(last, finished, logs)
     return outcome, None if outcome.passed else proof_hit(plan.node, ref, outcome, timeout)
 
 

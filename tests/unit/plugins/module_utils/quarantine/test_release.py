@@ -217,7 +217,9 @@ def test_the_proof_passes_only_when_its_pod_succeeded():
     done = {"terminated": {"exitCode": 0, "reason": "Completed"}}
     assert judge_proof(_pod("Succeeded", done), True).passed
     assert not judge_proof(_pod("Running", {"running": {}}), False).passed
-    assert not judge_proof(None, True).passed
+    gone = judge_proof(None, True)
+    assert not gone.passed and not gone.timed_out
+    assert finding_dict(proof_hit("gpu-0", "ns/p", gone, 60))["kind"] == kinds.PROOF_FAILED
 
 
 def test_a_failed_proof_names_its_exit_and_last_log_line():
