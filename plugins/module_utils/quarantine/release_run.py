@@ -76,7 +76,8 @@ def run_proof(
     plan: ReleasePlan, pods: PodCalls, timeout: float, errors: tuple[type[BaseException], ...]
 ) -> tuple[ProofOutcome | None, Hit | None]:
     """The proof pod created, followed until it finishes or the timeout, its log read, and deleted."""
-    assert plan.proof is not None
+    if plan.proof is None:
+        raise AssertionError(f"the plan of {plan.node} has no proof pod")
     namespace, name, ref = _where(plan)
     try:
         existing = pods.read(namespace, name)
@@ -109,7 +110,8 @@ def apply_release(
     """The release patch, once the proof passed; a node that changed meanwhile is decided again."""
     attempt = 1
     while True:
-        assert plan.patch is not None
+        if plan.patch is None:
+            raise AssertionError(f"the plan of {plan.node} has no patch")
         try:
             nodes.send(plan.node, plan.patch)
             return NodeResult(plan, True, outcome, plan.hits)
