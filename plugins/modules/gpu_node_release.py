@@ -363,7 +363,7 @@ def pod_calls(module: AnsibleModule, client: Any, timeout: float) -> PodCalls:
         create=lambda body: lifecycle.create_pod(client, body["metadata"]["namespace"], body, timeout),
         delete=lambda namespace, name: lifecycle.delete_and_wait(client, namespace, name, timeout),
         logs=lambda namespace, name: log_tail(client, namespace, name, lines, module.warn) if lines else [],
-        wait=lambda probe, done, limit: lifecycle.wait_for(probe, done, limit),
+        wait=lifecycle.wait_for,
     )
 
 
