@@ -329,7 +329,8 @@ KWOK_OPTIONS = {
 
 
 def write_kwok_config(layout: Layout) -> None:
-    """KWOK's options, the sample workload's log (served through the API server), and the stages."""
+    """KWOK's options, the sample workload's log (served through the API server, for the sample pod and the
+    release's proof pods), and the stages."""
     log_file = layout.root / "sample-workload.log"
     log_file.write_text((HERE / "logs" / "tensorflow-mnist.log").read_text())
     documents = [
@@ -340,6 +341,16 @@ def write_kwok_config(layout: Layout) -> None:
             "metadata": {"name": "sample-workload"},
             "spec": {
                 "selector": {"matchNames": ["tensorflow-mnist"]},
+                "logs": [{"logsFile": str(log_file), "follow": False}],
+            },
+        },
+        # The proof pods of gpu_node_release run the same sample, in their default namespace.
+        {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "ClusterLogs",
+            "metadata": {"name": "release-proof"},
+            "spec": {
+                "selector": {"matchNamespaces": ["kubegpu-release-proof"]},
                 "logs": [{"logsFile": str(log_file), "follow": False}],
             },
         },

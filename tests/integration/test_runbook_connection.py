@@ -24,6 +24,14 @@ import yaml
 from conftest import ANSIBLE_BIN, OWNERSHIP, REPO_ROOT, ClusterState, LocalCluster, ansible_env
 from test_device_plugin_check import fake_gpu_host, printed_results
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import (
+    DEFAULT_QUARANTINED_BY,
+    QUARANTINE_TAINT,
+    RECORD_ANNOTATION,
+    Record,
+    is_quarantine_taint,
+    record_annotation,
+)
 from tests.cluster import cluster as local_cluster
 from tests.cluster import fleet as fleet_file
 from tests.cluster import instance, versions
@@ -154,6 +162,22 @@ def test_sample_workload_runs_on_the_named_cluster(cluster, second, shared_uncha
     done = run_runbook(cluster, second, "sample_workload.yml")
     pods = second.cluster.get("/api/v1/namespaces/gpu-samples/pods")["items"]
     assert [p["spec"].get("nodeName") in SECOND_NODES for p in pods] == [True], pods
+    assert_names_no_shared_node(cluster, done.stdout)
+
+
+def test_node_release_releases_on_the_named_cluster(cluster, second, shared_unchanged):
+    # Quarantined as the quarantine writes it: cordon, taint and the record saying the collection set both.
+    record = record_annotation(Record(DEFAULT_QUARANTINED_BY, "runbook test", "2026-12-03T10:00:00Z", True))
+    body = {"spec": {"unschedulable": True, "taints": [dict(QUARANTINE_TAINT)]}}
+    second.cluster.patch("/api/v1/nodes/second-l4", {**body, "metadata": {"annotations": {RECORD_ANNOTATION: record}}})
+    # One GPU: the sample workload's pod may hold one of the node's two.
+    extra = {"node_release_nodes": ["second-l4"], "node_release_proof": {"gpus": 1}}
+    done = run_runbook(cluster, second, "node_release.yml", extra=extra)
+    node = second.cluster.get("/api/v1/nodes/second-l4")
+    assert not node["spec"].get("unschedulable"), node["spec"]
+    assert not any(is_quarantine_taint(t) for t in node["spec"].get("taints", []))
+    assert RECORD_ANNOTATION not in node["metadata"].get("annotations", {})
+    assert "released: second-l4" in done.stdout, done.stdout[-3000:]
     assert_names_no_shared_node(cluster, done.stdout)
 
 

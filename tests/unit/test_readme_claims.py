@@ -283,12 +283,13 @@ def test_the_modules_with_diff_mode_are_those_the_readme_names():
             with_diff.add(name)
     paragraph = words(section(README, "Modules"))
     assert (
-        "(`gpu_node_label`, `gpu_node_quarantine`, `gpu_pod`, `gpu_admission_policy`, `gpu_device_plugin`) and `gpu_fleet_report` "
-        "support diff mode" in paragraph
+        "(`gpu_node_label`, `gpu_node_quarantine`, `gpu_node_release`, `gpu_pod`, `gpu_admission_policy`, "
+        "`gpu_device_plugin`) and `gpu_fleet_report` support diff mode" in paragraph
     )
     assert with_diff == {
         "gpu_node_label",
         "gpu_node_quarantine",
+        "gpu_node_release",
         "gpu_pod",
         "gpu_admission_policy",
         "gpu_device_plugin",
@@ -334,9 +335,9 @@ def test_site_runs_every_role_but_admission_policy_and_device_plugin_in_the_orde
         if "ansible.builtin.include_role" in t
     ]
     roles = {p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir()}
-    # admission_policy acts on every pod of the cluster, device_plugin provisions the plugin, node_quarantine acts on
-    # the nodes a person names: each runs alone.
-    assert set(included) == roles - {"admission_policy", "device_plugin", "node_quarantine"}
+    # admission_policy acts on every pod of the cluster, device_plugin provisions the plugin, node_quarantine and
+    # node_release act on the nodes a person names: each runs alone.
+    assert set(included) == roles - {"admission_policy", "device_plugin", "node_quarantine", "node_release"}
     assert " → ".join(included) in section(README, "Site: `playbooks/site.yml`")
     for playbook in PLAYBOOKS:
         assert f"playbooks/{playbook.name}" in README, playbook.name

@@ -15,6 +15,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds 
     plugin_config,
     plugin_deploy,
     quarantine,
+    release,
     validator,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import KindRegistry
@@ -28,4 +29,5 @@ KINDS = KindRegistry(
     plugin_config.KINDS,
     plugin_deploy.KINDS,
     quarantine.KINDS,
+    release.KINDS,
 )

@@ -28,6 +28,7 @@ CHECK_TITLES = {
     "plugin_config": "Device-plugin config (`gpu_plugin_config`, `scripts/gpu-plugin-config-validate`): `kind`",
     "plugin_deploy": "Device-plugin deployment (`gpu_device_plugin`): `kind`",
     "quarantine": "Node quarantine (`gpu_node_quarantine`): `kind` of `findings`",
+    "release": "Release of quarantined nodes (`gpu_node_release`): `kind`",
 }
 
 

@@ -22,6 +22,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models impo
     split_model_suffixes,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import json_pointer
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import string_map
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.quantity import gpu_count
 
@@ -225,11 +226,6 @@ def label_value_for(model: str, overrides: Mapping[str, str]) -> str | None:
 
 def describe_models(names: Sequence[tuple[str, str]]) -> str:
     return ", ".join(f"{key}={value}" for key, value in names)
-
-
-def json_pointer(*keys: str) -> str:
-    """The JSON pointer (RFC 6901) to a member by its keys: `~` becomes `~0` and `/` becomes `~1`."""
-    return "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in keys)
 
 
 def member_ops(

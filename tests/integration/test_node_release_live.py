@@ -1,0 +1,260 @@
+"""gpu_node_release on the local control plane, with the API server's counters as the witness.
+
+Each test makes its own KWOK GPU nodes and quarantines them as the quarantine writes it (cordon,
+the taint kubegpu.io/quarantine:NoSchedule, the record built with ownership.py), by a direct patch:
+`ours` (cordoned and tainted by the collection), `human` (cordoned by someone else, then tainted by
+the collection), `bad` (the collection's, its proof pod fails: KWOK's stage pod-proof-fail), `free`
+(never quarantined) and `theirs` (cordoned and tainted with the collection's key by someone else,
+no record). The proof pods run to completion through the stage pod-proof-complete.
+
+The counters (`apiserver_request_total`) are the write requests on nodes, pods and namespaces
+without a subresource (KWOK's status updates go to `*/status`). When a node is cordoned or
+uncordoned, kube-controller-manager's node lifecycle controller adds or removes its own taint
+node.kubernetes.io/unschedulable with a PATCH of the node; the tests wait for it and count it.
+Every node, pod and the proof namespace made here are deleted again.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from conftest import GPU, LocalCluster, run_ansible_module, wait_until
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import (
+    DEFAULT_QUARANTINED_BY,
+    QUARANTINE_TAINT,
+    RECORD_ANNOTATION,
+    Record,
+    record_annotation,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release import (
+    PROOF_APP,
+    PROOF_NAMESPACE,
+    SAMPLE_TOLERATIONS,
+)
+from tests.cluster import fleet as fleet_file
+
+pytestmark = pytest.mark.cluster
+
+# Keeps every other pod off the nodes made here; the proof pods tolerate it (proof.tolerations).
+TEST_TAINT = {"key": "kubegpu.test/release", "value": "true", "effect": "NoSchedule"}
+CORDON_TAINT = "node.kubernetes.io/unschedulable"
+PROOF = {"tolerations": [*SAMPLE_TOLERATIONS, {"key": TEST_TAINT["key"], "operator": "Exists"}]}
+FAILING_PROOF = {**PROOF, "annotations": {"kubegpu.test/proof-fails": "true"}}
+GPUS = "2"
+
+_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def writes(cluster: LocalCluster) -> Counter[tuple[str, str, str]]:
+    """Write requests on nodes, pods and namespaces (no subresource) answered so far: (verb, resource, code)."""
+    status, text = cluster.api.request("GET", "/metrics")
+    assert status == 200 and isinstance(text, str), f"GET /metrics: {status}"
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for match in _REQUESTS.finditer(text):
+        labels = dict(_LABEL.findall(match["labels"]))
+        if (
+            labels.get("verb") in ("POST", "PUT", "PATCH", "DELETE")
+            and labels.get("resource") in ("nodes", "pods", "namespaces")
+            and not labels.get("subresource")
+        ):
+            counts[(labels["verb"], labels["resource"], labels["code"])] += int(float(match["value"]))
+    return counts
+
+
+def sent_since(before: Counter, after: Counter) -> dict:
+    return {key: after[key] - before[key] for key in after if after[key] != before[key]}
+
+
+def gpu_node(name: str) -> dict:
+    spec = {"name": name, "cpu": "16", "memory": "64Gi", "labels": {}, "taints": [TEST_TAINT]}
+    return fleet_file.node_object({**spec, "gpus": int(GPUS), "allocatable_gpus": int(GPUS)})
+
+
+def node_of(cluster: LocalCluster, name: str) -> dict:
+    return cluster.get(f"/api/v1/nodes/{name}")
+
+
+def marks(cluster: LocalCluster, name: str) -> tuple[bool, list[str], str | None]:
+    """A node's cordon, its taints other than the controller's, and its quarantine record."""
+    node = node_of(cluster, name)
+    taints = [f"{t['key']}:{t['effect']}" for t in node["spec"].get("taints", []) if t["key"] != CORDON_TAINT]
+    record = node["metadata"].get("annotations", {}).get(RECORD_ANNOTATION)
+    return node["spec"].get("unschedulable", False), taints, record
+
+
+def written_parts(cluster: LocalCluster, name: str) -> tuple[dict, dict, dict]:
+    """What a write of a release could change: the spec, labels and annotations."""
+    node = node_of(cluster, name)
+    return node["spec"], node["metadata"].get("labels", {}), node["metadata"].get("annotations", {})
+
+
+def settled(cluster: LocalCluster, name: str) -> bool:
+    """Ready, and the controller's cordon taint present exactly when the node is cordoned."""
+    node = node_of(cluster, name)
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", []))
+    keys = [t["key"] for t in node["spec"].get("taints", [])]
+    controller = [k for k in keys if k.startswith("node.kubernetes.io/")]
+    cordoned = node["spec"].get("unschedulable", False)
+    return ready and controller == ([CORDON_TAINT] if cordoned else [])
+
+
+def cordon(cluster: LocalCluster, name: str) -> None:
+    cluster.patch(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}})
+
+
+def quarantine(cluster: LocalCluster, name: str, *, record: bool = True) -> None:
+    """What the quarantine writes: cordon (recorded only when it was not cordoned), its taint, its record."""
+    node = node_of(cluster, name)
+    was_cordoned = node["spec"].get("unschedulable", False)
+    taints = [t for t in node["spec"].get("taints", []) if t["key"] != CORDON_TAINT] + [dict(QUARANTINE_TAINT)]
+    body: dict = {"spec": {"unschedulable": True, "taints": taints}}
+    if record:
+        entry = Record(DEFAULT_QUARANTINED_BY, "simulated XID 79", "2026-12-03T10:00:00Z", not was_cordoned, True)
+        body["metadata"] = {"annotations": {RECORD_ANNOTATION: record_annotation(entry)}}
+    cluster.patch(f"/api/v1/nodes/{name}", body)
+
+
+def proof_pods(cluster: LocalCluster) -> list[str]:
+    status, body = cluster.api.request(
+        "GET", f"/api/v1/namespaces/{PROOF_NAMESPACE}/pods?labelSelector=app.kubernetes.io%2Fname%3D{PROOF_APP}"
+    )
+    return [p["metadata"]["name"] for p in body["items"]] if status == 200 and isinstance(body, dict) else []
+
+
+@pytest.fixture(scope="module")
+def proof_namespace(cluster: LocalCluster) -> Iterator[None]:
+    """The proof namespace the module creates, deleted once every test of the file ran."""
+    yield
+    cluster.delete(f"/api/v1/namespaces/{PROOF_NAMESPACE}")
+    wait_until(
+        lambda: cluster.api.request("GET", f"/api/v1/namespaces/{PROOF_NAMESPACE}")[0] == 404,
+        timeout=120,
+        what=f"namespace {PROOF_NAMESPACE} to go",
+    )
+
+
+@pytest.fixture
+def nodes(cluster: LocalCluster, proof_namespace: None) -> Iterator[dict[str, str]]:
+    """The nodes of the docstring, quarantined (or not) as it says, settled; deleted afterwards."""
+    prefix = f"rel-{uuid.uuid4().hex[:6]}"
+    names = {role: f"{prefix}-{role}" for role in ("ours", "human", "bad", "free", "theirs")}
+    for name in names.values():
+        status, reply = cluster.create("/api/v1/nodes", gpu_node(name))
+        assert status == 201, reply
+    try:
+        cordon(cluster, names["human"])
+        cordon(cluster, names["theirs"])
+        for role in ("ours", "human", "bad"):
+            quarantine(cluster, names[role])
+        quarantine(cluster, names["theirs"], record=False)
+        for name in names.values():
+            wait_until(lambda name=name: settled(cluster, name), timeout=60, what=f"{name} Ready and settled")
+        yield names
+    finally:
+        for name in names.values():
+            cluster.delete(f"/api/v1/nodes/{name}")
+        wait_until(lambda: not proof_pods(cluster), timeout=60, what="proof pods to go")
+
+
+def release(cluster: LocalCluster, nodes: list[str], proof: dict, *flags: str) -> tuple[str, dict]:
+    args = {"nodes": nodes, "proof": proof, "proof_timeout": 60}
+    status, result, done = run_ansible_module(cluster.kubeconfig, "gpu_node_release", args, *flags)
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    return status, result
+
+
+def test_check_mode_shows_the_plan_and_writes_nothing(cluster: LocalCluster, nodes: dict[str, str]):
+    asked = [nodes[r] for r in ("ours", "human", "free", "theirs")] + ["rel-no-such-node"]
+    before_marks = {name: marks(cluster, name) for name in nodes.values()}
+    before = writes(cluster)
+    status, result = release(cluster, asked, PROOF, "--check", "--diff")
+    after = writes(cluster)
+
+    assert status == "CHANGED", result
+    assert sent_since(before, after) == {}, "check mode sent a write"
+    assert result["writes"] == 0
+    assert result["released"] == [nodes["ours"], nodes["human"]]
+    assert result["not_quarantined"] == [nodes["free"]]
+    assert [n["node"] for n in result["not_ours"]] == [nodes["theirs"]]
+    assert result["missing"] == ["rel-no-such-node"]
+    plan = {p["node"]: p for p in result["plan"]}
+    assert plan[nodes["ours"]]["removes"] == [
+        "taint kubegpu.io/quarantine:NoSchedule",
+        "cordon",
+        f"annotation {RECORD_ANNOTATION}",
+    ]
+    assert "cordon" not in plan[nodes["human"]]["removes"] and plan[nodes["human"]]["keeps"]
+    pod = plan[nodes["ours"]]["proof_pod"]
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {GPU: GPUS}
+    assert plan[nodes["free"]]["proof_pod"] is None and plan[nodes["theirs"]]["patch"] is None
+    assert {name: marks(cluster, name) for name in nodes.values()} == before_marks
+    assert proof_pods(cluster) == []
+
+
+def test_a_node_is_released_after_its_proof_and_a_humans_cordon_survives(cluster: LocalCluster, nodes: dict[str, str]):
+    untouched = {r: written_parts(cluster, nodes[r]) for r in ("free", "theirs")}
+    asked = [nodes[r] for r in ("ours", "human", "free", "theirs")]
+    before = writes(cluster)
+    status, result = release(cluster, asked, PROOF)
+    # The node lifecycle controller takes its cordon taint off the uncordoned node.
+    wait_until(lambda: settled(cluster, nodes["ours"]), timeout=60, what="the controller's taint off the released node")
+    after = writes(cluster)
+
+    assert status == "CHANGED", result
+    assert result["released"] == [nodes["ours"], nodes["human"]] and result["held"] == []
+    assert marks(cluster, nodes["ours"]) == (False, [f"{TEST_TAINT['key']}:NoSchedule"], None)
+    assert marks(cluster, nodes["human"]) == (True, [f"{TEST_TAINT['key']}:NoSchedule"], None), "the human's cordon"
+    for role, parts in untouched.items():
+        assert written_parts(cluster, nodes[role]) == parts, f"{role} was written"
+    sent = sent_since(before, after)
+    created_namespace = sent.pop(("POST", "namespaces", "201"), 0)
+    # One patch per node released, and the controller's on the uncordoned one; one proof pod each.
+    assert sent.pop(("PATCH", "nodes", "200")) == 3, sent
+    assert sent.pop(("POST", "pods", "201")) == 2, sent
+    # The module deletes each finished proof pod, which the API server removes at once; KWOK's
+    # pod-delete stage, late, finds it gone (404).
+    assert sent.pop(("DELETE", "pods", "200")) == 2, sent
+    sent.pop(("DELETE", "pods", "404"), None)
+    assert sent == {}, sent
+    # The module's own writes: the namespace (first run), per node proven a pod created, deleted, a patch.
+    assert result["writes"] == created_namespace + 2 + 2 + 2
+    assert proof_pods(cluster) == []
+
+
+def test_a_node_whose_proof_fails_stays_quarantined(cluster: LocalCluster, nodes: dict[str, str]):
+    quarantined = marks(cluster, nodes["bad"])
+    before = writes(cluster)
+    status, result = release(cluster, [nodes["bad"]], FAILING_PROOF)
+    after = writes(cluster)
+
+    assert status == "FAILED!", result
+    assert "stay quarantined" in result["msg"] and result["released"] == []
+    (held,) = result["held"]
+    assert (held["node"], held["phase"], held["exit_code"], held["exit_reason"]) == (nodes["bad"], "Failed", 1, "Error")
+    assert "Xid 31" in held["reason"]
+    assert held["logs"] and held["logs"][-1].endswith("Accuracy at step 999: 0.9703")
+    assert marks(cluster, nodes["bad"]) == quarantined
+    sent = sent_since(before, after)
+    assert ("PATCH", "nodes", "200") not in sent and sent.get(("POST", "pods", "201")) == 1, sent
+    assert proof_pods(cluster) == []
+
+
+def test_a_rerun_on_released_nodes_writes_nothing(cluster: LocalCluster, nodes: dict[str, str]):
+    asked = [nodes[r] for r in ("ours", "human", "free")]
+    status, result = release(cluster, asked, PROOF)
+    assert status == "CHANGED", result
+    wait_until(lambda: settled(cluster, nodes["ours"]), timeout=60, what="the released node settled")
+    before = writes(cluster)
+    status, result = release(cluster, asked, PROOF, "--diff")
+    after = writes(cluster)
+
+    assert status == "SUCCESS", result
+    assert result["changed"] is False and result["writes"] == 0
+    assert result["not_quarantined"] == asked
+    assert sent_since(before, after) == {}

@@ -1,0 +1,148 @@
+"""Running release plans through handed functions: the patch is sent only after the proof pod
+Succeeded, the proof pod is deleted whatever its outcome, a pod of the proof's name that is not
+the collection's is never touched, a node changed meanwhile is decided again, and the summary."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import release as kinds
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import (
+    QUARANTINE_TAINT,
+    RECORD_ANNOTATION,
+    Record,
+    record_annotation,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release import (
+    ProofOptions,
+    ReleaseNode,
+    plan_release,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release_run import (
+    NodeCalls,
+    PodCalls,
+    failure_message,
+    planned,
+    release_all,
+    summarize,
+)
+
+RECORD = record_annotation(Record("on-call", "XID 79", "2026-12-03T10:00:00Z", cordoned=True))
+
+
+class Refused(Exception):
+    def __init__(self, status: int):
+        super().__init__(f"refused with {status}")
+        self.status = status
+
+
+def quarantined(name: str, record: str | None = RECORD) -> ReleaseNode:
+    return ReleaseNode(name, True, (dict(QUARANTINE_TAINT),), record, {"nvidia.com/gpu": "8"})
+
+
+class FakeCluster:
+    """Pods that end in the phase given per node, and nodes that take patches."""
+
+    def __init__(self, phases: dict[str, str], foreign: set[str] = frozenset(), refuse: list[int] | None = None):
+        self.phases, self.foreign, self.refuse = phases, foreign, list(refuse or [])
+        self.pods: dict[str, dict] = {}
+        self.log: list[tuple[str, str]] = []
+
+    def pod_calls(self) -> PodCalls:
+        def read(namespace: str, name: str) -> dict | None:
+            if name in self.foreign:
+                return {"metadata": {"name": name, "labels": {"app": "other"}}}
+            return self.pods.get(name)
+
+        def create(body: dict) -> None:
+            node = body["metadata"]["annotations"]["kubegpu.io/release-proof-node"]
+            self.log.append(("create", node))
+            self.pods[body["metadata"]["name"]] = {**body, "status": {"phase": self.phases[node]}}
+
+        def delete(namespace: str, name: str) -> None:
+            self.log.append(("delete", name))
+            self.pods.pop(name, None)
+
+        def wait(probe, done, timeout):
+            value = probe()
+            return value, done(value)
+
+        return PodCalls(read, create, delete, lambda ns, name: ["step 999", "done"], wait)
+
+    def node_calls(self, reread: dict[str, ReleaseNode] | None = None) -> NodeCalls:
+        def send(name: str, patch: list) -> None:
+            self.log.append(("patch", name))
+            if self.refuse:
+                raise Refused(self.refuse.pop(0))
+
+        return NodeCalls(send, (reread or {}).get, lambda node: plan_release(node, ProofOptions()))
+
+
+def run(cluster: FakeCluster, nodes: list[ReleaseNode], reread: dict[str, ReleaseNode] | None = None):
+    plans = [plan_release(n, ProofOptions()) for n in nodes]
+    return release_all(plans, cluster.pod_calls(), cluster.node_calls(reread), 60, errors=(Refused,))
+
+
+def test_a_node_is_patched_only_after_its_proof_succeeded_and_the_proof_pod_is_gone():
+    cluster = FakeCluster({"good": "Succeeded", "bad": "Failed"})
+    results = run(cluster, [quarantined("good"), quarantined("bad")])
+    summary = summarize(results, check_mode=False)
+    assert summary["released"] == ["good"]
+    assert [h["node"] for h in summary["held"]] == ["bad"]
+    held = summary["held"][0]
+    assert (held["phase"], held["logs"]) == ("Failed", ["step 999", "done"])
+    assert "last log line: done" in held["reason"]
+    assert ("patch", "bad") not in cluster.log and ("patch", "good") in cluster.log
+    assert cluster.pods == {}, "every proof pod is deleted"
+    steps_on_good = [step for step, where in cluster.log if "good" in where]
+    assert steps_on_good == ["create", "delete", "patch"]
+    assert failure_message(summary).startswith("1 node(s) stay quarantined: bad: proof pod ")
+
+
+def test_a_proof_still_running_at_the_timeout_holds_the_node():
+    cluster = FakeCluster({"slow": "Running"})
+    summary = summarize(run(cluster, [quarantined("slow")]), check_mode=False)
+    assert [f["kind"] for f in summary["findings"]] == [kinds.PROOF_TIMED_OUT]
+    assert summary["released"] == [] and ("patch", "slow") not in cluster.log
+
+
+def test_a_pod_of_the_proofs_name_that_is_not_the_collections_is_left_alone():
+    plan = plan_release(quarantined("gpu-0"), ProofOptions())
+    cluster = FakeCluster({"gpu-0": "Succeeded"}, foreign={plan.proof["metadata"]["name"]})
+    summary = summarize(run(cluster, [quarantined("gpu-0")]), check_mode=False)
+    assert [f["kind"] for f in summary["findings"]] == [kinds.PROOF_POD_IN_THE_WAY]
+    assert cluster.log == []
+
+
+def test_a_node_changed_since_the_read_is_decided_again():
+    changed = quarantined("gpu-0", record_annotation(Record("someone", "again", "later", cordoned=True)))
+    cluster = FakeCluster({"gpu-0": "Succeeded"}, refuse=[422])
+    summary = summarize(run(cluster, [quarantined("gpu-0")], {"gpu-0": changed}), check_mode=False)
+    assert summary["released"] == ["gpu-0"]
+    assert [step for step, node in cluster.log if step == "patch"] == ["patch", "patch"]
+
+
+def test_a_node_released_by_someone_else_meanwhile_is_not_patched_again():
+    gone = replace(quarantined("gpu-0", None), taints=(), unschedulable=False)
+    cluster = FakeCluster({"gpu-0": "Succeeded"}, refuse=[422])
+    summary = summarize(run(cluster, [quarantined("gpu-0")], {"gpu-0": gone}), check_mode=False)
+    assert summary["not_quarantined"] == ["gpu-0"] and summary["held"] == []
+
+
+def test_nothing_runs_when_no_node_is_the_collections_to_release():
+    cluster = FakeCluster({})
+    nodes = [ReleaseNode("free", False, (), None, {}), ReleaseNode("theirs", True, (dict(QUARANTINE_TAINT),), None, {})]
+    summary = summarize(run(cluster, nodes), check_mode=False)
+    assert cluster.log == []
+    assert summary["not_quarantined"] == ["free"] and [n["node"] for n in summary["not_ours"]] == ["theirs"]
+    assert failure_message(summary) is None
+
+
+def test_check_mode_lists_the_plan_and_what_would_be_released():
+    plans = [plan_release(quarantined("gpu-0"), ProofOptions())]
+    summary = summarize(planned(plans), check_mode=True)
+    assert summary["released"] == ["gpu-0"]
+    (entry,) = summary["plan"]
+    assert entry["verdict"] == "release" and entry["proof_pod"]["kind"] == "Pod"
+    assert entry["removes"] == ["taint kubegpu.io/quarantine:NoSchedule", "cordon", f"annotation {RECORD_ANNOTATION}"]
+    assert summary["diff"][0]["before_header"] == "node/gpu-0"
