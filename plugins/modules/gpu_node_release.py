@@ -113,7 +113,7 @@ notes:
 seealso:
   - name: GPU node release runbook
     description: The on-call path from a quarantined node back into service.
-    link: https://github.com/kubegpu/scheduling/blob/main/docs/runbooks/gpu-node-release.md
+    link: https://github.com/kubegpu/scheduling/blob/main/docs/runbooks/gpu-failure.md
 """
 
 EXAMPLES = r"""
