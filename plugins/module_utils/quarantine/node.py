@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import selector_text
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra import DraFleet, dra_counts
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import is_static_pod
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import GPU_DRIVERS, model_from_devices
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import DraFleet, dra_counts
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import UNKNOWN_MODEL, detect_model
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS, FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_quantities, pod_gpus
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import JsonPatch, member_ops
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
     as_mapping,
@@ -44,8 +44,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods impor
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.selectors import (
     LabelSelector,
     parse_label_selector,
+    selector_text,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import JsonPatch, member_ops
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import (
     MODEL_DIMENSION,
     Candidate,

@@ -18,8 +18,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalo
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import quarantine as kinds
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import plugin_finding
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import MAX_CONFLICT_ATTEMPTS, JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.retries import backoff_delay
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import MAX_CONFLICT_ATTEMPTS, JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import describe_pool
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import (
     OUTCOME_HELD,

@@ -11,13 +11,14 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra import DraFleet, dra_fleet
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import pod_field_selector, read_dra
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import DraFleet, dra_fleet
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_reads import read_dra
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import JsonPatch
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import pod_field_selector
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import (
     Budget,
     CompactNode,

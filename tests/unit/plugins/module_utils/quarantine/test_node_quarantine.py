@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra import dra_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects, project_claim, project_slice
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import dra_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import node as q
