@@ -8,10 +8,9 @@ eviction (or, when asked, one deletion) per GPU pod."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import DraFleet, dra_fleet
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import dra_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_reads import read_dra
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
@@ -20,10 +19,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths impo
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import pod_field_selector
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import (
-    Budget,
     CompactNode,
-    CompactPod,
     QuarantineOptions,
+    QuarantineReads,
     dra_holders,
     project_budget,
     project_node,
@@ -32,15 +30,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node
 
 POLICY_API_VERSION = "policy/v1"
 BUDGETS = "poddisruptionbudgets"
-
-
-@dataclass
-class QuarantineReads:
-    nodes: list[CompactNode]
-    pods: list[CompactPod]
-    budgets: list[Budget]
-    dra: DraFleet
-    holders: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
 
 
 def read_quarantine(
