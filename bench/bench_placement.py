@@ -139,7 +139,7 @@ def measure_facts(kubeconfig: str) -> dict[str, Any]:
 
 
 def measure_placement(kubeconfig: str) -> dict[str, Any]:
-    from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_dra
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_reads import read_dra
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import client_from_params
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import fleet_of

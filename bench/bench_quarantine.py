@@ -102,7 +102,7 @@ def measure_quarantine(kubeconfig: str, asked_count: int) -> dict[str, Any]:
     options = QuarantineOptions("bench", "bench", "2026-12-03T10:00:00Z", 0.5)
     asked = [fleet_scale.node_name(index) for index in range(asked_count)]
     reads = read_quarantine(client, asked, options)
-    plan = plan_quarantine(asked, reads.nodes, reads.pods, reads.budgets, options, reads.dra, reads.holders)
+    plan = plan_quarantine(asked, reads, options)
     result = summarize(plan, checked_results(plan), None, 300)
     return {
         "bytes": len(json.dumps(result)),

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import DRA_LISTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import RESOURCE_API_VERSION
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_reads import DRA_LISTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import (
     build_configuration,
     resolve_auth_params,

@@ -365,6 +365,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node
     replan_node,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node_apply import (
+    EvictionCalls,
     EvictionSettings,
     apply_node_patches,
     blocked_warning,
@@ -433,9 +434,9 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     options = build_options(params)
     client = module_client(module)
     reads = read_quarantine(client, asked, options)
-    for note in reads.dra.notes:
+    for note in reads.dra.notes if reads.dra is not None else ():
         module.warn(note)
-    plan = plan_quarantine(asked, reads.nodes, reads.pods, reads.budgets, options, reads.dra, reads.holders)
+    plan = plan_quarantine(asked, reads, options)
     evictions = None
     evicting = None
     if module.check_mode:
@@ -451,13 +452,13 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         )
         if params["evict"]:
             evicting = eviction_client(client)
-            evictions = evict_pods(
-                pods_to_evict(results),
+            calls = EvictionCalls(
                 evict=lambda pod: evict_pod(evicting, pod.namespace, pod.name),
                 delete=lambda pod: delete_pod(evicting, pod.namespace, pod.name),
-                settings=EvictionSettings(params["eviction_timeout"], params["force_delete"], params["parallelism"]),
                 errors=(ClusterError,),
             )
+            settings = EvictionSettings(params["eviction_timeout"], params["force_delete"], params["parallelism"])
+            evictions = evict_pods(pods_to_evict(results), calls, settings)
     summary = summarize(plan, results, evictions, params["eviction_timeout"])
     diff = summary.pop("diff")
     # In check mode, pods to evict are a change the real run would make.

@@ -195,7 +195,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_dra
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_reads import read_dra
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU, gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError

@@ -12,7 +12,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plug
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import looks_like_gpu_node
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import placement_of, selector_expression
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import placement_of
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
     as_mapping,
@@ -23,25 +23,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
     string_map,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import FINISHED_POD_PHASES
-
-
-def selector_text(selector: object) -> str | None:
-    """A metav1.LabelSelector as a selector string, or None when it selects nothing usable."""
-    raw = as_mapping(selector)
-    terms = [f"{k}={v}" for k, v in sorted(string_map(raw.get("matchLabels")).items())]
-    for expression in filter(None, map(selector_expression, as_list(raw.get("matchExpressions")))):
-        key, operator, values = expression["key"], expression["operator"], ",".join(expression["values"])
-        terms.append(
-            {
-                "In": f"{key} in ({values})",
-                "NotIn": f"{key} notin ({values})",
-                "Exists": key,
-                "DoesNotExist": f"!{key}",
-            }.get(operator, "")
-        )
-    if not terms or not all(terms):
-        return None
-    return ",".join(terms)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.selectors import selector_text
 
 
 def project_daemonset(daemonset: object) -> dict[str, Any] | None:

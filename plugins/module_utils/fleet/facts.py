@@ -30,9 +30,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.result
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra import (
     SOURCE_DEVICE_PLUGIN,
     SOURCE_DRA,
-    DraFleet,
-    dra_counts,
-    dra_fleet,
     is_dra_node,
     node_dra_facts,
     unallocatable_pods,
@@ -44,6 +41,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projectio
     ROLE_UNALLOCATABLE,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects, model_from_devices
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import DraFleet, dra_counts, dra_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
     ACK_EXCLUSIVE_MODE,
     ACK_SCHEDULE_LABEL,

@@ -5,47 +5,27 @@ ResourceSlices and ResourceClaims, projected page by page so that no page is kep
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import split_pods
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import project_pod
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
-    DEVICE_CLASSES,
-    DEVICE_TAINT_RULES,
-    RESOURCE_API_VERSION,
-    RESOURCE_CLAIMS,
-    RESOURCE_SLICES,
-    DraObjects,
-    project_claim,
-    project_device_class,
-    project_slice,
-    project_taint_rule,
-    taint_rules_unavailable_note,
-    unavailable_note,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_reads import read_dra
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import ACTIVE_POD_FIELD_SELECTOR
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import pod_field_selector
 
 MAX_WARNED_NAMES = 10
-# The resource.k8s.io lists the facts read, in order.
-DRA_LISTS = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, DEVICE_TAINT_RULES)
 
 
 def node_field_selector(names: list[str] | None) -> str | None:
     """One wanted node can be selected by the server; several are filtered here (one list either way)."""
     return f"metadata.name={names[0]}" if names and len(names) == 1 else None
-
-
-def pod_field_selector(names: list[str] | None) -> str:
-    if names and len(names) == 1:
-        return f"{ACTIVE_POD_FIELD_SELECTOR},spec.nodeName={names[0]}"
-    return ACTIVE_POD_FIELD_SELECTOR
 
 
 def compact_nodes(
@@ -58,43 +38,6 @@ def compact_nodes(
         if node is not None and (wanted is None or node["name"] in wanted):
             nodes.append(node)
     return nodes
-
-
-def _projected(
-    client: KubeClient, resource: str, project: Callable[[Any], dict[str, Any] | None], page_size: int
-) -> list[dict[str, Any]]:
-    items = client.list_items(api_path(RESOURCE_API_VERSION, resource), page_size=page_size)
-    return [p for p in map(project, items) if p is not None]
-
-
-def read_dra(client: KubeClient, page_size: int) -> DraObjects:
-    """DeviceClasses, GPU ResourceSlices, ResourceClaims and DeviceTaintRules, one paginated list each.
-
-    A cluster that does not serve resource.k8s.io/v1 (404), or a reader that may not list it
-    (403), gives no DRA objects and a note saying which; the lists after it are not sent.
-    DeviceTaintRules are read last: where they are not served or not allowed, the other objects
-    still count, with a note.
-    """
-    dra = DraObjects()
-    for resource, project, into in (
-        (DEVICE_CLASSES, project_device_class, dra.classes),
-        (RESOURCE_SLICES, project_slice, dra.slices),
-        (RESOURCE_CLAIMS, project_claim, dra.claims),
-    ):
-        try:
-            into += _projected(client, resource, project, page_size)
-        except ClusterError as exc:
-            note = unavailable_note(exc.status, resource)
-            if note is None:
-                raise
-            return DraObjects(unavailable=note)
-    try:
-        dra.taint_rules += _projected(client, DEVICE_TAINT_RULES, project_taint_rule, page_size)
-    except ClusterError as exc:
-        dra.taint_rules_unavailable = taint_rules_unavailable_note(exc.status)
-        if dra.taint_rules_unavailable is None:
-            raise
-    return dra
 
 
 def read_fleet(

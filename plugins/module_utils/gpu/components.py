@@ -15,17 +15,12 @@ information for other checks, not a criterion here.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.amd_components import AMD_COMPONENTS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.component import ANY_ARGUMENTS, Component
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.published_commands import (
-    AMD_DEVICE_PLUGIN,
-    AMD_KMM_DEVICE_PLUGIN,
-    AMD_NODE_LABELLER,
-    AMD_OPERAND_WAITS,
-    AMD_WAIT_DRIVER,
     GKE_COS_INSTALL,
     GKE_NCCL_RDMA_INSTALL,
     GKE_NCCL_TCPXO_INSTALL,
@@ -34,74 +29,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.published_c
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 
-# The last element of a published command line that lets any further arguments follow (a
-# binary's flags). Never placed after a shell's `-c`, whose next argument is the whole script.
-ANY_ARGUMENTS = "..."
-# The end of a published shell script after which its operator writes the user's flags (`-name` or
-# `-name=value`, words without a shell's metacharacters); argv holds no NUL, so no script ends so itself.
-FLAGS_FOLLOW = "\0flags"
-_FLAG_WORDS = re.compile(r"(?: -[A-Za-z0-9][\w.-]*(?:=[\w.,:/@%+=-]*)?)*")
 COMPONENT_KEYS = ("name", "images", "commands", "entrypoint_args", "namespaces")
 _CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
-
-
-@dataclass(frozen=True)
-class Component:
-    """One GPU system component: its name, what it runs, and where it usually runs."""
-
-    name: str
-    images: tuple[str, ...]  # repository paths, matched at the tail of a container's image repository
-    commands: tuple[tuple[str, ...], ...] = ()  # command + args as published; ANY_ARGUMENTS last: flags follow
-    entrypoint_args: bool = (
-        False  # the image's entrypoint is the component's binary: args without a command are its flags
-    )
-    namespaces: tuple[str, ...] = ()  # where it is usually deployed (information only)
-    source: str = ""  # where the images and commands are published
-    helper_images: tuple[str, ...] = ()  # images it ships beside its own (init containers, pause): never enough alone
-
-    def runs(self, container: Mapping[str, Any], tails: Sequence[str]) -> bool:
-        """Whether the container runs this component: one of its images with its own command line."""
-        if not any(tail in self.images or tail in self.helper_images for tail in tails):
-            return False
-        command, args = _strings(container.get("command")), _strings(container.get("args"))
-        if command is None or args is None:
-            return False
-        if not command and (not args or self.entrypoint_args):
-            return True
-        argv = (*command, *args)
-        return any(_argv_matches(argv, pattern) for pattern in self.commands)
-
-    def own_image(self, tails: Sequence[str]) -> bool:
-        return any(tail in self.images for tail in tails)
-
-
-def _strings(value: object) -> tuple[str, ...] | None:
-    """A command or args list; None when it is not a list of strings (never recognised)."""
-    if value is None:
-        return ()
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    return None
-
-
-def _argv_matches(argv: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
-    if pattern and pattern[-1] == ANY_ARGUMENTS:
-        fixed = pattern[:-1]
-        return argv[: len(fixed)] == fixed
-    if pattern and pattern[-1].endswith(FLAGS_FOLLOW):
-        script = pattern[-1][: -len(FLAGS_FOLLOW)]
-        last = argv[-1] if len(argv) == len(pattern) else ""
-        return (
-            argv[:-1] == pattern[:-1]
-            and last.startswith(script)
-            and _FLAG_WORDS.fullmatch(last[len(script) :]) is not None
-        )
-    return argv == pattern
-
-
-def with_flags(*argv: str) -> tuple[str, ...]:
-    """A published command line whose last argument, a shell script, may be followed by flags."""
-    return (*argv[:-1], argv[-1] + FLAGS_FOLLOW)
 
 
 def image_repository(image: str) -> str:
@@ -277,13 +206,6 @@ def _koordinator(title: str, binary: str) -> Component:
 
 
 _DEVICE_PLUGIN_IMAGES = ("nvidia/k8s-device-plugin",)
-
-# The AMD GPU Operator builds its operands' DaemonSets in Go; each waits for the driver in a busybox
-# init container (commonConfig.initContainerImage may name another).
-_AMD_SOURCE = "ROCm/gpu-operator "
-_AMD_NAMESPACES = ("kube-amd-gpu",)
-_AMD_INIT_IMAGES = ("busybox",)
-_AMD_WAITS = tuple(("sh", "-c", wait) for wait in AMD_OPERAND_WAITS)
 
 BUILTIN_COMPONENTS: tuple[Component, ...] = (
     Component(
@@ -509,56 +431,7 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
         namespaces=("kube-system", "hami-system"),
         source="Project-HAMi/HAMi charts/hami/templates/device-plugin/daemonsetnvidia.yaml",
     ),
-    Component(
-        "AMD GPU device plugin",
-        ("rocm/k8s-device-plugin",),
-        (("./k8s-node-labeller", ANY_ARGUMENTS),),
-        entrypoint_args=True,
-        namespaces=("kube-system",),
-        source="ROCm/k8s-device-plugin k8s-ds-amdgpu-dp.yaml, k8s-ds-amdgpu-labeller.yaml",
-    ),
-    Component(
-        "AMD GPU Operator device config manager",
-        ("rocm/device-config-manager",),
-        tuple(("sh", "-c", wait) for wait in AMD_WAIT_DRIVER),
-        namespaces=("kube-amd-gpu",),
-        source="ROCm/gpu-operator example/configManager/daemonset.yaml, internal/configmanager/configmanager.go",
-        helper_images=("busybox",),
-    ),
-    Component(
-        "AMD GPU Operator device plugin",
-        ("rocm/k8s-device-plugin",),
-        (with_flags("sh", "-c", AMD_DEVICE_PLUGIN), ("sh", "-c", AMD_KMM_DEVICE_PLUGIN), *_AMD_WAITS),
-        namespaces=_AMD_NAMESPACES,
-        source=_AMD_SOURCE + "internal/plugin/plugin.go, internal/kmmmodule/kmmmodule.go",
-        helper_images=_AMD_INIT_IMAGES,
-    ),
-    Component(
-        "AMD GPU Operator node labeller",
-        ("rocm/k8s-device-plugin", "rocm/k8s-node-labeller"),
-        (*(with_flags("sh", "-c", labeller) for labeller in AMD_NODE_LABELLER), *_AMD_WAITS),
-        namespaces=_AMD_NAMESPACES,
-        source=_AMD_SOURCE + "internal/nodelabeller/nodelabeller.go",
-        helper_images=_AMD_INIT_IMAGES,
-    ),
-    Component(
-        "AMD GPU Operator metrics exporter",
-        ("rocm/device-metrics-exporter",),
-        _AMD_WAITS,
-        # The exporter binds to localhost behind kube-rbac-proxy when rbacConfig is enabled.
-        entrypoint_args=True,
-        namespaces=_AMD_NAMESPACES,
-        source=_AMD_SOURCE + "internal/metricsexporter/metricsexporter.go",
-        helper_images=(*_AMD_INIT_IMAGES, "brancz/kube-rbac-proxy"),
-    ),
-    Component(
-        "AMD GPU Operator test runner",
-        ("rocm/test-runner",),
-        _AMD_WAITS,
-        namespaces=_AMD_NAMESPACES,
-        source=_AMD_SOURCE + "internal/testrunner/testrunner.go",
-        helper_images=_AMD_INIT_IMAGES,
-    ),
+    *AMD_COMPONENTS,
     Component(
         "Intel GPU plugin",
         ("intel/intel-gpu-plugin", "intel/intel-gpu-initcontainer"),

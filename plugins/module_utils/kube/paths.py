@@ -36,8 +36,3 @@ def collection_paths(api_version: str, resource: str, namespaces: Iterable[str] 
     if not namespaces:
         return [api_path(api_version, resource)]
     return [api_path(api_version, resource, namespace=namespace) for namespace in namespaces]
-
-
-def json_pointer(*keys: str) -> str:
-    """The JSON pointer (RFC 6901) to a member by its keys: `~` becomes `~0` and `/` becomes `~1`."""
-    return "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in keys)

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import selector_expression
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping, string_map
 
 _SELECTOR_TERM = re.compile(
     r"^\s*(?:"
@@ -82,3 +84,22 @@ def parse_label_selector(text: object) -> LabelSelector:
     if not isinstance(text, str) or not text.strip():
         raise OptionError(f"label selector {text!r} is empty or not a string")
     return LabelSelector(text, tuple(_parse_requirement(term, text) for term in _split_selector_terms(text)))
+
+
+def selector_text(selector: object) -> str | None:
+    """A metav1.LabelSelector as a selector string, or None when it selects nothing usable."""
+    raw = as_mapping(selector)
+    terms = [f"{k}={v}" for k, v in sorted(string_map(raw.get("matchLabels")).items())]
+    for expression in filter(None, map(selector_expression, as_list(raw.get("matchExpressions")))):
+        key, operator, values = expression["key"], expression["operator"], ",".join(expression["values"])
+        terms.append(
+            {
+                "In": f"{key} in ({values})",
+                "NotIn": f"{key} notin ({values})",
+                "Exists": key,
+                "DoesNotExist": f"!{key}",
+            }.get(operator, "")
+        )
+    if not terms or not all(terms):
+        return None
+    return ",".join(terms)

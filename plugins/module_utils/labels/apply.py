@@ -12,10 +12,9 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import MAX_CONFLICT_ATTEMPTS, JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
-    MAX_CONFLICT_ATTEMPTS,
     CompactNode,
-    JsonPatch,
     LabelingOptions,
     NodePlan,
     Outcome,

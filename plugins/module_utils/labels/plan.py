@@ -9,7 +9,6 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import MODEL_SOURCE as DRA_MODEL_SOURCE
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
@@ -22,23 +21,18 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models impo
     split_model_suffixes,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import json_pointer
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import JsonPatch, member_ops
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import string_map
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.quantity import gpu_count
 
 DEFAULT_LABEL_KEY = "accelerator"
 OWNERSHIP_ANNOTATION = "kubegpu.io/managed-labels"
 MIXED_MODELS_CHOICES = ("skip", "first")
-MAX_CONFLICT_ATTEMPTS = 3
 _MODEL_TOKEN_SPLIT = re.compile(r"[^a-z0-9]+")
 _MEMORY_TOKEN = re.compile(r"^\d+gb$")
 
 # Brand words providers add or leave out for the same chip (Tesla-T4, nvidia-tesla-t4, t4).
 _BRAND_TOKENS = frozenset({"nvidia", "tesla", "geforce", "quadro"})
-
-
-# A JSON patch (RFC 6902): operations the API server applies in order, all or none.
-JsonPatch = list[dict[str, Any]]
 
 
 class Outcome(str, Enum):
@@ -226,28 +220,6 @@ def label_value_for(model: str, overrides: Mapping[str, str]) -> str | None:
 
 def describe_models(names: Sequence[tuple[str, str]]) -> str:
     return ", ".join(f"{key}={value}" for key, value in names)
-
-
-def member_ops(
-    present: bool, map_key: str, key: str, before: str | None, after: str | None
-) -> tuple[JsonPatch, JsonPatch]:
-    """The guard and the write for one string of metadata.labels or metadata.annotations.
-
-    The guard holds the value as read, so the patch applies only while it is unchanged. The API
-    server's `test` of a missing member against null passes, so null guards an absent value; a
-    missing map fails any test below it, so an absent map is guarded (null) and written whole.
-    """
-    if not present:
-        guard = [{"op": "test", "path": json_pointer("metadata", map_key), "value": None}]
-        write = (
-            [] if after is None else [{"op": "add", "path": json_pointer("metadata", map_key), "value": {key: after}}]
-        )
-        return guard, write
-    path = json_pointer("metadata", map_key, key)
-    guard = [{"op": "test", "path": path, "value": before}]
-    if after is not None:
-        return guard, [{"op": "add", "path": path, "value": after}]
-    return guard, [{"op": "remove", "path": path}] if before is not None else []
 
 
 def label_patch(node: CompactNode, key: str, value: str | None, records: Mapping[str, str]) -> JsonPatch:

@@ -22,8 +22,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import CompactNode, JsonPatch, compact_node
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import CompactNode, compact_node
 
 
 def read_nodes(

@@ -55,7 +55,7 @@ def read_placement(
     pending: bool = True,
 ) -> tuple[Fleet, dict[str, Any]]:
     """The fleet as placement sees it, and its summary: the view and (with `pending`) the pending GPU
-    pods. `read_dra` gives the DRA objects (fleet/reads.py's read_dra, or the ones another check read
+    pods. `read_dra` gives the DRA objects (gpu/dra_reads.py's read_dra, or the ones another check read
     from the same lists)."""
     nodes, usage, waiting = read_nodes_and_pods(client, is_gpu, page_size)
     with error_context("cannot read the DRA objects for placement"):

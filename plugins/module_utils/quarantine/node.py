@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.projection import selector_text
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra import DraFleet, dra_counts
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import is_static_pod
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import GPU_DRIVERS, model_from_devices
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import DraFleet, dra_counts
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import UNKNOWN_MODEL, detect_model
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS, FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_quantities, pod_gpus
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import JsonPatch, member_ops
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
     as_mapping,
@@ -44,8 +44,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods impor
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.selectors import (
     LabelSelector,
     parse_label_selector,
+    selector_text,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import JsonPatch, member_ops
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import (
     MODEL_DIMENSION,
     Candidate,
@@ -205,6 +205,19 @@ class NodePlan:
     left: tuple[LeftPod, ...] = ()
     held: Held | None = None
     pools: tuple[PoolKey, ...] = ()
+
+
+@dataclass(frozen=True)
+class QuarantineReads:
+    """What the plan is made from: every node of the cluster (the breaker counts each pool's GPUs),
+    the pods on the nodes asked, every budget, the DRA side of the fleet, and per (namespace, pod) the
+    GPU devices of DRA drivers its claims hold."""
+
+    nodes: Sequence[CompactNode]
+    pods: Sequence[CompactPod]
+    budgets: Sequence[Budget]
+    dra: DraFleet | None = None
+    holders: Mapping[tuple[str, str], Mapping[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -451,23 +464,14 @@ def after_state(node: CompactNode, patch: JsonPatch | None, record: Record) -> N
     return NodeState(True, taints, record_text(node, record))
 
 
-def plan_quarantine(
-    asked: Sequence[str],
-    nodes: Iterable[CompactNode],
-    pods: Iterable[CompactPod],
-    budgets: Sequence[Budget],
-    options: QuarantineOptions,
-    dra: DraFleet | None = None,
-    holders: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
-) -> QuarantinePlan:
-    """The plan for the nodes asked (in their order, which is the breaker's): `nodes` are every node
-    of the cluster (the breaker counts each pool's GPUs), `pods` those on the nodes asked."""
-    by_name = {n.name: n for n in nodes}
+def plan_quarantine(asked: Sequence[str], reads: QuarantineReads, options: QuarantineOptions) -> QuarantinePlan:
+    """The plan for the nodes asked (in their order, which is the breaker's), from what was read."""
+    by_name = {n.name: n for n in reads.nodes}
     members = []
     pools_of: dict[str, tuple[PoolKey, ...]] = {}
     gpus_of: dict[str, int] = {}
     for node in by_name.values():
-        pools_of[node.name], gpus_of[node.name] = node_pools(node, dra, options), node_gpus(node, dra)
+        pools_of[node.name], gpus_of[node.name] = node_pools(node, reads.dra, options), node_gpus(node, reads.dra)
         members.append((pools_of[node.name], gpus_of[node.name], out_of_service(node)))
     pools = count_pools(members)
     # A node cordoned already takes no more GPUs out of service: the breaker never holds it back.
@@ -478,7 +482,7 @@ def plan_quarantine(
     ]
     verdict = apply_breaker(pools, candidates, options.max_share)
     held = {h.name: h for h in verdict.held}
-    evictions, left = split_gpu_pods(pods, holders or {}, budgets)
+    evictions, left = split_gpu_pods(reads.pods, reads.holders, reads.budgets)
     plans = []
     for name in asked:
         found = by_name.get(name)

@@ -18,8 +18,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalo
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import quarantine as kinds
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import plugin_finding
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import MAX_CONFLICT_ATTEMPTS, JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.retries import backoff_delay
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import MAX_CONFLICT_ATTEMPTS, JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import describe_pool
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import (
     OUTCOME_HELD,
@@ -147,16 +147,20 @@ class EvictionSettings:
     backoff: float = 0.5
 
 
+@dataclass(frozen=True)
+class EvictionCalls:
+    """What evictions go through: the eviction and the deletion of one pod, the failures they raise
+    that are answers about that pod, and the clock and sleep the back-off runs on."""
+
+    evict: Callable[[PodEviction], object]
+    delete: Callable[[PodEviction], object]
+    errors: tuple[type[BaseException], ...] = (Exception,)
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
 def _evict_one(
-    pod: PodEviction,
-    evict: Callable[[PodEviction], object],
-    delete: Callable[[PodEviction], object],
-    deadline: float,
-    settings: EvictionSettings,
-    stop: threading.Event,
-    errors: tuple[type[BaseException], ...],
-    clock: Callable[[], float],
-    sleep: Callable[[float], None],
+    pod: PodEviction, calls: EvictionCalls, settings: EvictionSettings, deadline: float, stop: threading.Event
 ) -> EvictionResult:
     attempt = 0
     detail = ""
@@ -165,9 +169,9 @@ def _evict_one(
             return EvictionResult(pod, NOT_ATTEMPTED, attempts=attempt)
         attempt += 1
         try:
-            evict(pod)
+            calls.evict(pod)
             return EvictionResult(pod, EVICTED, attempts=attempt)
-        except errors as exc:
+        except calls.errors as exc:
             status, detail = _status(exc), str(exc)
             if status == NOT_FOUND:
                 return EvictionResult(pod, POD_GONE, attempts=attempt)
@@ -177,40 +181,29 @@ def _evict_one(
                 if status not in _OBJECT_ONLY:
                     stop.set()
                 return EvictionResult(pod, FAILED, detail, attempt)
-        remaining = deadline - clock()
+        remaining = deadline - calls.clock()
         if remaining <= 0:
             break
-        sleep(min(backoff_delay(attempt - 1, settings.backoff), MAX_EVICTION_BACKOFF, remaining))
+        calls.sleep(min(backoff_delay(attempt - 1, settings.backoff), MAX_EVICTION_BACKOFF, remaining))
     if not settings.force_delete:
         return EvictionResult(pod, BLOCKED, detail, attempt)
     try:
-        delete(pod)
-    except errors as exc:
+        calls.delete(pod)
+    except calls.errors as exc:
         return EvictionResult(pod, FAILED, f"{detail}; then deleting it failed: {exc}", attempt)
     return EvictionResult(pod, DELETED, detail, attempt)
 
 
-def evict_pods(
-    pods: Sequence[PodEviction],
-    evict: Callable[[PodEviction], object],
-    delete: Callable[[PodEviction], object],
-    settings: EvictionSettings,
-    *,
-    errors: tuple[type[BaseException], ...] = (Exception,),
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> list[EvictionResult]:
-    """Evict every pod through `evict`, `settings.parallelism` in flight; a pod its budget keeps (429) is
-    tried again with back-off until `settings.timeout` seconds after the start, then reported blocked,
-    or deleted through `delete` with `force_delete`."""
+def evict_pods(pods: Sequence[PodEviction], calls: EvictionCalls, settings: EvictionSettings) -> list[EvictionResult]:
+    """Evict every pod through `calls.evict`, `settings.parallelism` in flight; a pod its budget keeps
+    (429) is tried again with back-off until `settings.timeout` seconds after the start, then reported
+    blocked, or deleted through `calls.delete` with `force_delete`."""
     if not pods:
         return []
-    deadline = clock() + settings.timeout
+    deadline = calls.clock() + settings.timeout
     stop = threading.Event()
     with ThreadPoolExecutor(max_workers=max(1, min(settings.parallelism, len(pods)))) as pool:
-        futures = [
-            pool.submit(_evict_one, p, evict, delete, deadline, settings, stop, errors, clock, sleep) for p in pods
-        ]
+        futures = [pool.submit(_evict_one, p, calls, settings, deadline, stop) for p in pods]
         return [future.result() for future in futures]
 
 

@@ -8,21 +8,20 @@ eviction (or, when asked, one deletion) per GPU pod."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra import DraFleet, dra_fleet
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import pod_field_selector, read_dra
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import dra_fleet
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_reads import read_dra
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import JsonPatch
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import pod_field_selector
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import (
-    Budget,
     CompactNode,
-    CompactPod,
     QuarantineOptions,
+    QuarantineReads,
     dra_holders,
     project_budget,
     project_node,
@@ -31,15 +30,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node
 
 POLICY_API_VERSION = "policy/v1"
 BUDGETS = "poddisruptionbudgets"
-
-
-@dataclass
-class QuarantineReads:
-    nodes: list[CompactNode]
-    pods: list[CompactPod]
-    budgets: list[Budget]
-    dra: DraFleet
-    holders: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
 
 
 def read_quarantine(

@@ -27,7 +27,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import json_pointer
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import json_pointer
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
     as_mapping,

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.component import Component
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import (
     NO_CATALOGUE,
-    Component,
     ComponentCatalogue,
     component_reason,
 )

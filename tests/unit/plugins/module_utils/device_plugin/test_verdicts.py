@@ -39,7 +39,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.p
     compact_node,
     project_daemonset,
     project_plugin_pod,
-    selector_text,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.targets import (
     check_options,
@@ -772,28 +771,6 @@ def test_pod_queries_are_one_per_selector_plus_each_daemonset_selector():
 def test_pod_queries_skip_a_daemonset_selector_already_listed_everywhere():
     queries = plugin_pod_queries(DEFAULT_OPTIONS, projected(make_daemonset(), make_daemonset(namespace="other")))
     assert queries == [(None, s) for s in DEFAULT_DEVICE_PLUGIN_SELECTORS]
-
-
-@pytest.mark.parametrize(
-    "selector, text",
-    [
-        ({"matchLabels": {"b": "2", "a": "1"}}, "a=1,b=2"),
-        (
-            {
-                "matchExpressions": [
-                    {"key": "k", "operator": "In", "values": ["x", "y"]},
-                    {"key": "e", "operator": "Exists"},
-                ]
-            },
-            "k in (x,y),e",
-        ),
-        ({}, None),
-        ({"matchExpressions": [{"key": "k", "operator": "Weird"}]}, None),
-        ("junk", None),
-    ],
-)
-def test_selector_text(selector, text):
-    assert selector_text(selector) == text
 
 
 @pytest.mark.parametrize("junk", [None, "x", 3, {"metadata": "x"}, {"metadata": {"name": "a"}}])

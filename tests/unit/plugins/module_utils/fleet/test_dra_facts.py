@@ -11,7 +11,6 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra import dra_fleet, gpu_units
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import (
     PROBLEM_CLAIMS_UNALLOCATABLE,
     PROBLEM_DRA_DEVICE_GONE,
@@ -30,7 +29,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projectio
     ROLE_UNALLOCATABLE,
     project_pod,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_dra
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.summary import summary_lines
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
     DraObjects,
@@ -40,6 +38,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
     project_taint_rule,
     rule_selects,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import dra_fleet, gpu_units
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_reads import read_dra
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.nodes import project_node
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError

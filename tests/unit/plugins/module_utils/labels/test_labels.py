@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import is_valid_label_value
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import MAX_CONFLICT_ATTEMPTS, json_pointer
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.apply import (
     ApplyStatus,
     NodeResult,
@@ -27,14 +28,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.apply im
     summarize,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
-    MAX_CONFLICT_ATTEMPTS,
     OWNERSHIP_ANNOTATION,
     CompactNode,
     NodePlan,
     Outcome,
     build_options,
     compact_node,
-    json_pointer,
     label_key_problem,
     plan_node,
     plan_nodes,

@@ -18,7 +18,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node
 def _plan(asked, nodes, pods=(), options=OPTIONS):
     compact = [q.project_node(n, options) for n in nodes]
     projected = [p for p in (q.project_pod(i, frozenset(asked), IS_GPU) for i in pods) if p is not None]
-    return q.plan_quarantine(asked, compact, projected, [], options)
+    return q.plan_quarantine(asked, q.QuarantineReads(compact, projected, []), options)
 
 
 def _replan(node, plan):
@@ -92,7 +92,9 @@ def test_a_budget_429_is_retried_until_it_allows_the_eviction():
         if status:
             raise ClusterError("Cannot evict pod as it would violate the pod's disruption budget.", status)
 
-    result = a.evict_pods([_pod("a")], evict, lambda p: None, a.EvictionSettings(60), clock=clock, sleep=clock.sleep)
+    result = a.evict_pods(
+        [_pod("a")], a.EvictionCalls(evict, lambda p: None, clock=clock, sleep=clock.sleep), a.EvictionSettings(60)
+    )
     assert [(r.status, r.attempts) for r in result] == [(a.EVICTED, 3)]
     assert 0 < clock.now < 60
 
@@ -107,7 +109,9 @@ def test_a_pod_its_budget_keeps_past_the_timeout_is_blocked_and_never_deleted_un
             raise ClusterError("Cannot evict pod as it would violate the pod's disruption budget.", 429)
 
         settings = a.EvictionSettings(10, force_delete=force)
-        result = a.evict_pods([_pod("a", [budget])], evict, deleted.append, settings, clock=clock, sleep=clock.sleep)
+        result = a.evict_pods(
+            [_pod("a", [budget])], a.EvictionCalls(evict, deleted.append, clock=clock, sleep=clock.sleep), settings
+        )
         assert result[0].status == status and result[0].attempts > 2
         assert clock.now >= 10
         assert len(deleted) == (1 if force else 0)
@@ -128,7 +132,9 @@ def test_a_pod_gone_already_counts_as_evicted_and_one_several_budgets_select_is_
 
     clock = FakeClock()
     result = a.evict_pods(
-        [_pod("gone"), _pod("two")], evict, lambda p: None, a.EvictionSettings(30), clock=clock, sleep=clock.sleep
+        [_pod("gone"), _pod("two")],
+        a.EvictionCalls(evict, lambda p: None, clock=clock, sleep=clock.sleep),
+        a.EvictionSettings(30),
     )
     assert [(r.status, r.attempts) for r in result] == [(a.POD_GONE, 1), (a.BLOCKED, 1)]
     assert clock.now == 0
@@ -139,7 +145,7 @@ def test_a_forbidden_eviction_stops_the_ones_not_sent_yet():
         raise ClusterError("forbidden", 403)
 
     result = a.evict_pods(
-        [_pod(f"p{i}") for i in range(3)], evict, lambda p: None, a.EvictionSettings(30, parallelism=1)
+        [_pod(f"p{i}") for i in range(3)], a.EvictionCalls(evict, lambda p: None), a.EvictionSettings(30, parallelism=1)
     )
     assert [r.status for r in result] == [a.FAILED, a.NOT_ATTEMPTED, a.NOT_ATTEMPTED]
 
@@ -157,7 +163,7 @@ def test_no_more_evictions_are_in_flight_than_the_parallelism():
             flying[0] -= 1
 
     pods = [_pod(f"p{i}") for i in range(40)]
-    result = a.evict_pods(pods, evict, lambda p: None, a.EvictionSettings(30, parallelism=4))
+    result = a.evict_pods(pods, a.EvictionCalls(evict, lambda p: None), a.EvictionSettings(30, parallelism=4))
     assert all(r.status == a.EVICTED for r in result)
     assert 1 < flying[1] <= 4
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra import dra_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects, project_claim, project_slice
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import dra_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import node as q
@@ -67,9 +67,8 @@ def plan(asked, nodes, pods=(), budgets=(), options=OPTIONS, dra=None, holders=N
     compact = [q.project_node(n, options) for n in nodes]
     wanted = frozenset(asked)
     projected = [p for p in (q.project_pod(item, wanted, IS_GPU) for item in pods) if p is not None]
-    return q.plan_quarantine(
-        asked, compact, projected, [q.project_budget(b) for b in budgets], options, dra=dra, holders=holders
-    )
+    budgets = [q.project_budget(b) for b in budgets]
+    return q.plan_quarantine(asked, q.QuarantineReads(compact, projected, budgets, dra, holders or {}), options)
 
 
 def only(result):
