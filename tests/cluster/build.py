@@ -20,12 +20,12 @@ FIRST_BUILD_ESTIMATE = "about 8 to 25 minutes on 2 cores, less on more"
 HEARTBEAT_SECONDS = 60
 
 
-def _kubernetes_ldflags() -> str:
-    major, minor = versions.KUBERNETES.lstrip("v").split(".")[:2]
+def _kubernetes_ldflags(release: str) -> str:
+    major, minor = release.lstrip("v").split(".")[:2]
     flags = ["-s", "-w"]
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
         flags += [
-            f"-X {pkg}.gitVersion={versions.KUBERNETES}",
+            f"-X {pkg}.gitVersion={release}",
             f"-X {pkg}.gitMajor={major}",
             f"-X {pkg}.gitMinor={minor}",
             f"-X {pkg}.gitTreeState=clean",
@@ -35,15 +35,21 @@ def _kubernetes_ldflags() -> str:
 
 def build_steps(out: Path) -> list[tuple[str, str, list[str]]]:
     """(binary, module folder, go build arguments): one build a binary, so that each says how long it took
-    (the Kubernetes binaries share the Go build cache, so the later ones reuse the earlier ones' packages)."""
+    (the Kubernetes binaries share the Go build cache, so the later ones reuse the earlier ones' packages).
+    The Kubernetes binaries come from the module of the release KUBEGPU_KUBERNETES picks (versions.py)."""
+    release = versions.kubernetes()
     common = ["go", "build", "-mod=readonly", "-trimpath", "-pgo=off"]
     plain = ["-ldflags=-s -w"]
-    kubernetes = [f"-ldflags={_kubernetes_ldflags()}"]
+    kubernetes = [f"-ldflags={_kubernetes_ldflags(release)}"]
     return [
         ("etcd", "etcd", common + plain + ["-o", str(out / "etcd"), "go.etcd.io/etcd/server/v3"]),
         ("kwok", "kwok", common + plain + ["-o", str(out / "kwok"), "sigs.k8s.io/kwok/cmd/kwok"]),
     ] + [
-        (name, "kubernetes", common + kubernetes + ["-o", str(out / name), f"k8s.io/kubernetes/cmd/{name}"])
+        (
+            name,
+            versions.kubernetes_module(release),
+            common + kubernetes + ["-o", str(out / name), f"k8s.io/kubernetes/cmd/{name}"],
+        )
         for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
     ]
 

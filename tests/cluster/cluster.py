@@ -455,6 +455,12 @@ def _is_ready(api: Api) -> bool:
     return status == 200
 
 
+def served_version(api: Api) -> str | None:
+    """The gitVersion the API server reports (/version), None when it does not answer."""
+    version = _get(api, "/version").get("gitVersion")
+    return version if isinstance(version, str) else None
+
+
 def _node_ready(node: dict) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions", [])
@@ -589,7 +595,14 @@ def running(layout: Layout) -> bool:
 def up(fleet_file: Path, timeout: float) -> Path:
     layout = Layout(state_dir())
     spec = fleet.load(fleet_file)
+    release = versions.kubernetes()
     if running(layout) and layout.kubeconfig.exists() and _is_ready(Api(layout)):
+        serving = served_version(Api(layout))
+        if serving and serving != release:
+            raise ClusterStartError(
+                f"the cluster running in {layout.root} is Kubernetes {serving}, not {release} (KUBEGPU_KUBERNETES): "
+                "stop it with `make cluster-down`, or give this one its own KUBEGPU_CLUSTER_DIR and ports"
+            )
         print(f"cluster already running (state in {layout.root}); reusing it", file=sys.stderr)
         return layout.kubeconfig
     if read_pids(layout):
@@ -600,9 +613,11 @@ def up(fleet_file: Path, timeout: float) -> Path:
     if taken:
         raise ClusterStartError(ports_message(taken))
     build.say(
-        f"starting the local cluster (etcd, kube-apiserver, kwok, kube-controller-manager, kube-scheduler; "
-        f"state and logs in {layout.root}) and applying the fleet {fleet_file}"
+        f"starting the local cluster at Kubernetes {release} (etcd, kube-apiserver, kwok, kube-controller-manager, "
+        f"kube-scheduler; state and logs in {layout.root}) and applying the fleet {fleet_file}"
     )
+    for note in spec["left_out"]:
+        build.say(f"  {note}")
     began = time.monotonic()
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.logs.mkdir(exist_ok=True)
@@ -685,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
             layout = Layout(state_dir())
             print(f"running, kubeconfig {layout.kubeconfig}" if running(layout) else "not running")
             return 0 if running(layout) else 3
-    except (fleet.FleetError, ClusterStartError) as exc:
+    except (fleet.FleetError, ClusterStartError, versions.UnknownRelease) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

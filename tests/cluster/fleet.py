@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from . import dra as dra_objects
-from . import gpu_operator
+from . import gpu_operator, versions
 
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 NOT_READY_ANNOTATION = "kubegpu.test/not-ready"
@@ -192,6 +192,27 @@ def _pod_specs(raw: Any, source: Path, nodes: list[dict]) -> tuple[str, list[dic
     return namespace, pods
 
 
+def needs(pod: dict, nodes: list[dict]) -> set[str]:
+    """The features of versions.NOT_SERVED a fleet pod needs: a device-plugin GPU limit on a DRA node is
+    served from a DeviceClass's extendedResourceName."""
+    dra_nodes = {n["name"] for n in nodes if n["dra"]}
+    return {versions.DRA_EXTENDED_RESOURCES} if pod["gpus"] and not pod["claim"] and pod["node"] in dra_nodes else set()
+
+
+def for_release(spec: dict, release: str) -> dict:
+    """The fleet as a cluster of `release` can hold it: without the pods that need what the release does
+    not serve by default, each named in `left_out` with what is missing."""
+    missing = versions.not_served(release)
+    kept, left_out = [], []
+    for pod in spec["pods"]:
+        lacking = sorted(needs(pod, spec["nodes"]) & missing.keys())
+        if lacking:
+            left_out.append(f"pod {pod['name']} left out: Kubernetes {release} does not serve {missing[lacking[0]]}")
+        else:
+            kept.append(pod)
+    return {**spec, "pods": kept, "left_out": left_out}
+
+
 def _dra_driver(raw: Any, source: Path, nodes: list[dict]) -> dict | None:
     if raw is None:
         if any(n["dra"] for n in nodes):
@@ -209,8 +230,9 @@ def _dra_driver(raw: Any, source: Path, nodes: list[dict]) -> dict | None:
     }
 
 
-def load(path: Path) -> dict:
-    """Read and check a fleet file; raise FleetError naming the file and the problem."""
+def load(path: Path, release: str | None = None) -> dict:
+    """Read and check a fleet file, for the Kubernetes release the local cluster runs (versions.kubernetes()
+    unless given; see for_release); raise FleetError naming the file and the problem."""
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -221,7 +243,7 @@ def load(path: Path) -> dict:
     plugin = _check_mapping(doc.get("device_plugin"), path, "device_plugin")
     nodes = _node_specs(doc.get("nodes"), path)
     namespace, pods = _pod_specs(doc.get("pods", {}), path, nodes)
-    return {
+    spec = {
         "dra_driver": _dra_driver(doc.get("dra_driver"), path, nodes),
         "gpu_operator": gpu_operator.parse(
             doc.get("gpu_operator"), "gpu_operator", lambda where, problem: _fail(path, where, problem)
@@ -235,6 +257,10 @@ def load(path: Path) -> dict:
         "pod_namespace": namespace,
         "pods": pods,
     }
+    try:
+        return for_release(spec, release or versions.kubernetes())
+    except versions.UnknownRelease as exc:
+        raise FleetError(str(exc)) from exc
 
 
 def node_object(spec: dict) -> dict:

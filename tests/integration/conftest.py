@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster import ack, gpu_operator
+from tests.cluster import ack, gpu_operator, versions
 from tests.cluster import cluster as local_cluster
 from tests.cluster import fleet as fleet_file
 
@@ -153,6 +153,12 @@ class LocalCluster:
                     f"/api/v1/nodes/{name}",
                     {"metadata": {"labels": {ACCELERATOR: label}, "annotations": {OWNERSHIP: record}}},
                 )
+
+
+def dra_resource_served(resource: str) -> bool:
+    """Whether the local cluster's Kubernetes release serves this resource of resource.k8s.io/v1 by default
+    (tests/cluster/versions.py): DeviceTaintRules are not served before 1.37."""
+    return resource != "devicetaintrules" or versions.serves(versions.DEVICE_TAINT_RULES)
 
 
 def daemonset_selects(fleet: dict, spec: dict) -> bool:

@@ -26,6 +26,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checke
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import validate_documents
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import parse_text
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
+from tests.cluster import versions
 
 CORPUS = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "manifests"
 MODULE = "gpu_admission_policy"
@@ -162,6 +163,7 @@ def admission_sees(finding) -> bool:
     return bool(admission and admission.findings) and ".envFrom[" not in finding.path
 
 
+@pytest.mark.every_release
 @pytest.mark.parametrize(("obj", "findings"), list(corpus_objects()))
 def test_the_policy_and_the_offline_validator_agree_on_the_corpus(cluster, denying, obj, findings):
     obj = copy.deepcopy(obj)
@@ -185,6 +187,7 @@ def test_the_policy_and_the_offline_validator_agree_on_the_corpus(cluster, denyi
         assert status in (200, 201), f"{status}: {message}"
 
 
+@pytest.mark.every_release
 def test_a_deployment_with_the_bypass_is_refused_at_apply(cluster, denying):
     template = pod("x", env={"NVIDIA_VISIBLE_DEVICES": "all"})
     deployment = {
@@ -203,6 +206,7 @@ def test_a_deployment_with_the_bypass_is_refused_at_apply(cluster, denying):
     assert cluster.api.request("GET", f"/apis/apps/v1/namespaces/{denying}/deployments/bypass")[0] == 404
 
 
+@pytest.mark.every_release
 def test_kubectl_debug_with_the_variable_is_refused(cluster, denying):
     status, reply = cluster.create(f"/api/v1/namespaces/{denying}/pods", pod("debug-me"))
     assert status == 201, reply
@@ -239,6 +243,7 @@ def pytorch_job(worker_env: dict[str, str]) -> dict:
     }
 
 
+@pytest.mark.every_release
 def test_custom_resource_workloads_are_judged_in_each_pod_template(cluster, denying):
     # The master's GPU limit must not count for the worker's container of the same name.
     status, message = dry_run(cluster, pytorch_job({"NVIDIA_VISIBLE_DEVICES": "all"}), denying)
@@ -261,6 +266,7 @@ def test_custom_resource_workloads_are_judged_in_each_pod_template(cluster, deny
     assert dry_run(cluster, ray, denying)[0] == 201
 
 
+@pytest.mark.every_release
 def test_kinds_the_cluster_does_not_serve_leave_the_policy_type_checked(cluster, denying):
     path = ADMISSION_OBJECTS[0]
     live = wait_until(
@@ -277,6 +283,7 @@ def test_kinds_the_cluster_does_not_serve_leave_the_policy_type_checked(cluster,
     assert live["status"]["typeChecking"].get("expressionWarnings", []) == []
 
 
+@pytest.mark.every_release
 @pytest.mark.parametrize("quantity", [1, "1", "1000m"])
 def test_gpu_quantities_are_judged_alike(cluster, denying, quantity):
     overriding = pod("quantity", env={"NVIDIA_VISIBLE_DEVICES": "all"}, limits={"nvidia.com/gpu": quantity})
@@ -284,6 +291,7 @@ def test_gpu_quantities_are_judged_alike(cluster, denying, quantity):
     assert dry_run(cluster, pod("quantity", limits={"nvidia.com/gpu": quantity}), denying)[0] == 201
 
 
+@pytest.mark.every_release
 def test_extra_exemptions_apply_and_lift_also_after_a_reinstall(cluster, denying):
     """Removed and reinstalled, as the API server's ConfigMap paramKind watch would not survive
     (kubernetes/kubernetes#130887): the exemptions, in the bindings, still come and go."""
@@ -343,6 +351,7 @@ PRIVILEGED_CASES = [
 ]
 
 
+@pytest.mark.every_release
 def test_privileged_gpu_containers_are_refused_as_the_offline_rule_finds_them(cluster, denying):
     """The warning rules in Warn here, so that a warning rule's denial (KGPU601 beside the runtime
     class case) cannot come first and leave KGPU301 unsaid: the API server stops at one denial."""
@@ -466,6 +475,7 @@ def test_the_mutating_policy_rewrites_only_what_admission_cannot_see(cluster, de
         wait_enforced(cluster, denying, denied=True)
 
 
+@pytest.mark.every_release
 def test_a_rerun_changes_nothing_and_check_mode_writes_nothing(cluster, denying):
     status, result = run(cluster, DENY)
     assert status == "SUCCESS" and result["changes"] == [], result
@@ -476,6 +486,30 @@ def test_a_rerun_changes_nothing_and_check_mode_writes_nothing(cluster, denying)
     status, result = run(cluster, {"state": "absent"}, "--check")
     assert status == "CHANGED" and result["changes"]
     assert cluster.api.request("GET", ADMISSION_OBJECTS[0])[0] == 200
+
+
+@pytest.mark.every_release
+def test_the_mutating_policy_is_planned_where_served_and_refused_naming_its_api_where_not(cluster, denying):
+    validating = {path: cluster.get(path)["metadata"]["resourceVersion"] for path in ADMISSION_OBJECTS[:4]}
+    if versions.serves(versions.MUTATING_ADMISSION_POLICY):
+        status, result, _done = run_ansible_module(cluster.kubeconfig, MODULE, {**DENY, "mutating": True}, "--check")
+        assert status == "CHANGED", result
+        assert sorted(result["changes"]) == [
+            f"MutatingAdmissionPolicy {policy.MUTATING_POLICY_NAME}",
+            f"MutatingAdmissionPolicyBinding {policy.MUTATING_POLICY_NAME}",
+        ]
+    else:
+        status, result, _done = run_ansible_module(cluster.kubeconfig, MODULE, {**DENY, "mutating": True})
+        assert status == "FAILED!", result
+        assert result["msg"] == (
+            "the cluster does not serve mutatingadmissionpolicies, mutatingadmissionpolicybindings in "
+            "admissionregistration.k8s.io/v1: ValidatingAdmissionPolicy needs Kubernetes 1.30 or later, "
+            "MutatingAdmissionPolicy 1.36 or later"
+        )
+        assert "Traceback" not in result.get("module_stderr", "") + result.get("exception", "")
+    # Refused or planned, nothing was written: the validating policies are as they were, and no mutating one.
+    assert {path: cluster.get(path)["metadata"]["resourceVersion"] for path in validating} == validating
+    assert all(cluster.api.request("GET", path)[0] == 404 for path in ADMISSION_OBJECTS[4:])
 
 
 def test_removal_leaves_nothing_then_the_mutating_policy(cluster, denying, tmp_path):

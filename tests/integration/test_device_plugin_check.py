@@ -25,7 +25,7 @@ from conftest import ansible_env as shared_ansible_env
 from tests.cluster import ack
 from tests.cluster import fleet as fleet_file
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]

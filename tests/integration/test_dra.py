@@ -20,9 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LocalCluster, ansible_env, fleet_facts, run_ansible_module, wait_until, write_token_kubeconfig
+from conftest import (
+    LocalCluster,
+    ansible_env,
+    dra_resource_served,
+    fleet_facts,
+    run_ansible_module,
+    wait_until,
+    write_token_kubeconfig,
+)
 
 from tests.cluster import fleet as fleet_file
+from tests.cluster import versions
 
 pytestmark = pytest.mark.cluster
 
@@ -75,6 +84,7 @@ def fleet_pod(cluster: LocalCluster, name: str) -> dict:
 # --- capacity, allocated and free -------------------------------------------------------------------
 
 
+@pytest.mark.every_release
 def test_per_node_capacity_allocated_and_free_are_the_slices_less_the_allocations(cluster: LocalCluster):
     api = api_dra(cluster)
     result = facts(cluster, {"dra_devices": "all"})
@@ -109,6 +119,7 @@ def test_per_node_capacity_allocated_and_free_are_the_slices_less_the_allocation
             assert device["claims"] == sorted(held["held"].get((device["pool"], device["name"]), []))
 
 
+@pytest.mark.every_release
 @pytest.mark.usefixtures("unlabeled_nodes")
 def test_full_gpus_and_static_mig_devices(cluster: LocalCluster):
     nodes = by_node(facts(cluster, {"dra_devices": "all"}))
@@ -159,6 +170,7 @@ def test_a_pod_with_an_nvidia_gpu_limit_on_a_dra_node_counts_once(cluster: Local
     assert totals["allocated"] == sum(s["allocated"] for s in totals["by_source"].values())
 
 
+@pytest.mark.every_release
 def test_the_pod_no_node_can_allocate_is_a_problem(cluster: LocalCluster):
     [pending] = fleet_file.pending_pods(cluster.fleet)
     pod = fleet_pod(cluster, pending["name"])
@@ -177,6 +189,7 @@ def test_the_pod_no_node_can_allocate_is_a_problem(cluster: LocalCluster):
     ]
 
 
+@pytest.mark.every_release
 def test_models_and_totals_of_the_mixed_fleet_add_both_sources(cluster: LocalCluster):
     result = facts(cluster)
     nodes = by_node(result)
@@ -191,7 +204,10 @@ def test_models_and_totals_of_the_mixed_fleet_add_both_sources(cluster: LocalClu
             )
     assert h100["capacity"] == nodes["gfd-h100"]["capacity"] + nodes["dra-h100"]["capacity"]
     assert result["totals"]["capacity"] == sum(n["capacity"] for n in nodes.values())
-    assert result["dra"]["extended_resources"] == {"gpu.nvidia.com": GPU}
+    # Where the release does not serve DRA-backed extended resources, the API server drops the
+    # DeviceClass's extendedResourceName, and no class maps one.
+    served = versions.serves(versions.DRA_EXTENDED_RESOURCES)
+    assert result["dra"]["extended_resources"] == ({"gpu.nvidia.com": GPU} if served else {})
 
 
 # --- requests, counted on the server -----------------------------------------------------------------
@@ -245,22 +261,48 @@ def test_a_device_taint_rule_counts_as_a_slice_taint(cluster: LocalCluster):
         cluster.delete(f"{RESOURCE}/devicetaintrules/{TAINT_RULE}")
 
 
+@pytest.mark.every_release
 def test_one_paginated_list_per_dra_resource_counted_on_the_server(cluster: LocalCluster):
-    items = {r: len(cluster.get(f"{RESOURCE}/{r}")["items"]) for r in DRA_RESOURCES}
+    served = [r for r in DRA_RESOURCES if dra_resource_served(r)]
+    items = {r: len(cluster.get(f"{RESOURCE}/{r}")["items"]) for r in served}
     page = 2
     before = server_lists(cluster)
     result = facts(cluster, {"page_size": page})
     after = server_lists(cluster)
     pages = {r: max(1, math.ceil(n / page)) for r, n in items.items()}
-    assert {r: after[r] - before[r] for r in DRA_RESOURCES} == pages
+    assert {r: after[r] - before[r] for r in served} == pages
     nodes = len(cluster.get("/api/v1/nodes")["items"])
     pods = len(cluster.get("/api/v1/pods?fieldSelector=status.phase%21%3DSucceeded,status.phase%21%3DFailed")["items"])
-    assert result["api_requests"] == sum(pages.values()) + math.ceil(nodes / page) + math.ceil(pods / page)
+    # A resource the release does not serve is one request, answered 404.
+    refused = len(DRA_RESOURCES) - len(served)
+    assert result["api_requests"] == sum(pages.values()) + refused + math.ceil(nodes / page) + math.ceil(pods / page)
+
+
+@pytest.mark.every_release
+def test_device_taint_rules_count_where_served_and_are_named_in_a_note_where_not(cluster: LocalCluster):
+    result = facts(cluster)
+    notes = [n for n in result["notes"] if "devicetaintrules" in n]
+    status = cluster.api.request("GET", f"{RESOURCE}/devicetaintrules")[0]
+    if versions.serves(versions.DEVICE_TAINT_RULES):
+        assert (status, notes) == (200, [])
+    else:
+        assert status == 404
+        assert notes == [
+            "this cluster does not serve devicetaintrules in resource.k8s.io/v1: devices count as tainted only by "
+            "the taints their ResourceSlices carry"
+        ]
+    # The rest of the DRA facts still count: every DRA node's devices, none of them made tainted.
+    nodes = by_node(result)
+    for spec in fleet_file.dra_nodes(cluster.fleet):
+        node = nodes[spec["name"]]
+        assert node["capacity"] == fleet_file.expected_dra_node(spec, cluster.fleet)["capacity"]
+        assert "dra_devices_tainted" not in {p["kind"] for p in node["problems"]}
 
 
 # --- the device-plugin check and the labels -------------------------------------------------------------
 
 
+@pytest.mark.every_release
 def test_no_device_plugin_missing_on_a_healthy_dra_node(cluster: LocalCluster):
     status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_device_plugin_check", {"report_only": True})
     assert status == "SUCCESS", result.get("msg")
@@ -307,6 +349,7 @@ def dra_plugin_not_ready(cluster: LocalCluster) -> Iterator[str]:
         wait_until(lambda: pod_ready(dra_plugin_pod(cluster, node)), what="the kubelet plugin to be Ready again")
 
 
+@pytest.mark.every_release
 def test_a_kubelet_plugin_not_ready_shows_on_that_node_only(cluster: LocalCluster, dra_plugin_not_ready: str):
     node = dra_plugin_not_ready
     result = facts(cluster)
@@ -318,6 +361,7 @@ def test_a_kubelet_plugin_not_ready_shows_on_that_node_only(cluster: LocalCluste
     assert dra_findings == {(node, "dra_kubelet_plugin_not_ready")}
 
 
+@pytest.mark.every_release
 def test_the_dra_nodes_are_labeled_with_their_model(cluster: LocalCluster):
     names = dra_node_names(cluster)
     before = {n: cluster.get(f"/api/v1/nodes/{n}")["metadata"] for n in names}
@@ -375,6 +419,7 @@ def reader_without_dra(cluster: LocalCluster, namespace: str, tmp_path: Path) ->
         cluster.delete(f"{rbac}/clusterroles/{role}")
 
 
+@pytest.mark.every_release
 def test_a_reader_not_allowed_to_list_dra_gets_todays_facts_and_a_note(cluster: LocalCluster, reader_without_dra):
     full = facts(cluster)
     limited = wait_until(
@@ -462,6 +507,7 @@ def cluster_without_dra(cluster: LocalCluster, tmp_path: Path) -> Iterator[tuple
         server.server_close()
 
 
+@pytest.mark.every_release
 def test_a_cluster_without_resource_k8s_io_gets_todays_facts_and_a_note(cluster: LocalCluster, cluster_without_dra):
     kubeconfig, seen = cluster_without_dra
     full = facts(cluster)

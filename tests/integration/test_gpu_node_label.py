@@ -17,7 +17,7 @@ from conftest import ANSIBLE_BIN, MODEL_LABEL_KEYS, LocalCluster, ansible_env
 
 from tests.cluster import fleet as fleet_file
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 KEY = "accelerator"
 OWNERSHIP = "kubegpu.io/managed-labels"

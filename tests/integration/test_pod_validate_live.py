@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import LocalCluster, run_ansible_module, wait_until
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 GPU = "nvidia.com/gpu"
 CUDA = "nvidia/cuda:12.4.1-base-ubuntu22.04"

@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import REPO_ROOT, LocalCluster
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 PLAYBOOK = str(REPO_ROOT / "playbooks" / "sample_workload.yml")
 

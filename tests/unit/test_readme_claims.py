@@ -136,14 +136,14 @@ def test_security_section_names_every_object_admission_policy_writes():
 
 def makefile_targets() -> set[str]:
     text = (REPO / "Makefile").read_text()
-    return {m.group(1) for m in re.finditer(r"^([a-z][\w-]*):", text, re.M)}
+    return {m.group(1) for m in re.finditer(r"^([a-z][\w-]*(?:\.\d+)*):", text, re.M)}
 
 
 def test_every_make_target_the_docs_name_exists():
     docs = README + (REPO / "CONTRIBUTING.md").read_text()
     # `make x` as a command: at the start of a line or a code span, after `&&`, or after VAR=value.
-    named = set(re.findall(r"(?:^|`|&& |\S=\S+ )make ([a-z][\w-]*)", docs, re.M))
-    assert {"site", "test", "unit", "integration", "cluster-up", "cluster-down", "bench"} <= named
+    named = set(re.findall(r"(?:^|`|&& |\S=\S+ )make ([a-z][\w-]*(?:\.\d+)*)", docs, re.M))
+    assert {"site", "test", "unit", "integration", "cluster-up", "cluster-down", "bench", "test-k8s-1.34"} <= named
     assert sorted(named - makefile_targets()) == []
 
 
@@ -188,7 +188,7 @@ def settings_rows() -> dict[str, str]:
 
 def test_every_local_cluster_setting_is_read_with_the_default_the_readme_gives():
     rows = settings_rows()
-    assert len(rows) == 10, sorted(rows)
+    assert len(rows) == 11, sorted(rows)
     source = "".join(p.read_text() for p in (REPO / "tests" / "cluster").glob("*.py"))
     for name in rows:
         assert f'"{name}"' in source or f"{name.replace('SECOND_', '')}" in source, name
@@ -206,6 +206,9 @@ def test_every_local_cluster_setting_is_read_with_the_default_the_readme_gives()
     assert second == [rows[f"KUBEGPU_SECOND_{n}_PORT"] for n in names]
     assert rows["KUBEGPU_CLUSTER_DIR"] == "~/.cache/kubegpu/cluster"
     assert rows["KUBEGPU_FLEET"] == "tests/cluster/fleet.yaml"
+    from tests.cluster import versions
+
+    assert rows["KUBEGPU_KUBERNETES"] == versions.NEWEST_KUBERNETES
 
 
 def test_the_versions_the_readme_gives_are_the_pinned_ones():

@@ -51,3 +51,23 @@ def test_the_readme_table_names_what_is_tested():
     for version in (core, newest[1], client):
         assert version in section, version
     assert "make test-versions" in section
+
+
+def test_each_kubernetes_release_the_local_cluster_builds_has_its_row_and_command():
+    """tests/cluster/versions.py's releases are the README's Kubernetes rows: the newest tested by `make test`,
+    each older one by its `make test-k8s-<minor>`, which runs against that release's cluster."""
+    from tests.cluster import versions
+
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Supported versions", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| Kubernetes |")]
+    assert len(rows) == len(versions.KUBERNETES_RELEASES)
+    makefile = (REPO / "Makefile").read_text()
+    for release in versions.KUBERNETES_RELEASES:
+        minor = ".".join(release.lstrip("v").split(".")[:2])
+        command = "make test" if release == versions.NEWEST_KUBERNETES else f"make test-k8s-{minor}"
+        [row] = [r for r in rows if f"({release}," in r]
+        assert row.rstrip().endswith(f"| `{command}` |"), row
+        if release != versions.NEWEST_KUBERNETES:
+            target = re.search(rf"^test-k8s-{re.escape(minor)}:.*\n((?:\t.*\n)+)", makefile, re.M)
+            assert target and f"KUBEGPU_KUBERNETES={minor}" in makefile and "-m every_release" in target[1]
