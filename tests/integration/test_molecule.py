@@ -32,10 +32,15 @@ SCENARIOS = (
     "sample_workload",
     "admission_policy",
     "device_plugin",
+    "gpu_failure",
 )
 MOLECULE = Path(sys.executable).with_name("molecule")
 # Steps of the test sequence (extensions/molecule/config.yml) that must have run and passed.
 REQUIRED_STEPS = ("syntax", "prepare", "check", "side_effect", "converge", "idempotence", "verify")
+# Scenarios whose converge is a round trip, so that a second converge rightly changes the cluster
+# again: their molecule.yml leaves idempotence out of the sequence and their verify checks instead
+# that a rerun has nothing left to do.
+ROUND_TRIPS = frozenset({"gpu_failure"})
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 COMPARED = re.compile(r"TASK \[Check mode changed nothing on the cluster\][^\n]*\n\s*ok: \[localhost\]")
 
@@ -87,16 +92,20 @@ def test_scenario(cluster: LocalCluster, scenario: str, tmp_path: Path) -> None:
     output = ANSI.sub("", done.stdout)
     assert done.returncode == 0, output[-12000:]
 
-    for step in REQUIRED_STEPS:
+    required = [s for s in REQUIRED_STEPS if not (s == "idempotence" and scenario in ROUND_TRIPS)]
+    for step in required:
         assert re.search(rf"^{re.escape(scenario)} > {step}: Executed: Successful$", output, re.MULTILINE), (
             f"step {step} did not run and pass:\n{output[-6000:]}"
         )
 
     # Idempotence ran converge a second time and its recap shows no change.
-    (idempotence,) = step_output(output, scenario, "idempotence")
-    counts = recaps(idempotence)
-    assert counts, f"no play recap in the idempotence step:\n{idempotence}"
-    assert all(c["changed"] == 0 and c["failed"] == 0 for c in counts), idempotence
+    if scenario in ROUND_TRIPS:
+        assert not step_output(output, scenario, "idempotence"), "a round trip ran the idempotence step"
+    else:
+        (idempotence,) = step_output(output, scenario, "idempotence")
+        counts = recaps(idempotence)
+        assert counts, f"no play recap in the idempotence step:\n{idempotence}"
+        assert all(c["changed"] == 0 and c["failed"] == 0 for c in counts), idempotence
 
     # The check step ran converge with --check, and the step after it compared the cluster with
     # what prepare recorded.

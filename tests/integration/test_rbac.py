@@ -25,6 +25,12 @@ import pytest
 import yaml
 from conftest import LocalCluster, ansible_env, run_ansible_module, wait_until, write_token_kubeconfig
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import RECORD_ANNOTATION
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release import (
+    PROOF_NAMESPACE,
+    SAMPLE_TOLERATIONS,
+)
+
 pytestmark = pytest.mark.cluster
 
 BIN = Path(sys.executable).parent
@@ -40,6 +46,8 @@ KEY = "accelerator"
 # this test's own.
 SAMPLE = {"sample_workload_name": SAMPLE_POD}
 REPORT_ONLY = {"device_plugin_check_report_only": True, "pod_audit_fail_on": "never", **SAMPLE}
+# Keeps every other pod off the node the release test makes; its proof pod tolerates it.
+RELEASE_TEST_TAINT = {"key": "kubegpu.test/release", "value": "true", "effect": "NoSchedule"}
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|MODULE FAILURE|module_stderr")
 
 
@@ -411,6 +419,60 @@ def test_node_quarantine_passes_with_its_role_alone(cluster: LocalCluster, ident
         cluster.api.request("DELETE", pod_path)
         wait_until(lambda: cluster.api.request("GET", pod_path)[0] == 404, what="the GPU pod gone")
         cluster.delete(f"/api/v1/nodes/{name}")
+
+
+def test_node_release_passes_with_its_role_alone(cluster: LocalCluster, identities):
+    """A node quarantined as admin is proven and released by an identity bound to kubegpu-node-release
+    alone; the proof namespace is created by the run when missing, and deleted after."""
+    identity = identities.make("release", cluster_roles=("kubegpu-node-release",))
+    wait_until(
+        lambda: allowed(cluster, identity, "get", "pods", namespace=PROOF_NAMESPACE, subresource="log"),
+        what="the release binding",
+    )
+    name = f"rbac-release-{uuid.uuid4().hex[:6]}"
+    resources = {"nvidia.com/gpu": "2", "cpu": "8", "memory": "32Gi", "pods": "110"}
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"type": "kwok", "nvidia.com/gpu.product": f"NVIDIA-RBAC-{name}"},
+        },
+        "spec": {"taints": [RELEASE_TEST_TAINT]},
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+    namespace_existed = cluster.api.request("GET", f"/api/v1/namespaces/{PROOF_NAMESPACE}")[0] == 200
+    try:
+        assert cluster.create("/api/v1/nodes", node)[0] == 201
+        status, result, _done = run_ansible_module(
+            cluster.kubeconfig,
+            "gpu_node_quarantine",
+            {"nodes": [name], "reason": "rbac test", "max_share": 1.0},
+        )
+        assert status == "CHANGED", result
+        quarantined = cluster.get(f"/api/v1/nodes/{name}")
+        assert quarantined["spec"].get("unschedulable") is True
+        assert RECORD_ANNOTATION in quarantined["metadata"]["annotations"]
+
+        proof = {"tolerations": [*SAMPLE_TOLERATIONS, {"key": RELEASE_TEST_TAINT["key"], "operator": "Exists"}]}
+        run = run_playbook(identity, "node_release.yml", {"node_release_nodes": [name], "node_release_proof": proof})
+        assert_passes(run)
+        released = cluster.get(f"/api/v1/nodes/{name}")
+        assert released["spec"].get("unschedulable") is not True, run.explain()
+        assert [t["key"] for t in released["spec"].get("taints", []) if t["key"].startswith("kubegpu.io/")] == []
+        assert RECORD_ANNOTATION not in released["metadata"].get("annotations", {}), run.explain()
+        pods = cluster.get(f"/api/v1/namespaces/{PROOF_NAMESPACE}/pods")["items"]
+        assert [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") == name] == [], "the proof pod stayed"
+    finally:
+        cluster.delete(f"/api/v1/nodes/{name}")
+        if not namespace_existed:
+            cluster.delete(f"/api/v1/namespaces/{PROOF_NAMESPACE}")
+            wait_until(
+                lambda: cluster.api.request("GET", f"/api/v1/namespaces/{PROOF_NAMESPACE}")[0] == 404,
+                timeout=120,
+                what=f"namespace {PROOF_NAMESPACE} to go",
+            )
 
 
 def test_sample_workload_passes_with_its_namespace_role(cluster: LocalCluster, identities):
