@@ -311,8 +311,17 @@ def test_quarantine_plans_in_check_mode_what_it_then_does_evicting_only_gpu_pods
         assert since(start, writes(cluster)) == {("POST", "pods", "eviction", "429"): 1}
         assert again["to_evict"] == [f"{namespace}/serve"] and again["evicted"] == []
     finally:
-        cluster.delete(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/gpu-monitor")
+        # Each removal waited for, so that no controller still deletes or patches this test's objects
+        # while a later test counts the API server's writes.
+        daemonset_path = f"/apis/apps/v1/namespaces/{namespace}/daemonsets/gpu-monitor"
+        cluster.api.request("DELETE", daemonset_path + "?propagationPolicy=Foreground")
+        wait_until(lambda: cluster.api.request("GET", daemonset_path)[0] == 404, 60, what="the DaemonSet to go")
         cluster.api.request("DELETE", pods_path)
         wait_until(lambda: not cluster.get(pods_path)["items"], 60, what="the test's pods to go")
         for name in names:
             cluster.delete(f"/api/v1/nodes/{name}")
+        wait_until(
+            lambda: all(cluster.api.request("GET", f"/api/v1/nodes/{name}")[0] == 404 for name in names),
+            60,
+            what="the test's nodes to go",
+        )

@@ -120,6 +120,19 @@ def quarantine(cluster: LocalCluster, name: str, *, record: bool = True) -> None
     cluster.patch(f"/api/v1/nodes/{name}", body)
 
 
+def no_pod_terminating(cluster: LocalCluster) -> bool:
+    """No pod of the cluster is being deleted: the counters then see only this test's pod deletions,
+    not KWOK finishing those of the tests before (evicted or deleted pods it removes)."""
+    pods = cluster.get("/api/v1/pods")["items"]
+    return not any(p["metadata"].get("deletionTimestamp") for p in pods)
+
+
+def writes_from_now(cluster: LocalCluster) -> Counter[tuple[str, str, str]]:
+    """The write counters once the cluster's pod deletions have settled."""
+    wait_until(lambda: no_pod_terminating(cluster), timeout=60, what="no pod being deleted")
+    return writes(cluster)
+
+
 def proof_pods(cluster: LocalCluster) -> list[str]:
     status, body = cluster.api.request(
         "GET", f"/api/v1/namespaces/{PROOF_NAMESPACE}/pods?labelSelector=app.kubernetes.io%2Fname%3D{PROOF_APP}"
@@ -172,7 +185,7 @@ def release(cluster: LocalCluster, nodes: list[str], proof: dict, *flags: str) -
 def test_check_mode_shows_the_plan_and_writes_nothing(cluster: LocalCluster, nodes: dict[str, str]):
     asked = [nodes[r] for r in ("ours", "human", "free", "theirs")] + ["rel-no-such-node"]
     before_marks = {name: marks(cluster, name) for name in nodes.values()}
-    before = writes(cluster)
+    before = writes_from_now(cluster)
     status, result = release(cluster, asked, PROOF, "--check", "--diff")
     after = writes(cluster)
 
@@ -200,7 +213,7 @@ def test_check_mode_shows_the_plan_and_writes_nothing(cluster: LocalCluster, nod
 def test_a_node_is_released_after_its_proof_and_a_humans_cordon_survives(cluster: LocalCluster, nodes: dict[str, str]):
     untouched = {r: written_parts(cluster, nodes[r]) for r in ("free", "theirs")}
     asked = [nodes[r] for r in ("ours", "human", "free", "theirs")]
-    before = writes(cluster)
+    before = writes_from_now(cluster)
     status, result = release(cluster, asked, PROOF)
     # The node lifecycle controller takes its cordon taint off the uncordoned node.
     wait_until(lambda: settled(cluster, nodes["ours"]), timeout=60, what="the controller's taint off the released node")
@@ -217,9 +230,10 @@ def test_a_node_is_released_after_its_proof_and_a_humans_cordon_survives(cluster
     # One patch per node released, and the controller's on the uncordoned one; one proof pod each.
     assert sent.pop(("PATCH", "nodes", "200")) == 3, sent
     assert sent.pop(("POST", "pods", "201")) == 2, sent
-    # The module deletes each finished proof pod, which the API server removes at once; KWOK's
-    # pod-delete stage, late, finds it gone (404).
-    assert sent.pop(("DELETE", "pods", "200")) == 2, sent
+    # The module deletes each finished proof pod (its DELETEs are in result["writes"] below). KWOK's
+    # pod-delete stage sends DELETEs of its own for the same pods, 200 or 404 by when it sees them
+    # (more of them on a busy machine), so the counter holds the module's as a floor.
+    assert sent.pop(("DELETE", "pods", "200")) >= 2, sent
     sent.pop(("DELETE", "pods", "404"), None)
     assert sent == {}, sent
     # The module's own writes: the namespace (first run), per node proven a pod created, deleted, a patch.
@@ -229,7 +243,7 @@ def test_a_node_is_released_after_its_proof_and_a_humans_cordon_survives(cluster
 
 def test_a_node_whose_proof_fails_stays_quarantined(cluster: LocalCluster, nodes: dict[str, str]):
     quarantined = marks(cluster, nodes["bad"])
-    before = writes(cluster)
+    before = writes_from_now(cluster)
     status, result = release(cluster, [nodes["bad"]], FAILING_PROOF)
     after = writes(cluster)
 
@@ -250,7 +264,7 @@ def test_a_rerun_on_released_nodes_writes_nothing(cluster: LocalCluster, nodes: 
     status, result = release(cluster, asked, PROOF)
     assert status == "CHANGED", result
     wait_until(lambda: settled(cluster, nodes["ours"]), timeout=60, what="the released node settled")
-    before = writes(cluster)
+    before = writes_from_now(cluster)
     status, result = release(cluster, asked, PROOF, "--diff")
     after = writes(cluster)
 
