@@ -203,8 +203,10 @@ def apply_rules(
             if plan.step == STEP_DELETE:
                 calls.delete(plan.rule)
                 outcomes.append(RuleOutcome(plan))
-            else:
+            elif plan.step in (STEP_CREATE, STEP_SWITCH):
                 outcomes.append(apply_rule(plan, calls, bodies[plan.rule], timeout))
+            else:
+                outcomes.append(RuleOutcome(plan))
         except errors as exc:
             outcomes.append(RuleOutcome(plan, done=False, error=str(exc)))
     return outcomes
