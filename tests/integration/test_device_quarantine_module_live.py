@@ -12,11 +12,14 @@ nothing; release deletes only the collection's rules. The rules, pods and budget
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 from collections import Counter
+from typing import Any
 
 import pytest
-from conftest import LocalCluster, run_ansible_module, wait_until
+from conftest import ANSIBLE_BIN, LocalCluster, ansible_env, run_ansible_module, wait_until
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import device as plan
 
@@ -47,6 +50,23 @@ def writes(cluster: LocalCluster) -> Counter[tuple[str, str, str, str]]:
     return counts
 
 
+def run_with_diff(cluster: LocalCluster, args: dict[str, Any], *flags: str) -> tuple[str, dict[str, Any]]:
+    """The module through `ansible --diff` with the default output: (the diff it printed, the result)."""
+    command = [str(ANSIBLE_BIN / "ansible"), "localhost", "-m", f"kubegpu.scheduling.{MODULE}", "--diff", *flags]
+    done = subprocess.run(
+        [*command, "-a", json.dumps(args)],
+        check=False,
+        env=ansible_env(cluster.kubeconfig),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    marker = re.search(r"^localhost \| [A-Z!]+ => ", done.stdout, re.MULTILINE)
+    if not marker:
+        pytest.fail(f"ansible printed no result (rc {done.returncode}): {done.stdout}\n{done.stderr}")
+    return done.stdout[: marker.start()], json.loads(done.stdout[marker.end() :])
+
+
 def since(before: Counter, after: Counter) -> dict:
     return {key: after[key] - before[key] for key in after if after[key] != before[key]}
 
@@ -63,6 +83,7 @@ def gpu_pod(namespace: str, name: str) -> dict:
         "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": NODE},
+            "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
             "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared"}],
             "containers": [
                 {
@@ -146,21 +167,18 @@ def test_device_quarantine_reports_with_none_then_noschedule_evicts_through_the_
         assert status == "FAILED!" and "gpu-99: no ResourceSlice publishes" in refused["msg"], refused
         assert [f["kind"] for f in refused["findings"]] == ["quarantine.device_not_published"]
 
-        status, checked, _done = run_ansible_module(cluster.kubeconfig, MODULE, args, "--check", "--diff")
+        printed, checked = run_with_diff(cluster, args, "--check")
         assert since(before, writes(cluster)) == {}
-        assert status == "CHANGED", checked
-        assert checked["writes"] == 0
+        assert checked["changed"] is True and checked["writes"] == 0, checked
         assert checked["created"] == [plan.rule_name(bad)]
         assert checked["foreign"] == [foreign["metadata"]["name"]]
         assert sorted(checked["to_evict"]) == [f"{namespace}/free", f"{namespace}/kept"]
         users = {u["pod"]: u for d in checked["devices"] for u in d["users"]}
         assert users[f"{namespace}/kept"]["blocked_by"] == ["keep"]
         assert users[f"{namespace}/free"]["through"] == "claim" and users[f"{namespace}/free"]["blocked_by"] == []
-        assert (
-            len(checked["diff"]) == 1
-            and "NoSchedule" in checked["diff"][0]["after"]
-            and not checked["diff"][0]["before"]
-        )
+        rule_header = f"devicetaintrule/{plan.rule_name(bad)}"
+        assert rule_header in printed and "+taint: kubegpu.io/device-quarantine=failed:NoSchedule" in printed, printed
+        assert "NoExecute" not in printed and foreign["metadata"]["name"] not in printed
         assert cluster.api.request("GET", ours)[0] == 404
 
         before = writes(cluster)
@@ -195,8 +213,8 @@ def test_device_quarantine_reports_with_none_then_noschedule_evicts_through_the_
 
         before = writes(cluster)
         release = {"devices": args["devices"], "state": "absent"}
-        status, released, _done = run_ansible_module(cluster.kubeconfig, MODULE, release, "--diff")
-        assert status == "CHANGED", released
+        printed, released = run_with_diff(cluster, release)
+        assert released["changed"] is True and "-taint: kubegpu.io/device-quarantine=failed:NoSchedule" in printed
         assert released["deleted"] == [plan.rule_name(bad)] and released["foreign"] == [foreign["metadata"]["name"]]
         assert rule_writes(since(before, writes(cluster))) == {("DELETE", "devicetaintrules", "", "200"): 1}
         assert cluster.api.request("GET", ours)[0] == 404
