@@ -44,6 +44,11 @@ CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
     "gpu_placement": {},
     # A node that does not exist: reads only.
     "gpu_node_quarantine": {"nodes": ["never-created"], "reason": "connection check"},
+    # Release of a device no rule names: reads only.
+    "gpu_device_quarantine": {
+        "devices": [{"driver": "gpu.nvidia.com", "pool": "never", "device": "none"}],
+        "state": "absent",
+    },
     "gpu_pod": {
         "definition": {
             "apiVersion": "v1",

@@ -286,12 +286,13 @@ def test_the_modules_with_diff_mode_are_those_the_readme_names():
             with_diff.add(name)
     paragraph = words(section(README, "Modules"))
     assert (
-        "(`gpu_node_label`, `gpu_node_quarantine`, `gpu_node_release`, `gpu_pod`, `gpu_admission_policy`, "
-        "`gpu_device_plugin`) and `gpu_fleet_report` support diff mode" in paragraph
+        "(`gpu_node_label`, `gpu_node_quarantine`, `gpu_device_quarantine`, `gpu_node_release`, `gpu_pod`, "
+        "`gpu_admission_policy`, `gpu_device_plugin`) and `gpu_fleet_report` support diff mode" in paragraph
     )
     assert with_diff == {
         "gpu_node_label",
         "gpu_node_quarantine",
+        "gpu_device_quarantine",
         "gpu_node_release",
         "gpu_pod",
         "gpu_admission_policy",

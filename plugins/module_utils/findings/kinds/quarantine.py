@@ -19,6 +19,11 @@ EVICTION_BLOCKED = "quarantine.eviction_blocked_by_budget"
 EVICTION_FAILED = "quarantine.eviction_failed"
 POD_LEFT = "quarantine.gpu_pod_left_on_node"
 POD_DELETED = "quarantine.pod_deleted_past_budget"
+DEVICE_NOT_PUBLISHED = "quarantine.device_not_published"
+DEVICE_RULE_FOREIGN = "quarantine.device_rule_not_ours"
+DEVICE_RULE_FAILED = "quarantine.device_rule_write_failed"
+DEVICE_SIMULATION = "quarantine.device_taint_simulation"
+DEVICE_SIMULATION_MISSING = "quarantine.device_taint_simulation_missing"
 
 KINDS = (
     Kind(
@@ -78,6 +83,51 @@ KINDS = (
         "GPU pod deleted past its PodDisruptionBudget",
         "{pod} on {node} was deleted after {timeout}s, though {budgets} allowed no disruption (force_delete)",
         "Check the workload of the budget: it ran with fewer pods than its budget asks for",
+        QUARANTINE,
+    ),
+    Kind(
+        DEVICE_NOT_PUBLISHED,
+        ERROR,
+        "No ResourceSlice publishes the device",
+        "{device}: no ResourceSlice publishes it, so a DeviceTaintRule on it would taint nothing now",
+        "Check the driver, pool and device names (kubectl get resourceslices -o yaml); nothing was written for any "
+        "device of the run",
+        QUARANTINE,
+    ),
+    Kind(
+        DEVICE_RULE_FOREIGN,
+        WARNING,
+        "A DeviceTaintRule of that name is not the collection's",
+        "DeviceTaintRule {rule} for {device} exists without the label kubegpu.io/quarantine=device: left alone",
+        "Find out who made it (kubectl get devicetaintrule {rule} -o yaml); delete or rename it if it is stale, "
+        "and run again",
+        QUARANTINE,
+    ),
+    Kind(
+        DEVICE_RULE_FAILED,
+        ERROR,
+        "The DeviceTaintRule could not be written",
+        "{rule} for {device}: {error}",
+        "Fix what the error names and run again: the device's users were not evicted",
+        QUARANTINE,
+    ),
+    Kind(
+        DEVICE_SIMULATION,
+        INFO,
+        "What the device taint eviction controller reported for effect None",
+        "{rule} on {device} selects {published} published and {allocated} allocated device(s); "
+        "{pods} pod(s) in {namespaces} namespace(s) would be evicted",
+        "Nothing to do: the rule was then switched to NoSchedule, and its users are evicted through the Eviction API "
+        "when evict is set",
+        QUARANTINE,
+    ),
+    Kind(
+        DEVICE_SIMULATION_MISSING,
+        WARNING,
+        "No report of the device taint eviction controller",
+        "{rule} on {device}: the controller reported nothing for effect None within {timeout}s",
+        "Check that kube-controller-manager runs the device-taint-eviction-controller; the rule was switched to "
+        "NoSchedule all the same, and the users the plan names are the ones evicted",
         QUARANTINE,
     ),
 )

@@ -1,0 +1,430 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_device_quarantine
+short_description: Quarantine single failed DRA devices with DeviceTaintRules, and evict only their users
+version_added: 1.1.0
+description:
+  - Takes the DRA devices named in O(devices) out of service, one C(resource.k8s.io/v1) DeviceTaintRule each,
+    instead of the whole node, in one task that can be dry-run with C(--check --diff).
+  - Each entry must name C(driver), C(pool) and C(device); an entry without one of them (a selector that picks
+    more than one device, up to every device of the cluster) or naming a device no ResourceSlice publishes is
+    refused, and then nothing is written for any device.
+  - A rule is created with the taint effect C(None) first, so that the device taint eviction controller of
+    kube-controller-manager reports what it selects and which pods it would evict; that report (waited for up to
+    O(simulation_timeout)) is returned. Then the rule is switched to C(NoSchedule).
+  - The rule is never C(NoExecute), because the controller deletes the pods of a C(NoExecute) taint past their
+    PodDisruptionBudgets. With O(evict=true), the pods that hold the device (through a ResourceClaim they name, or
+    the claim kube-scheduler made for an extended resource a DeviceClass serves) are evicted through the Eviction
+    API (C(policy/v1)) instead; a pod its budget keeps is tried again with back-off until O(eviction_timeout), then
+    named in RV(blocked) with its budget.
+  - The rules are named C(kubegpu-device-<pool>-<device>-<hash>) and carry the label C(kubegpu.io/quarantine=device)
+    and who, why and when as annotations. A rule of that name without the label is someone else's, and left alone.
+  - With O(state=absent), only the collection's rules on the devices named are deleted.
+  - Reads one paginated list each of ResourceSlices, DeviceTaintRules and, with O(state=present), ResourceClaims,
+    pods and PodDisruptionBudgets.
+author:
+  - kubegpu.scheduling contributors (@kubegpu)
+extends_documentation_fragment:
+  - kubegpu.scheduling.connection
+options:
+  devices:
+    description:
+      - The devices to quarantine or release, as a ResourceSlice publishes them.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      driver:
+        description: The DRA driver, such as V(gpu.nvidia.com).
+        type: str
+        required: true
+      pool:
+        description: The pool of the ResourceSlice (for node-local drivers, usually the node name).
+        type: str
+        required: true
+      device:
+        description: The device name in the ResourceSlice, such as V(gpu-3).
+        type: str
+        required: true
+  state:
+    description:
+      - V(present) quarantines the devices; V(absent) deletes the collection's rules on them.
+    type: str
+    choices: [present, absent]
+    default: present
+  reason:
+    description:
+      - Why the devices are quarantined (an XID, a ticket), kept on each rule. Required with O(state=present).
+    type: str
+  quarantined_by:
+    description:
+      - Who quarantines them, kept on each rule.
+    type: str
+    default: kubegpu.scheduling
+  taint_key:
+    description:
+      - The key of the device taint.
+    type: str
+    default: kubegpu.io/device-quarantine
+  evict:
+    description:
+      - Evict the pods that hold the devices, through the Eviction API. Without it they keep running; new pods
+        are not given the devices.
+    type: bool
+    default: false
+  eviction_timeout:
+    description:
+      - Seconds to keep trying the evictions a PodDisruptionBudget refuses.
+    type: int
+    default: 300
+  simulation_timeout:
+    description:
+      - Seconds to wait, per rule created, for the controller's report on effect C(None); a warning says when it
+        does not come, and the rule is switched all the same.
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    support: full
+    description: Reads the cluster and returns the plan (rules to create, switch or delete, the users that would be
+      evicted with their budgets, the devices refused); sends no write.
+  diff_mode:
+    support: full
+    description: Returns, per rule that changes, its selector, taint and owner before and after.
+notes:
+  - A rerun changes nothing for devices quarantined already; with O(evict=true) it evicts the users still there,
+    such as those a budget kept the last time.
+  - Needs C(list) on C(resourceslices), C(resourceclaims) and C(devicetaintrules) (group C(resource.k8s.io)),
+    C(create), C(get), C(patch) and C(delete) on C(devicetaintrules), C(list) on C(pods) and
+    C(poddisruptionbudgets), and C(create) on C(pods/eviction) with O(evict=true).
+seealso:
+  - module: kubegpu.scheduling.gpu_node_quarantine
+  - name: Kubernetes, device taints and tolerations
+    description: DeviceTaintRules and their effects.
+    link: https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/#device-taints-and-tolerations
+"""
+
+EXAMPLES = r"""
+- name: Show what quarantining GPU 3 of a node would do, and send nothing
+  kubegpu.scheduling.gpu_device_quarantine:
+    devices:
+      - {driver: gpu.nvidia.com, pool: gpu-node-17, device: gpu-3}
+    reason: "XID 79 on GPU 3 (ticket OPS-1234)"
+    quarantined_by: alice
+    evict: true
+  check_mode: true
+  diff: true
+
+- name: Quarantine it and evict its users through the Eviction API
+  kubegpu.scheduling.gpu_device_quarantine:
+    devices:
+      - {driver: gpu.nvidia.com, pool: gpu-node-17, device: gpu-3}
+    reason: "XID 79 on GPU 3 (ticket OPS-1234)"
+    evict: true
+
+- name: Release it
+  kubegpu.scheduling.gpu_device_quarantine:
+    devices:
+      - {driver: gpu.nvidia.com, pool: gpu-node-17, device: gpu-3}
+    state: absent
+"""
+
+RETURN = r"""
+devices:
+  description: The plan and outcome for each device asked.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    device:
+      description: C(driver/pool/device).
+      type: str
+    node:
+      description: The node of the ResourceSlice that publishes it, or null.
+      type: str
+    rule:
+      description: The name of the device's DeviceTaintRule.
+      type: str
+    step:
+      description: V(create), V(switch) (to NoSchedule), V(none), V(foreign) (a rule of that name that is not the
+        collection's, left alone) or V(delete).
+      type: str
+    simulation:
+      description: What the controller reported for effect C(None) (published, allocated, pods, namespaces), or null.
+      type: dict
+    users:
+      description: The pods that hold the device, with their claim, how (V(claim) or V(extended_resource)) and their
+        budgets.
+      type: list
+      elements: dict
+    error:
+      description: Why the rule could not be written, or null.
+      type: str
+  sample:
+    - device: gpu.nvidia.com/gpu-node-17/gpu-3
+      node: gpu-node-17
+      rule: kubegpu-device-gpu-node-17-gpu-3-0a1b2c3d4e
+      step: create
+      simulation: {published: 1, allocated: 1, pods: 1, namespaces: 1}
+      users: [{pod: ml/train-0, node: gpu-node-17, claim: train-0-gpu, through: claim, budgets: [], blocked_by: []}]
+      error: null
+refused:
+  description: The entries refused (no ResourceSlice publishes the device); when any is, nothing is written.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+created:
+  description: Rules created (would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [kubegpu-device-gpu-node-17-gpu-3-0a1b2c3d4e]
+switched:
+  description: Rules of the collection's switched to NoSchedule.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+deleted:
+  description: Rules deleted with O(state=absent).
+  returned: always
+  type: list
+  elements: str
+  sample: []
+unchanged:
+  description: Rules already as asked.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+foreign:
+  description: Rules of the name the collection uses that are not the collection's, left alone.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+failed:
+  description: Rules whose write failed, with the error.
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+to_evict:
+  description: The users of the devices, C(namespace/name), whether or not O(evict) is set.
+  returned: always
+  type: list
+  elements: str
+  sample: [ml/train-0]
+evicted:
+  description: Pods evicted (or found gone already).
+  returned: always
+  type: list
+  elements: str
+  sample: [ml/train-0]
+blocked:
+  description: Pods their budget kept until O(eviction_timeout), with the budgets and the API server's answer.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{pod: serve/llm-0, node: gpu-node-17, budgets: [llm], error: "429 Too Many Requests"}]
+eviction_failed:
+  description: Pods whose eviction failed for another reason.
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+findings:
+  description: What the run reports, as findings of the kinds listed in docs/findings.md (C(quarantine.*)).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - severity: info
+      kind: quarantine.device_taint_simulation
+      node: gpu-node-17
+      subject: gpu.nvidia.com/gpu-node-17/gpu-3
+      problem: "kubegpu-device-gpu-node-17-gpu-3-0a1b2c3d4e on gpu.nvidia.com/gpu-node-17/gpu-3 selects 1 published ..."
+      remedy: "Nothing to do"
+writes:
+  description: The number of write requests sent; 0 in check mode and on a rerun that finds everything done.
+  returned: always
+  type: int
+  sample: 3
+diff:
+  description: Per rule that changes, its selector, taint and owner before and after.
+  returned: in diff mode
+  type: list
+  elements: dict
+  sample: [{before_header: devicetaintrule/x, after_header: devicetaintrule/x, before: "", after: "taint: ..."}]
+"""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import quarantine as kinds
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import plugin_finding
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
+    CheckFailed,
+    ClusterError,
+    OptionError,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
+    api_module,
+    errors_fail,
+    module_client,
+    with_connection_options,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import device
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.device_apply import (
+    RuleCalls,
+    RuleOutcome,
+    apply_rules,
+    diff_entries,
+    failure_message,
+    plan_absent,
+    plan_present,
+    summarize,
+    users_to_evict,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.device_reads import (
+    DeviceReads,
+    create_rule,
+    delete_rule,
+    get_rule,
+    read_rules,
+    read_slices,
+    read_users,
+    switch_rule,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import check_text
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node_apply import (
+    EvictionCalls,
+    EvictionSettings,
+    blocked_warning,
+    evict_pods,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node_reads import (
+    delete_pod,
+    evict_pod,
+    eviction_client,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import DEFAULT_QUARANTINED_BY
+
+DEVICE_OPTIONS = {name: {"type": "str", "required": True} for name in device.SELECTOR_FIELDS}
+
+
+def argument_spec() -> dict[str, Any]:
+    return with_connection_options(
+        dict(
+            devices={"type": "list", "elements": "dict", "required": True, "options": DEVICE_OPTIONS},
+            state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+            reason={"type": "str"},
+            quarantined_by={"type": "str", "default": DEFAULT_QUARANTINED_BY},
+            taint_key={"type": "str", "default": device.DEFAULT_TAINT_KEY, "no_log": False},
+            evict={"type": "bool", "default": False},
+            eviction_timeout={"type": "int", "default": 300},
+            simulation_timeout={"type": "int", "default": 30},
+        )
+    )
+
+
+def owner(params: dict[str, Any]) -> dict[str, str]:
+    if params["state"] == "absent":
+        return {"who": "", "why": "", "when": ""}
+    for option in ("eviction_timeout", "simulation_timeout"):
+        if params[option] < 0:
+            raise OptionError(f"{option} must be 0 or more seconds, not {params[option]}")
+    return {
+        "who": check_text(params["quarantined_by"], "quarantined_by"),
+        "why": check_text(params["reason"], "reason"),
+        "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def refused_result(unknown: list[str]) -> dict[str, Any]:
+    findings = [
+        plugin_finding(
+            KINDS.finding(Hit(kinds.DEVICE_NOT_PUBLISHED, {"device": text}, {"node": None, "subject": text}))
+        )
+        for text in unknown
+    ]
+    refused = [f"{text}: no ResourceSlice publishes this device" for text in unknown]
+    return {"changed": False, "refused": refused, "devices": [], "findings": findings, "writes": 0}
+
+
+def run(module: AnsibleModule) -> dict[str, Any]:
+    params = module.params
+    refs = device.parse_devices(params["devices"])
+    who = owner(params)
+    client = module_client(module)
+    reads = DeviceReads(slices=read_slices(client), rules=read_rules(client))
+    published = device.published_devices(reads.slices)
+    unknown = device.unknown_devices(refs, published) if params["state"] == "present" else []
+    if unknown:
+        refused = refused_result(unknown)
+        raise CheckFailed("refused, nothing written: " + "; ".join(refused["refused"]), result=refused)
+    if params["state"] == "present":
+        nodes = sorted({node for ref, node in published.items() if ref in refs and node})
+        read_users(client, reads, nodes)
+        plans = plan_present(refs, reads)
+    else:
+        plans = plan_absent(refs, reads)
+    bodies = {p.rule: device.rule_body(p.ref, params["taint_key"], "NoSchedule", who) for p in plans}
+    evictions = None
+    evicting = None
+    if module.check_mode:
+        outcomes = [RuleOutcome(p) for p in plans]
+    else:
+        calls = RuleCalls(
+            create=lambda body: create_rule(client, body),
+            get=lambda name: get_rule(client, name),
+            switch=lambda rule, effect: switch_rule(client, rule, effect),
+            delete=lambda name: delete_rule(client, name),
+        )
+        outcomes = apply_rules(plans, calls, bodies, params["simulation_timeout"], (ClusterError,))
+        if params["evict"]:
+            evicting = eviction_client(client)
+            eviction_calls = EvictionCalls(
+                evict=lambda pod: evict_pod(evicting, pod.namespace, pod.name),
+                delete=lambda pod: delete_pod(evicting, pod.namespace, pod.name),
+                errors=(ClusterError,),
+            )
+            settings = EvictionSettings(params["eviction_timeout"], False)
+            evictions = evict_pods(users_to_evict(outcomes), eviction_calls, settings)
+    summary = summarize(outcomes, evictions, params["simulation_timeout"], params["eviction_timeout"])
+    would_evict = module.check_mode and params["evict"] and bool(summary["to_evict"])
+    changed = bool(summary["created"] or summary["switched"] or summary["deleted"] or summary["evicted"] or would_evict)
+    result: dict[str, Any] = dict(summary, refused=[], changed=changed)
+    result["writes"] = client.write_count + (evicting.write_count if evicting is not None else 0)
+    if module._diff:
+        result["diff"] = diff_entries([o.plan for o in outcomes if o.done], params["taint_key"], who)
+    warning = blocked_warning(summary)
+    if warning:
+        module.warn(warning.replace("on quarantined nodes", "on quarantined devices"))
+    for finding in summary["findings"]:
+        if finding["kind"] in (kinds.DEVICE_RULE_FOREIGN, kinds.DEVICE_SIMULATION_MISSING):
+            module.warn(finding["problem"])
+    return result
+
+
+def main() -> None:
+    module = api_module(argument_spec(), required_if=[("state", "present", ("reason",))])
+    with errors_fail(module):
+        result = run(module)
+        problem = failure_message(result)
+        if problem:
+            raise CheckFailed(problem, result=result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
