@@ -70,6 +70,13 @@ options:
       - The key of the device taint.
     type: str
     default: kubegpu.io/device-quarantine
+  max_share:
+    description:
+      - The largest share of a device pool's GPUs (a driver's pool, one GPU a device) out of service at once,
+        the devices the collection's rules already hold included, above 0 and at most 1. Devices are taken in
+        the order of O(devices); one that would go over is held back, in RV(held_back), its rule not written.
+    type: float
+    default: 0.5
   evict:
     description:
       - Evict the pods that hold the devices, through the Eviction API. Without it they keep running; new pods
@@ -202,6 +209,15 @@ unchanged:
   type: list
   elements: str
   sample: []
+held_back:
+  description: Devices the breaker held back (O(max_share)), with the reason; their rules are not written.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - rule: kubegpu-device-dra-h100-gpu-2-0a1b2c3d
+      device: gpu.nvidia.com/dra-h100/gpu-2
+      reason: "pool pool=gpu.nvidia.com/dra-h100: 3 of its 4 GPUs would be out of service, above the breaker's share 0.5 (at most 2; 2 already)"
 foreign:
   description: Rules of the name the collection uses that are not the collection's, left alone.
   returned: always
@@ -284,6 +300,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     with_connection_options,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import device
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import (
+    DEFAULT_MAX_SHARE,
+    check_share,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.device_apply import (
     RuleCalls,
     RuleOutcome,
@@ -333,6 +353,7 @@ def argument_spec() -> dict[str, Any]:
             evict={"type": "bool", "default": False},
             eviction_timeout={"type": "int", "default": 300},
             simulation_timeout={"type": "int", "default": 30},
+            max_share={"type": "float", "default": DEFAULT_MAX_SHARE},
         )
     )
 
@@ -375,7 +396,7 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     if params["state"] == "present":
         nodes = sorted({node for ref, node in published.items() if ref in refs and node})
         read_users(client, reads, nodes)
-        plans = plan_present(refs, reads)
+        plans = plan_present(refs, reads, check_share(params["max_share"]))
     else:
         plans = plan_absent(refs, reads)
     bodies = {p.rule: device.rule_body(p.ref, params["taint_key"], "NoSchedule", who) for p in plans}

@@ -9,8 +9,8 @@ PodDisruptionBudgets; on release only the collection's rules on those devices de
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
@@ -18,6 +18,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import plugin_finding
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import device
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import (
+    DEFAULT_MAX_SHARE,
+    Candidate,
+    apply_breaker,
+    count_pools,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.device_reads import DeviceReads
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import (
     PodEviction,
@@ -41,6 +47,7 @@ STEP_SWITCH = "switch"
 STEP_NONE = "none"
 STEP_FOREIGN = "foreign"
 STEP_DELETE = "delete"
+STEP_HELD = "held"
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,8 @@ class DevicePlan:
     users: tuple[PodEviction, ...] = ()
     # How the pods use the device: pod ref -> claim and through (claim / extended_resource).
     claims: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Why the breaker held the device back (step held).
+    held: str = ""
 
 
 def _users(reads: DeviceReads, ref: device.DeviceRef, node: str) -> tuple[tuple[PodEviction, ...], dict[str, Any]]:
@@ -69,8 +78,11 @@ def _users(reads: DeviceReads, ref: device.DeviceRef, node: str) -> tuple[tuple[
     return tuple(users), claims
 
 
-def plan_present(refs: Sequence[device.DeviceRef], reads: DeviceReads) -> list[DevicePlan]:
-    """Per device: the step its rule needs and the pods that hold it now."""
+def plan_present(
+    refs: Sequence[device.DeviceRef], reads: DeviceReads, max_share: float = DEFAULT_MAX_SHARE
+) -> list[DevicePlan]:
+    """Per device: the step its rule needs and the pods that hold it now; the breaker holds back a new
+    rule that would take its pool past `max_share` of its devices."""
     published = device.published_devices(reads.slices)
     plans = []
     for ref in refs:
@@ -79,7 +91,23 @@ def plan_present(refs: Sequence[device.DeviceRef], reads: DeviceReads) -> list[D
         step = device.rule_step(existing, QUARANTINED_EFFECT)
         users, claims = _users(reads, ref, node) if step != STEP_FOREIGN else ((), {})
         plans.append(DevicePlan(ref, node, name, step, existing, users, claims))
-    return plans
+    return hold_past_share(plans, published, reads.rules.values(), max_share)
+
+
+def hold_past_share(
+    plans: Sequence[DevicePlan],
+    published: Mapping[device.DeviceRef, str],
+    rules: Iterable[Mapping[str, Any]],
+    max_share: float,
+) -> list[DevicePlan]:
+    """The breaker over the device pools (driver/pool, one GPU a device): the devices the
+    collection's rules hold count as out of service, and a device to be taken out that would put its
+    pool over its share is held back with the reason, its rule not written and its users not evicted."""
+    out = [ref for ref in (device.rule_device(rule) for rule in rules if device.owned_rule(rule)) if ref is not None]
+    pools = count_pools(device.breaker_members(published, out))
+    candidates = [Candidate(p.rule, 1, device.pool_keys(p.ref)) for p in plans if p.step == STEP_CREATE]
+    held = {h.name: h.reason for h in apply_breaker(pools, candidates, max_share).held}
+    return [replace(p, step=STEP_HELD, held=held[p.rule], users=(), claims={}) if p.rule in held else p for p in plans]
 
 
 def plan_absent(refs: Sequence[device.DeviceRef], reads: DeviceReads) -> list[DevicePlan]:
@@ -230,7 +258,9 @@ def rule_findings(outcomes: Sequence[RuleOutcome], timeout: float) -> list[dict[
     found = []
     for outcome in outcomes:
         plan, ref = outcome.plan, outcome.plan.ref.text()
-        if plan.step == STEP_FOREIGN:
+        if plan.step == STEP_HELD:
+            found.append(_finding(kinds.HELD_BY_BREAKER, plan, reason=plan.held))
+        elif plan.step == STEP_FOREIGN:
             found.append(_finding(kinds.DEVICE_RULE_FOREIGN, plan, rule=plan.rule, device=ref))
         elif not outcome.done:
             found.append(_finding(kinds.DEVICE_RULE_FAILED, plan, rule=plan.rule, device=ref, error=outcome.error))
@@ -284,8 +314,13 @@ def summarize(
         "deleted": [p.rule for p in done if p.step == STEP_DELETE],
         "unchanged": [p.rule for p in done if p.step == STEP_NONE],
         "foreign": [o.plan.rule for o in outcomes if o.plan.step == STEP_FOREIGN],
+        "held_back": [
+            {"rule": o.plan.rule, "device": o.plan.ref.text(), "reason": o.plan.held}
+            for o in outcomes
+            if o.plan.step == STEP_HELD
+        ],
         "failed": [{"rule": o.plan.rule, "error": o.error} for o in outcomes if not o.done],
-        "to_evict": [pod.ref for o in outcomes if o.plan.step != STEP_FOREIGN for pod in o.plan.users],
+        "to_evict": [pod.ref for o in outcomes for pod in o.plan.users],
         "evicted": by_status.get(EVICTED, []) + by_status.get(POD_GONE, []),
         "blocked": [
             {"pod": r.pod.ref, "node": r.pod.node, "budgets": list(r.pod.blocking), "error": r.detail}

@@ -29,10 +29,10 @@ KINDS = (
     Kind(
         HELD_BY_BREAKER,
         WARNING,
-        "Node held back by the breaker",
+        "Node or device held back by the breaker",
         "{reason}",
-        "Repair and release the nodes of the pool already out of service first, or, if the pool can lose more "
-        "GPUs at once, raise max_share; run again to quarantine it",
+        "Repair and release the nodes or devices of the pool already out of service first, or, if the pool can "
+        "lose more GPUs at once, raise max_share; run again to quarantine it",
         QUARANTINE,
     ),
     Kind(

@@ -187,3 +187,26 @@ def test_the_diff_of_a_new_rule_shows_noschedule_never_noexecute():
     assert (
         "taint: kubegpu.io/device-quarantine=failed:NoSchedule" in entry["after"] and "NoExecute" not in entry["after"]
     )
+
+
+def test_the_breaker_holds_back_a_device_past_its_pools_share_and_its_users_are_not_evicted():
+    # Two devices in the pool: at 0.5 one may be out; gpu-0 already is (a rule of ours), so gpu-1 is held.
+    ours = device.rule_body(OTHER, device.DEFAULT_TAINT_KEY, "NoSchedule", OWNER)
+    plans = run.plan_present([REF], _reads({ours["metadata"]["name"]: ours}), max_share=0.5)
+    (plan,) = plans
+    assert plan.step == run.STEP_HELD and plan.users == ()
+    assert "2 of its 2 GPUs would be out of service" in plan.held and "1 already" in plan.held
+    fake = FakeRules()
+    outcomes = run.apply_rules(plans, fake.calls(), _bodies(plans), timeout=5, errors=(ClusterError,))
+    assert fake.sent == [] and run.users_to_evict(outcomes) == []
+    summary = run.summarize(outcomes, None, 5, 0)
+    assert summary["held_back"] == [{"rule": plan.rule, "device": REF.text(), "reason": plan.held}]
+    assert summary["created"] == [] and summary["to_evict"] == []
+    assert [f["kind"] for f in summary["findings"]] == ["quarantine.held_by_breaker"]
+
+
+def test_the_breaker_lets_a_device_through_while_its_pool_stays_within_the_share():
+    (plan,) = run.plan_present([REF], _reads(), max_share=0.5)
+    assert plan.step == run.STEP_CREATE and plan.held == ""
+    (held, allowed) = run.plan_present([OTHER, REF], _reads(), max_share=0.5)[::-1]
+    assert (allowed.step, held.step) == (run.STEP_CREATE, run.STEP_HELD)
