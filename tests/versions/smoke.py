@@ -85,11 +85,23 @@ def create_namespace(kubeconfig: str, name: str) -> None:
 def remove_namespace(kubeconfig: str, name: str) -> None:
     from kubernetes.client.rest import ApiException
 
+    api = core_api(kubeconfig)
     try:
-        core_api(kubeconfig).delete_namespace(name)
+        api.delete_namespace(name)
     except ApiException as exc:
         if exc.status != 404:
             raise
+    # Gone before the next run creates it again (a namespace still terminating refuses new objects).
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            api.read_namespace(name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        time.sleep(1)
+    raise RuntimeError(f"namespace {name} is still there two minutes after its deletion")
 
 
 def main(argv: list[str]) -> int:
