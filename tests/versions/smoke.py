@@ -52,7 +52,11 @@ def runs(report_dir: Path, inventory: Path) -> list[tuple[str, list[str], dict[s
         (
             "node_quarantine.yml",
             ["--check", "--diff"],
-            {"node_quarantine_nodes": [CHECKED_NODE], "node_quarantine_reason": "smoke run", "node_quarantine_max_share": 1.0},
+            {
+                "node_quarantine_nodes": [CHECKED_NODE],
+                "node_quarantine_reason": "smoke run",
+                "node_quarantine_max_share": 1.0,
+            },
         ),
         ("node_release.yml", ["--check", "--diff"], {"node_release_nodes": [CHECKED_NODE]}),
     ]
@@ -120,7 +124,11 @@ def main(argv: list[str]) -> int:
     failed = []
     with tempfile.TemporaryDirectory(prefix="kubegpu-smoke-") as tmp:
         inventory = Path(tmp) / "clusters.yml"
-        local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "kubegpu_kubeconfig": kubeconfig}
+        local = {
+            "ansible_connection": "local",
+            "ansible_python_interpreter": sys.executable,
+            "kubegpu_kubeconfig": kubeconfig,
+        }
         inventory.write_text(json.dumps({"all": {"hosts": {"local": local}}}))
         create_namespace(kubeconfig, DEVICE_PLUGIN_NAMESPACE)
         try:

@@ -1088,7 +1088,11 @@ def test_server_side_apply_sends_the_object_itself_with_the_installed_kubernetes
     """kubernetes 30 JSON-encodes any apply-patch body, newer clients only a structured one: the API server must
     get the object either way, never a JSON string holding it (a 400 on every apply with kubernetes 30)."""
     path = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/p"
-    policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "p"}}
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "p"},
+    }
     api.add("PATCH", path, Reply(body=policy))
     client, _sleeps = make_client(api.url)
     assert client.apply(path, policy, "kubegpu", dry_run=True) == policy
