@@ -11,7 +11,7 @@ ARGS ?=
 # The venv's site-packages, where this checkout is linked as ansible_collections/kubegpu/scheduling.
 COLLECTIONS = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
-.PHONY: venv cluster-build cluster-up cluster-down cluster-status site test unit integration bench bench-scale test-versions test-k8s-1.34
+.PHONY: venv cluster-build cluster-up cluster-down cluster-status site test unit integration bench bench-scale test-versions sanity-versions smoke-versions test-k8s-1.34
 
 $(VENV)/.installed: requirements.txt test-requirements.txt
 	@echo "creating $(VENV) and installing test-requirements.txt into it (needs the network; a minute or two)"
@@ -64,7 +64,7 @@ bench-scale: venv
 
 # The unit tests on the oldest (ansible-core 2.18, kubernetes 30.1.0, Python 3.11) and the newest
 # (ansible-core 2.21, the newest kubernetes, Python 3.12) releases the collection supports, each in its
-# own venv: see README, Supported versions. Not part of `make test`.
+# own venv, then sanity-versions and smoke-versions: see README, Supported versions. Not part of `make test`.
 PYTHON_OLDEST ?= $(PYTHON)
 # The first Python 3.12 or later that runs: on PATH, else pyenv's.
 PYTHON_NEWEST ?= $(shell for p in python3.12 python3.13 $(HOME)/.pyenv/versions/3.1[23]*/bin/python; do \
@@ -77,12 +77,36 @@ PYTHON_NEWEST ?= $(shell for p in python3.12 python3.13 $(HOME)/.pyenv/versions/
 	cd tests/versions && ../../.venv-$*/bin/pip install --quiet -r $*.txt
 	touch $@
 
+VERSION_VENVS = oldest newest
+define link-version-venvs
+for v in $(VERSION_VENVS); do \
+  site=$$(.venv-$$v/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+  mkdir -p "$$site/ansible_collections/kubegpu" && ln -sfn "$(CURDIR)" "$$site/ansible_collections/kubegpu/scheduling"; \
+done
+endef
+
 test-versions: .venv-oldest/.installed .venv-newest/.installed
-	@set -e; for v in oldest newest; do \
-	  site=$$(.venv-$$v/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
-	  mkdir -p "$$site/ansible_collections/kubegpu" && ln -sfn "$(CURDIR)" "$$site/ansible_collections/kubegpu/scheduling"; \
+	@$(link-version-venvs)
+	@set -e; for v in $(VERSION_VENVS); do \
 	  .venv-$$v/bin/python -c 'import ansible.release, kubernetes, sys; print("===", sys.argv[1] + ": ansible-core", ansible.release.__version__, "kubernetes", kubernetes.__version__, "Python", sys.version.split()[0])' $$v; \
 	  .venv-$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit; \
+	done
+	@$(MAKE) --no-print-directory sanity-versions smoke-versions
+
+# ansible-test sanity with each of those venvs' ansible-test and Python (tests/sanity/run.py). Part of `make test-versions`.
+sanity-versions: .venv-oldest/.installed .venv-newest/.installed
+	@set -e; for v in $(VERSION_VENVS); do \
+	  echo "=== $$v: ansible-test sanity"; \
+	  .venv-$$v/bin/python tests/sanity/run.py; \
+	done
+
+# Every runbook under playbooks/ with each of those venvs' ansible-playbook against the local cluster (started
+# if it is not running, as `make site` does; left running): tests/versions/smoke.py. Part of `make test-versions`.
+smoke-versions: venv .venv-oldest/.installed .venv-newest/.installed
+	@$(link-version-venvs)
+	@set -e; kubeconfig=$$($(CLUSTER) up --timeout $(TIMEOUT) | tail -1); for v in $(VERSION_VENVS); do \
+	  echo "=== $$v: every runbook against the local cluster"; \
+	  .venv-$$v/bin/python tests/versions/smoke.py "$$kubeconfig"; \
 	done
 
 # The integration tests marked every_release (pytest.ini) against a second control plane at Kubernetes

@@ -10,10 +10,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PIP_VERSION = "24.2"
 
 
 def checkout_files() -> list[str]:
@@ -32,17 +32,26 @@ def copy_collection(target: Path) -> None:
     subprocess.run(["git", "add", "-A"], cwd=target, check=True)
 
 
-def install_pip_bootstrap() -> None:
+def pip_version(python: str) -> str:
+    """The pip release the installed ansible-test bootstraps into its venvs (24.2 with ansible-core 2.18 and
+    2.19, 25.2 with 2.21): the name of the bootstrap script it looks for in its cache."""
+    from ansible_test._internal.python_requirements import get_venv_packages
+
+    return get_venv_packages(types.SimpleNamespace(version=python))["pip"]
+
+
+def install_pip_bootstrap(python: str) -> None:
     """ansible-test fetches get-pip.py from a download site; use the local stand-in instead."""
-    cache = Path.home() / ".ansible" / "test" / "cache" / f"get_pip_{PIP_VERSION.replace('.', '_')}.py"
+    version = pip_version(python)
+    cache = Path.home() / ".ansible" / "test" / "cache" / f"get_pip_{version.replace('.', '_')}.py"
     cache.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(Path(__file__).with_name("get_pip.py"), cache)
 
 
 def main(argv: list[str]) -> int:
-    install_pip_bootstrap()
     ansible_test = Path(sys.executable).with_name("ansible-test")
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    install_pip_bootstrap(python)
     with tempfile.TemporaryDirectory(prefix="kubegpu-sanity-") as tmp:
         target = Path(tmp) / "ansible_collections" / "kubegpu" / "scheduling"
         copy_collection(target)

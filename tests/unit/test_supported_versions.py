@@ -71,3 +71,14 @@ def test_each_kubernetes_release_the_local_cluster_builds_has_its_row_and_comman
         if release != versions.NEWEST_KUBERNETES:
             target = re.search(rf"^test-k8s-{re.escape(minor)}:.*\n((?:\t.*\n)+)", makefile, re.M)
             assert target and f"KUBEGPU_KUBERNETES={minor}" in makefile and "-m every_release" in target[1]
+
+
+def test_make_test_versions_runs_sanity_and_every_runbook_in_both_venvs():
+    from tests.versions import smoke
+
+    makefile = (REPO / "Makefile").read_text()
+    recipe = re.search(r"^test-versions:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe and "sanity-versions smoke-versions" in recipe[1], recipe
+    assert re.search(r"^VERSION_VENVS = oldest newest$", makefile, re.M)
+    smoked = {playbook for playbook, _options, _extra in smoke.runs(Path("report"), Path("inventory"))}
+    assert smoked == {path.name for path in (REPO / "playbooks").glob("*.yml")}

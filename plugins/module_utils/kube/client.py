@@ -209,9 +209,10 @@ class KubeClient:
         query: dict[str, Any] = {"fieldManager": field_manager, "force": True}
         if dry_run:
             query["dryRun"] = "All"
-        # The body is YAML to the API server; JSON is YAML, sent as text.
-        text = json.dumps(body)
-        return self._json("PATCH", path, body=text, query=query, content_type="application/apply-patch+yaml")
+        # The body is YAML to the API server, and JSON is YAML. Handed over as a dict: every supported
+        # client encodes it as JSON (kubernetes 30 encodes any apply-patch body, so text would arrive as a
+        # JSON string; newer clients send text as it is and encode only structured bodies).
+        return self._json("PATCH", path, body=body, query=query, content_type="application/apply-patch+yaml")
 
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._json("POST", path, body=body, content_type="application/json")

@@ -38,16 +38,20 @@ NON_FILE_SOURCES = ("definition", "cluster")
 
 class DocumentLike(Protocol):
     @property
-    def data(self) -> Any: ...
+    def data(self) -> Any:
+        """The parsed document."""
 
     @property
-    def source(self) -> str: ...
+    def source(self) -> str:
+        """Where it came from: a file path, or a source that is not a file."""
 
     @property
-    def index(self) -> int: ...
+    def index(self) -> int:
+        """Its position among the documents of its source, from 0."""
 
     @property
-    def line(self) -> int | None: ...
+    def line(self) -> int | None:
+        """Its first line (1-based), None where not known."""
 
 
 def add_up(into: Any, other: Any) -> None:

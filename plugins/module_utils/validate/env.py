@@ -30,9 +30,11 @@ class SourceData:
 
 
 class EnvSources(Protocol):
-    def config_map(self, namespace: str, name: str) -> SourceData | None: ...
+    def config_map(self, namespace: str, name: str) -> SourceData | None:
+        """The ConfigMap's keys, None where there is none to read."""
 
-    def secret(self, namespace: str, name: str) -> SourceData | None: ...
+    def secret(self, namespace: str, name: str) -> SourceData | None:
+        """The Secret's keys, None where there is none to read."""
 
 
 class NoEnvSources:

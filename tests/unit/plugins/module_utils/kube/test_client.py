@@ -1082,3 +1082,21 @@ def test_tls_to_a_plain_http_server(api: FakeApi) -> None:
     with pytest.raises(ClusterError) as err:
         client.get("/api/v1/nodes")
     assert err.value.message.startswith(f"TLS handshake with the API server at {url} failed: ")
+
+
+def test_server_side_apply_sends_the_object_itself_with_the_installed_kubernetes_client(api: FakeApi) -> None:
+    """kubernetes 30 JSON-encodes any apply-patch body, newer clients only a structured one: the API server must
+    get the object either way, never a JSON string holding it (a 400 on every apply with kubernetes 30)."""
+    path = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/p"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "p"},
+    }
+    api.add("PATCH", path, Reply(body=policy))
+    client, _sleeps = make_client(api.url)
+    assert client.apply(path, policy, "kubegpu", dry_run=True) == policy
+    [seen] = api.seen
+    assert seen.headers["Content-Type"] == "application/apply-patch+yaml"
+    assert json.loads(seen.body) == policy
+    assert seen.query == {"fieldManager": ["kubegpu"], "force": ["true"], "dryRun": ["All"]}

@@ -1,0 +1,155 @@
+"""Every runbook under playbooks/ against the running local cluster, with the ansible-playbook of the Python
+that runs this file (`make test-versions` runs it with .venv-oldest's and .venv-newest's): each play must end
+with failed=0 and unreachable=0 on every host.
+
+    .venv-oldest/bin/python tests/versions/smoke.py KUBECONFIG
+
+The runbooks that write where the integration tests expect the fleet as it was (quarantine, release, the
+admission policy) run in check mode; the device plugin is installed in a namespace of its own (made and removed
+here) on no node (its selector matches none) and removed again; the rest run as `make site` runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOKS = REPO / "playbooks"
+ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
+RECAP_LINE = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=\d+\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
+DEVICE_PLUGIN_NAMESPACE = "kubegpu-smoke-versions"
+# A GPU node of tests/cluster/fleet.yaml, the only one of its model: a share of 1 lets the check-mode run
+# plan its quarantine.
+CHECKED_NODE = "gfd-h100"
+
+
+def runs(report_dir: Path, inventory: Path) -> list[tuple[str, list[str], dict[str, Any]]]:
+    """(playbook, ansible-playbook options, extra vars) in the order they run."""
+    device_plugin = {
+        "device_plugin_namespace": DEVICE_PLUGIN_NAMESPACE,
+        "device_plugin_node_selector": {"kubegpu.io/no-node": "here"},
+    }
+    return [
+        ("site.yml", [], {}),
+        ("preflight.yml", [], {}),
+        ("fleet_facts.yml", [], {}),
+        ("node_labels.yml", [], {}),
+        ("device_plugin_check.yml", [], {"device_plugin_check_report_only": True}),
+        ("pod_audit.yml", [], {"pod_audit_fail_on": "never"}),
+        ("sample_workload.yml", [], {}),
+        ("fleet_report.yml", ["-i", str(inventory)], {"kubegpu_report_dir": str(report_dir)}),
+        ("device_plugin.yml", [], device_plugin),
+        ("device_plugin.yml", [], {**device_plugin, "device_plugin_state": "absent"}),
+        ("admission_policy.yml", ["--check", "--diff"], {}),
+        (
+            "node_quarantine.yml",
+            ["--check", "--diff"],
+            {
+                "node_quarantine_nodes": [CHECKED_NODE],
+                "node_quarantine_reason": "smoke run",
+                "node_quarantine_max_share": 1.0,
+            },
+        ),
+        ("node_release.yml", ["--check", "--diff"], {"node_release_nodes": [CHECKED_NODE]}),
+    ]
+
+
+def recap_failures(output: str) -> list[str]:
+    """What the PLAY RECAP says failed, or that there is none."""
+    lines = RECAP_LINE.findall(output.split("PLAY RECAP", 1)[-1]) if "PLAY RECAP" in output else []
+    if not lines:
+        return ["no PLAY RECAP in the output"]
+    return [f"{host}: unreachable={u} failed={f}" for host, u, f in lines if (u, f) != ("0", "0")]
+
+
+def core_api(kubeconfig: str) -> Any:
+    from kubernetes import client, config
+
+    return client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+
+
+def create_namespace(kubeconfig: str, name: str) -> None:
+    from kubernetes.client.rest import ApiException
+
+    try:
+        core_api(kubeconfig).create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def remove_namespace(kubeconfig: str, name: str) -> None:
+    from kubernetes.client.rest import ApiException
+
+    api = core_api(kubeconfig)
+    try:
+        api.delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+    # Gone before the next run creates it again (a namespace still terminating refuses new objects).
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            api.read_namespace(name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        time.sleep(1)
+    raise RuntimeError(f"namespace {name} is still there two minutes after its deletion")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    kubeconfig = argv[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("K8S_AUTH_") and k != "KUBECONFIG"}
+    env.update(
+        K8S_AUTH_KUBECONFIG=kubeconfig,
+        ANSIBLE_COLLECTIONS_PATH=sysconfig.get_paths()["purelib"],
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_LOCALHOST_WARNING="false",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
+    )
+    failed = []
+    with tempfile.TemporaryDirectory(prefix="kubegpu-smoke-") as tmp:
+        inventory = Path(tmp) / "clusters.yml"
+        local = {
+            "ansible_connection": "local",
+            "ansible_python_interpreter": sys.executable,
+            "kubegpu_kubeconfig": kubeconfig,
+        }
+        inventory.write_text(json.dumps({"all": {"hosts": {"local": local}}}))
+        create_namespace(kubeconfig, DEVICE_PLUGIN_NAMESPACE)
+        try:
+            for playbook, options, extra in runs(Path(tmp) / "report", inventory):
+                extra = {"ansible_python_interpreter": sys.executable, **extra}
+                command = [str(ANSIBLE_PLAYBOOK), str(PLAYBOOKS / playbook), *options, "-e", json.dumps(extra)]
+                began = time.monotonic()
+                done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+                problems = recap_failures(done.stdout)
+                if done.returncode != 0:
+                    problems.append(f"exit status {done.returncode}")
+                said = "ok" if not problems else "FAILED: " + "; ".join(problems)
+                print(f"{playbook} {' '.join(options)} ({time.monotonic() - began:.0f}s): {said}", flush=True)
+                if problems:
+                    print(done.stdout[-4000:] + done.stderr[-2000:], flush=True)
+                    failed.append(playbook)
+        finally:
+            remove_namespace(kubeconfig, DEVICE_PLUGIN_NAMESPACE)
+    print(f"{len(runs(Path(), Path())) - len(failed)} runs passed, {len(failed)} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
