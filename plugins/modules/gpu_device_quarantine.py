@@ -295,7 +295,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors imp
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
-    errors_fail,
+    exit_with_result,
     module_client,
     with_connection_options,
 )
@@ -439,12 +439,7 @@ def run(module: AnsibleModule) -> dict[str, Any]:
 
 def main() -> None:
     module = api_module(argument_spec(), required_if=[("state", "present", ("reason",))])
-    with errors_fail(module):
-        result = run(module)
-        problem = failure_message(result)
-        if problem:
-            raise CheckFailed(problem, result=result)
-    module.exit_json(**result)
+    exit_with_result(module, run, failure_message)
 
 
 if __name__ == "__main__":

@@ -342,13 +342,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import options_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
-    CheckFailed,
     ClusterError,
     OptionError,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
-    errors_fail,
+    exit_with_result,
     module_client,
     with_connection_options,
 )
@@ -480,12 +479,7 @@ def run(module: AnsibleModule) -> dict[str, Any]:
 
 def main() -> None:
     module = api_module(argument_spec())
-    with errors_fail(module):
-        result = run(module)
-        problem = failure_message(result)
-        if problem:
-            raise CheckFailed(problem, result=result)
-    module.exit_json(**result)
+    exit_with_result(module, run, failure_message)
 
 
 if __name__ == "__main__":

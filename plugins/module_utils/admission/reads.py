@@ -50,12 +50,7 @@ def require_apis(client: KubeClient, mutating: bool) -> None:
 
 def read_object(client: KubeClient, obj: dict[str, Any]) -> dict[str, Any] | None:
     with error_context(f"cannot read {object_key(obj)}"):
-        try:
-            return client.get(object_path(obj))
-        except ClusterError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return client.find(object_path(obj))
 
 
 def apply_object(client: KubeClient, obj: dict[str, Any], *, dry_run: bool) -> dict[str, Any]:

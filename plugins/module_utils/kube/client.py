@@ -217,6 +217,15 @@ class KubeClient:
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._json("POST", path, body=body, content_type="application/json")
 
+    def find(self, path: str) -> dict[str, Any] | None:
+        """The object at `path`; None when there is none (404)."""
+        try:
+            return self._json("GET", path)
+        except ClusterError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def delete(self, path: str, *, query: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """Delete; None when the object is already gone (404)."""
         try:

@@ -383,3 +383,9 @@ def describe_connection_error(exc: BaseException, host: str, timeout: float | No
     if "ProtocolError" in names or "RemoteDisconnected" in names or "ConnectionResetError" in names:
         return f"the connection to the API server at {where} was closed unexpectedly: {root_text}"
     return f"cannot talk to the API server at {where}: {type(root).__name__}: {root_text}"
+
+
+def error_status(exc: BaseException) -> int | None:
+    """The HTTP status an error carries (ClusterError and the client's ApiException), None if none."""
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None

@@ -22,7 +22,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config imp
     environment_secret_values,
     kubeconfig_secret_values,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import KubegpuError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import CheckFailed, KubegpuError
 
 
 def with_connection_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -90,3 +90,18 @@ def errors_fail(module: AnsibleModule) -> Iterator[None]:
         yield
     except KubegpuError as exc:
         module.fail_json(**exc.fail_fields())
+
+
+def exit_with_result(
+    module: AnsibleModule,
+    run: Callable[[AnsibleModule], dict[str, Any]],
+    failure_message: Callable[[dict[str, Any]], str | None],
+) -> None:
+    """Run a write module's work and exit with its result; a failure the result names fails the task,
+    the result beside it."""
+    with errors_fail(module):
+        result = run(module)
+        problem = failure_message(result)
+        if problem:
+            raise CheckFailed(problem, result=result)
+    module.exit_json(**result)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_status
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import MAX_CONFLICT_ATTEMPTS, JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
     CompactNode,
@@ -46,11 +47,6 @@ _PATCH_REFUSED = 422
 _CHANGED_STATUSES = frozenset({409, _PATCH_REFUSED})
 
 
-def _error_status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
-
-
 def _apply_one(
     plan: NodePlan,
     send: Callable[[str, JsonPatch], object],
@@ -67,7 +63,7 @@ def _apply_one(
             send(plan.name, plan.patch)
             return NodeResult(plan)
         except errors as exc:
-            status = _error_status(exc)
+            status = error_status(exc)
             if status == _NODE_GONE:
                 return NodeResult(
                     replace(plan, outcome=Outcome.SKIP, after=None, reason="node was deleted", patch=None)
@@ -87,7 +83,7 @@ def _apply_one(
         try:
             node = reread(plan.name)
         except errors as exc:
-            if _error_status(exc) not in _NODE_ONLY_STATUSES:
+            if error_status(exc) not in _NODE_ONLY_STATUSES:
                 stop.set()
             return NodeResult(plan, ApplyStatus.FAILED, str(exc))
         if node is None:

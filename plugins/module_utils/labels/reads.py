@@ -44,12 +44,9 @@ def read_nodes(
 
 
 def reread_node(client: KubeClient, name: str) -> CompactNode | None:
-    try:
-        item = client.get(api_path("v1", "nodes", name))
-    except ClusterError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    item = client.find(api_path("v1", "nodes", name))
+    if item is None:
+        return None
     return compact_node(item, gpu_resource_matcher())
 
 

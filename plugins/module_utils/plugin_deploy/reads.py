@@ -49,12 +49,7 @@ def require_namespace(client: KubeClient, namespace: str) -> None:
 
 def read_object(client: KubeClient, obj: Mapping[str, Any]) -> dict[str, Any] | None:
     with error_context(f"cannot read {object_key(obj)}"):
-        try:
-            return client.get(object_path(obj))
-        except ClusterError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return client.find(object_path(obj))
 
 
 def read_objects(client: KubeClient, objects: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any] | None]:

@@ -18,6 +18,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalo
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import quarantine as kinds
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import plugin_finding
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_status
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import MAX_CONFLICT_ATTEMPTS, JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.retries import backoff_delay
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import describe_pool
@@ -72,11 +73,6 @@ class EvictionResult:
     attempts: int = 0
 
 
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
-
-
 def _patch_one(
     plan: NodePlan,
     send: Callable[[str, JsonPatch], object],
@@ -94,7 +90,7 @@ def _patch_one(
             send(plan.name, plan.patch)
             return NodeResult(plan)
         except errors as exc:
-            status = _status(exc)
+            status = error_status(exc)
             if status == NOT_FOUND:
                 return NodeResult(plan, NODE_GONE, "the node was deleted")
             if status not in _CHANGED:
@@ -104,7 +100,7 @@ def _patch_one(
         try:
             node = reread(plan.name)
         except errors as exc:
-            if _status(exc) not in _OBJECT_ONLY:
+            if error_status(exc) not in _OBJECT_ONLY:
                 stop.set()
             return NodeResult(plan, NODE_FAILED, str(exc))
         if node is None:
@@ -172,7 +168,7 @@ def _evict_one(
             calls.evict(pod)
             return EvictionResult(pod, EVICTED, attempts=attempt)
         except calls.errors as exc:
-            status, detail = _status(exc), str(exc)
+            status, detail = error_status(exc), str(exc)
             if status == NOT_FOUND:
                 return EvictionResult(pod, POD_GONE, attempts=attempt)
             if SEVERAL_BUDGETS in detail:

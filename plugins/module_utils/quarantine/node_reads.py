@@ -13,7 +13,7 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import dra_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_reads import read_dra
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused
@@ -57,12 +57,9 @@ def read_quarantine(
 
 
 def reread_node(client: KubeClient, name: str, options: QuarantineOptions) -> CompactNode | None:
-    try:
-        item = client.get(api_path("v1", "nodes", name))
-    except ClusterError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    item = client.find(api_path("v1", "nodes", name))
+    if item is None:
+        return None
     return project_node(item, options)
 
 

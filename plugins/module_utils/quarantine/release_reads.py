@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release import (
     JsonPatch,
@@ -32,12 +32,9 @@ def read_nodes(client: KubeClient, names: Sequence[str]) -> tuple[list[ReleaseNo
 
 
 def reread_node(client: KubeClient, name: str) -> ReleaseNode | None:
-    try:
-        item = client.get(api_path("v1", "nodes", name))
-    except ClusterError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    item = client.find(api_path("v1", "nodes", name))
+    if item is None:
+        return None
     return compact_node(item)
 
 

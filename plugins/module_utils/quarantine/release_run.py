@@ -13,6 +13,7 @@ from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import release as kinds
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_status
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import FINISHED_POD_PHASES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release import (
     JsonPatch,
@@ -99,11 +100,6 @@ def run_proof(
     return outcome, None if outcome.passed else proof_hit(plan.node, ref, outcome, timeout)
 
 
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
-
-
 def apply_release(
     plan: ReleasePlan, nodes: NodeCalls, outcome: ProofOutcome | None, errors: tuple[type[BaseException], ...]
 ) -> NodeResult:
@@ -117,7 +113,7 @@ def apply_release(
             return NodeResult(plan, True, outcome, plan.hits)
         except errors as exc:
             refused, error = plan.patch, str(exc)
-            if _status(exc) not in _CHANGED_STATUSES or attempt >= MAX_PATCH_ATTEMPTS:
+            if error_status(exc) not in _CHANGED_STATUSES or attempt >= MAX_PATCH_ATTEMPTS:
                 return NodeResult(plan, False, outcome, (*plan.hits, _patch_failed(plan.node, error)))
         try:
             node = nodes.reread(plan.node)

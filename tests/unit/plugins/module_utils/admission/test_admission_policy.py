@@ -308,6 +308,15 @@ class DiscoveryClient:
     def __init__(self, resources):
         self.resources = resources
 
+    def find(self, path):
+        """KubeClient.find over this fake's get: None for a 404."""
+        try:
+            return self.get(path)
+        except ClusterError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def get(self, path):
         assert path == "/apis/admissionregistration.k8s.io/v1"
         if self.resources is None:

@@ -25,6 +25,15 @@ class MemoryApi:
         self.write_count = 0
         self.written: list[str] = []
 
+    def find(self, path):
+        """KubeClient.find over this fake's get: None for a 404."""
+        try:
+            return self.get(path)
+        except ClusterError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def get(self, path: str) -> dict[str, Any]:
         if path not in self.objects:
             raise ClusterError(f"{path} not found", 404)
