@@ -111,7 +111,8 @@ smoke-versions: venv .venv-oldest/.installed .venv-newest/.installed
 
 # The integration tests marked every_release (pytest.ini) against a second control plane at Kubernetes
 # 1.34, built on first use into its own cache folder (tests/cluster/versions.py) and started in its own
-# state folder on its own ports, then stopped: see README, Supported versions. Not part of `make test`.
+# state folder on its own ports, then stopped; the fleet report's second cluster runs the newest release
+# beside it (built too): see README, Supported versions. Not part of `make test`.
 K8S_1_34_DIR ?= $(or $(KUBEGPU_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubegpu)/cluster-k8s-v1.34
 K8S_1_34_ETCD_PORT ?= 34379
 K8S_1_34_APISERVER_PORT ?= 38443
@@ -120,6 +121,7 @@ K8S_1_34_ENV = KUBEGPU_KUBERNETES=1.34 KUBEGPU_CLUSTER_DIR=$(K8S_1_34_DIR) KUBEG
   KUBEGPU_APISERVER_PORT=$(K8S_1_34_APISERVER_PORT) KUBEGPU_KWOK_PORT=$(K8S_1_34_KWOK_PORT)
 
 test-k8s-1.34: venv
+	@$(CLUSTER) build >/dev/null
 	@$(K8S_1_34_ENV) $(CLUSTER) build >/dev/null
 	@$(K8S_1_34_ENV) $(CLUSTER) up --timeout $(TIMEOUT) >/dev/null
 	@status=0; $(K8S_1_34_ENV) $(PY) -m pytest -m every_release tests/integration || status=$$?; \

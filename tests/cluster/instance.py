@@ -1,7 +1,9 @@
 """Another instance of the local control plane beside the shared one, on its own ports and state folder
 (`python -m tests.cluster` with KUBEGPU_CLUSTER_DIR and KUBEGPU_*_PORT set): started with a fleet file,
 stopped and its state removed whatever happens. Used by the fleet-report integration test and the
-fleet-report benchmark."""
+fleet-report benchmark. An instance runs the newest release of tests/cluster/versions.py unless told
+otherwise, whatever KUBEGPU_KUBERNETES says: beside the shared cluster at 1.34 (`make test-k8s-1.34`) it
+is the other release."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.cluster import cluster as local_cluster
+from tests.cluster import versions
 
 REPO_ROOT = local_cluster.HERE.parents[1]
 SECOND_FLEET = local_cluster.HERE / "fleet-second.yaml"
@@ -35,10 +38,16 @@ class InstanceError(RuntimeError):
 
 
 class Instance:
-    def __init__(self, root: Path, ports: Mapping[str, int], fleet: Path):
+    def __init__(self, root: Path, ports: Mapping[str, int], fleet: Path, release: str = versions.NEWEST_KUBERNETES):
         self.root = root
         self.fleet = fleet
-        self.env = dict(os.environ, KUBEGPU_CLUSTER_DIR=str(root), **{k: str(v) for k, v in ports.items()})
+        self.release = release
+        self.env = dict(
+            os.environ,
+            KUBEGPU_CLUSTER_DIR=str(root),
+            KUBEGPU_KUBERNETES=release,
+            **{k: str(v) for k, v in ports.items()},
+        )
         self.layout = local_cluster.Layout(root, ports["KUBEGPU_APISERVER_PORT"])
 
     @property
@@ -64,10 +73,14 @@ class Instance:
 
 @contextmanager
 def started(
-    fleet: Path = SECOND_FLEET, ports: Mapping[str, int] | None = None, prefix: str = "kubegpu-second-"
+    fleet: Path = SECOND_FLEET,
+    ports: Mapping[str, int] | None = None,
+    prefix: str = "kubegpu-second-",
+    release: str = versions.NEWEST_KUBERNETES,
 ) -> Iterator[Instance]:
     """A started instance in a fresh state folder; stopped and removed on the way out, however it is left."""
-    instance = Instance(Path(tempfile.mkdtemp(prefix=prefix)), SECOND_PORTS if ports is None else ports, fleet)
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    instance = Instance(root, SECOND_PORTS if ports is None else ports, fleet, release)
     try:
         instance.up()
         yield instance

@@ -23,6 +23,7 @@ import pytest
 from conftest import ANSIBLE_BIN, LocalCluster, ansible_env, run_ansible_module, wait_until
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import device as plan
+from tests.cluster import versions
 
 pytestmark = pytest.mark.cluster
 
@@ -247,3 +248,25 @@ def test_device_quarantine_reports_with_none_then_noschedule_evicts_through_the_
     finally:
         for path in (ours, foreign_path):
             assert cluster.delete(path) in (200, 202, 404)
+
+
+@pytest.mark.every_release
+def test_a_device_is_planned_where_device_taint_rules_are_served_and_refused_naming_them_where_not(cluster):
+    """On 1.37 check mode plans the device's rule; on 1.34 (no DeviceTaintRules) even the real run is
+    refused before any write, with a message that names the API and the node-level alternative."""
+    slices = [s for s in cluster.get(f"{RESOURCE}/resourceslices")["items"] if s["spec"].get("nodeName") == NODE]
+    first = slices[0]["spec"]
+    ref = plan.DeviceRef(first["driver"], first["pool"]["name"], first["devices"][0]["name"])
+    args = {"devices": [entry(ref)], "reason": "simulated XID 79", "quarantined_by": "kubegpu-test"}
+    before = writes_from_now(cluster)
+    if versions.serves(versions.DEVICE_TAINT_RULES):
+        status, result, _done = run_ansible_module(cluster.kubeconfig, MODULE, args, "--check")
+        assert status == "CHANGED" and result["created"] == [plan.rule_name(ref)], result
+        assert result["writes"] == 0
+    else:
+        status, result, _done = run_ansible_module(cluster.kubeconfig, MODULE, args)
+        assert status == "FAILED!", result
+        assert result["msg"].startswith("this cluster does not serve devicetaintrules in resource.k8s.io/v1"), result
+        assert "quarantine its node with gpu_node_quarantine" in result["msg"]
+        assert "Traceback" not in result.get("module_stderr", "") + result.get("exception", "")
+    assert module_writes(since(before, writes(cluster))) == {}

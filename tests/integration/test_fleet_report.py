@@ -1,6 +1,7 @@
 """playbooks/fleet_report.yml over two local clusters at once: the shared one, and a second instance
 of the local control plane on its own ports and state directory with the small fleet of
-tests/cluster/fleet-second.yaml. One run reports both with the numbers the API gives, and where GPU
+tests/cluster/fleet-second.yaml, at the newest Kubernetes release whatever the shared one runs (so under
+`make test-k8s-1.34` the report spans 1.34 and 1.37). One run reports both with the numbers the API gives, and where GPU
 work fits with the numbers gpu_placement gives for the same cluster; with the second stopped, the run
 fails naming it and still writes the first's report. The HTML page is then rendered by headless
 chromium; its screenshot is kept in tests/output/fleet-report/ (git-ignored)."""
@@ -29,8 +30,10 @@ from conftest import (
 
 from tests.browser import rendered_dom, screenshot
 from tests.cluster import fleet as fleet_file
-from tests.cluster import instance
+from tests.cluster import instance, versions
 from tests.html_tables import assert_tables_hold_the_report, html_tables
+
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 ARTEFACTS = REPO_ROOT / "tests" / "output" / "fleet-report"
 COUNTS = ("capacity", "allocatable", "allocated", "free")
@@ -107,6 +110,12 @@ def assert_numbers_are_the_apis(entry: dict, cluster: LocalCluster) -> None:
         assert nodes[name]["free"] == max(0, gpus["allocatable"] - gpus["allocated"]), name
 
 
+def assert_notes_name_what_is_not_served(entry: dict, release: str) -> None:
+    """A cluster without DeviceTaintRules says so in its notes; one that serves them says nothing of it."""
+    said = [note for note in entry["notes"] if "does not serve devicetaintrules" in note]
+    assert bool(said) == (not versions.serves(versions.DEVICE_TAINT_RULES, release)), (release, entry["notes"])
+
+
 def pending_on_a_model_no_node_has(cluster: LocalCluster) -> str:
     """A 1-GPU pod that selects `accelerator: NVIDIA-B200` (the ACK guide's label; the second fleet's nodes name
     their model in nvidia.com/gpu.product only), once the scheduler has said why it waits: its message."""
@@ -170,6 +179,8 @@ def test_one_run_reports_both_clusters_and_a_stopped_one_with_its_error(cluster,
     assert {m["model"] for m in second["models"]} == {"NVIDIA-A100-SXM4-80GB", "NVIDIA-L4"}
     assert report["totals"]["capacity"] == shared["totals"]["capacity"] + 6
     assert "gfd-a100-noplugin" in (report_dir / "gpu-fleet-report.md").read_text()
+    assert_notes_name_what_is_not_served(shared, versions.kubernetes())
+    assert_notes_name_what_is_not_served(second, second_cluster.instance.release)
 
     # Where GPU work fits: the numbers gpu_placement gives for each cluster, which on the second fleet are
     # the A100 node's 3 free GPUs (4, one held by the trainer) and the L4 node's 2.

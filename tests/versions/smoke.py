@@ -1,12 +1,14 @@
 """Every runbook under playbooks/ against the running local cluster, with the ansible-playbook of the Python
 that runs this file (`make test-versions` runs it with .venv-oldest's and .venv-newest's): each play must end
-with failed=0 and unreachable=0 on every host.
+with failed=0 and unreachable=0 on every host. Then each module no runbook calls, with that Python's
+`ansible`, and the gpu_nodes inventory plugin with its `ansible-inventory`: each must succeed.
 
     .venv-oldest/bin/python tests/versions/smoke.py KUBECONFIG
 
 The runbooks that write where the integration tests expect the fleet as it was (quarantine, release, the
-admission policy) run in check mode; the device plugin is installed in a namespace of its own (made and removed
-here) on no node (its selector matches none) and removed again; the rest run as `make site` runs them."""
+admission policy) run in check mode, as does device quarantine; the device plugin is installed in a namespace
+of its own (made and removed here) on no node (its selector matches none) and removed again; the rest run as
+`make site` runs them."""
 
 from __future__ import annotations
 
@@ -18,17 +20,23 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOKS = REPO / "playbooks"
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
+ANSIBLE = Path(sys.executable).with_name("ansible")
+ANSIBLE_INVENTORY = Path(sys.executable).with_name("ansible-inventory")
+PLUGIN_CONFIG = REPO / "tests" / "unit" / "fixtures" / "plugin_config" / "good" / "readme-time-slicing.yaml"
 RECAP_LINE = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=\d+\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
 DEVICE_PLUGIN_NAMESPACE = "kubegpu-smoke-versions"
 # A GPU node of tests/cluster/fleet.yaml, the only one of its model: a share of 1 lets the check-mode run
 # plan its quarantine.
 CHECKED_NODE = "gfd-h100"
+# A DRA node of that fleet: its first published device is the one device quarantine plans in check mode.
+DRA_NODE = "dra-h100"
 
 
 def runs(report_dir: Path, inventory: Path) -> list[tuple[str, list[str], dict[str, Any]]]:
@@ -62,12 +70,68 @@ def runs(report_dir: Path, inventory: Path) -> list[tuple[str, list[str], dict[s
     ]
 
 
+def module_runs(device: dict[str, str]) -> list[tuple[str, list[str], dict[str, Any]]]:
+    """(module, ansible options, module args) of the modules no runbook under playbooks/ calls."""
+    return [
+        ("gpu_placement", [], {}),
+        ("gpu_plugin_config", [], {"src": str(PLUGIN_CONFIG)}),
+        (
+            "gpu_device_quarantine",
+            ["--check", "--diff"],
+            {"devices": [device], "reason": "smoke run", "max_share": 1.0},
+        ),
+    ]
+
+
+def first_device(kubeconfig: str, node: str) -> dict[str, str]:
+    """The driver, pool and name of the first device a ResourceSlice of `node` publishes."""
+    from kubernetes import client, config
+
+    api = client.CustomObjectsApi(config.new_client_from_config(config_file=kubeconfig))
+    for item in api.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")["items"]:
+        spec = item["spec"]
+        if spec.get("nodeName") == node and spec.get("devices"):
+            return {"driver": spec["driver"], "pool": spec["pool"]["name"], "device": spec["devices"][0]["name"]}
+    raise RuntimeError(f"no ResourceSlice publishes a device of {node}")
+
+
 def recap_failures(output: str) -> list[str]:
     """What the PLAY RECAP says failed, or that there is none."""
     lines = RECAP_LINE.findall(output.split("PLAY RECAP", 1)[-1]) if "PLAY RECAP" in output else []
     if not lines:
         return ["no PLAY RECAP in the output"]
     return [f"{host}: unreachable={u} failed={f}" for host, u, f in lines if (u, f) != ("0", "0")]
+
+
+def adhoc_failures(output: str) -> list[str]:
+    """What `ansible localhost -m` says failed, or that there is none."""
+    said = re.search(r"^localhost \| ([A-Z!]+)", output, re.MULTILINE)
+    if not said:
+        return ["no result in the output"]
+    return [] if said[1] in ("SUCCESS", "CHANGED") else [f"localhost: {said[1]}"]
+
+
+def inventory_failures(output: str) -> list[str]:
+    """That `ansible-inventory --list` found no GPU node, or nothing."""
+    try:
+        hosts = json.loads(output).get("_meta", {}).get("hostvars", {})
+    except ValueError:
+        return ["no inventory in the output"]
+    return [] if hosts else ["no GPU node in the inventory"]
+
+
+def ran(label: str, command: list[str], env: dict[str, str], failures: Callable[[str], list[str]]) -> bool:
+    """Run one command; print its label, time and verdict, and its output's tail when it failed."""
+    began = time.monotonic()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+    problems = failures(done.stdout)
+    if done.returncode != 0:
+        problems.append(f"exit status {done.returncode}")
+    said = "ok" if not problems else "FAILED: " + "; ".join(problems)
+    print(f"{label} ({time.monotonic() - began:.0f}s): {said}", flush=True)
+    if problems:
+        print(done.stdout[-4000:] + done.stderr[-2000:], flush=True)
+    return not problems
 
 
 def core_api(kubeconfig: str) -> Any:
@@ -135,19 +199,31 @@ def main(argv: list[str]) -> int:
             for playbook, options, extra in runs(Path(tmp) / "report", inventory):
                 extra = {"ansible_python_interpreter": sys.executable, **extra}
                 command = [str(ANSIBLE_PLAYBOOK), str(PLAYBOOKS / playbook), *options, "-e", json.dumps(extra)]
-                began = time.monotonic()
-                done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
-                problems = recap_failures(done.stdout)
-                if done.returncode != 0:
-                    problems.append(f"exit status {done.returncode}")
-                said = "ok" if not problems else "FAILED: " + "; ".join(problems)
-                print(f"{playbook} {' '.join(options)} ({time.monotonic() - began:.0f}s): {said}", flush=True)
-                if problems:
-                    print(done.stdout[-4000:] + done.stderr[-2000:], flush=True)
+                if not ran(f"{playbook} {' '.join(options)}", command, env, recap_failures):
                     failed.append(playbook)
         finally:
             remove_namespace(kubeconfig, DEVICE_PLUGIN_NAMESPACE)
-    print(f"{len(runs(Path(), Path())) - len(failed)} runs passed, {len(failed)} failed", flush=True)
+        for module, options, args in module_runs(first_device(kubeconfig, DRA_NODE)):
+            command = [
+                str(ANSIBLE),
+                "localhost",
+                "-m",
+                f"kubegpu.scheduling.{module}",
+                *options,
+                "-a",
+                json.dumps(args),
+            ]
+            command += ["-e", json.dumps({"ansible_python_interpreter": sys.executable})]
+            if not ran(f"{module} {' '.join(options)}", command, env, adhoc_failures):
+                failed.append(module)
+        source = Path(tmp) / "local.kubegpu.yml"
+        source.write_text(json.dumps({"plugin": "kubegpu.scheduling.gpu_nodes", "kubeconfig": kubeconfig}))
+        if not ran(
+            "gpu_nodes inventory", [str(ANSIBLE_INVENTORY), "-i", str(source), "--list"], env, inventory_failures
+        ):
+            failed.append("gpu_nodes")
+    total = len(runs(Path(), Path())) + len(module_runs({})) + 1
+    print(f"{total - len(failed)} runs passed, {len(failed)} failed", flush=True)
     return 1 if failed else 0
 
 

@@ -53,11 +53,24 @@ def read_slices(client: KubeClient, page_size: int = 500) -> list[dict[str, Any]
         return [s for s in map(project_slice, items) if s is not None]
 
 
+# Where DeviceTaintRules are not served, a device cannot be quarantined alone: the run stops before any write.
+NOT_SERVED = (
+    f"this cluster does not serve {DEVICE_TAINT_RULES} in {RESOURCE_API_VERSION} (on by default from Kubernetes "
+    "1.37; before it behind the DRADeviceTaintRules feature gate): a single device cannot be quarantined here, "
+    "nothing was written; quarantine its node with gpu_node_quarantine"
+)
+
+
 def read_rules(client: KubeClient, page_size: int = 500) -> dict[str, dict[str, Any]]:
     """Every DeviceTaintRule by name: a rule of the name the collection would use may be someone else's."""
-    with error_context("cannot list DeviceTaintRules"):
-        items = client.list_items(_rules_path(), page_size=page_size)
-        return {str(r["metadata"]["name"]): r for r in items if (r.get("metadata") or {}).get("name")}
+    try:
+        with error_context("cannot list DeviceTaintRules"):
+            items = list(client.list_items(_rules_path(), page_size=page_size))
+    except ClusterError as exc:
+        if exc.status == 404:
+            raise ClusterError(NOT_SERVED, 404) from exc
+        raise
+    return {str(r["metadata"]["name"]): r for r in items if (r.get("metadata") or {}).get("name")}
 
 
 def read_users(client: KubeClient, reads: DeviceReads, nodes: list[str], page_size: int = 500) -> None:
