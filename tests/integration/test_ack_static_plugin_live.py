@@ -12,7 +12,7 @@ from conftest import LocalCluster, fleet_facts, run_ansible_module
 
 from tests.cluster import ack
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 
 def run(cluster: LocalCluster, module: str, args: dict[str, Any]) -> dict[str, Any]:

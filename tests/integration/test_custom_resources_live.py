@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import LocalCluster, ansible_env, run_ansible_module, wait_until, write_token_kubeconfig
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 NAMESPACE = "ml-training"  # tests/cluster/crds/instances
 READER = Path(__file__).resolve().parents[2] / "rbac" / "kubegpu-reader.yaml"

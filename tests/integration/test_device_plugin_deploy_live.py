@@ -31,7 +31,7 @@ from conftest import ANSIBLE_BIN, REPO_ROOT, LocalCluster, ansible_env, run_ansi
 
 from tests.cluster import fleet as fleet_file
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 _REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')

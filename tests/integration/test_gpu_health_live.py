@@ -125,6 +125,7 @@ def statuses(facts: dict[str, Any]) -> dict[str, tuple[str, list[tuple[str, str]
     }
 
 
+@pytest.mark.every_release
 def test_each_way_the_api_says_a_gpu_node_is_bad_is_judged_from_the_same_lists(
     cluster: LocalCluster, health_nodes: dict[str, str]
 ):
@@ -160,6 +161,7 @@ def test_each_way_the_api_says_a_gpu_node_is_bad_is_judged_from_the_same_lists(
     assert judged["api_requests"] == plain["api_requests"] == 6
 
 
+@pytest.mark.every_release
 def test_a_per_model_expectation_and_a_bad_row_of_the_option(cluster: LocalCluster, health_nodes: dict[str, str]):
     names = health_nodes
     expected = run_facts(cluster, [names["ok"], names["short"]], {"expected_gpus": {"Tesla-T4": 8}})

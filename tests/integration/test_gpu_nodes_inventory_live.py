@@ -18,7 +18,7 @@ from test_device_plugin_check import PLAYBOOK, fake_gpu_host, printed_results
 
 from ansible_collections.kubegpu.scheduling.plugins.inventory.gpu_nodes import HOST_VAR_FACTS, group_name
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 BIN = Path(sys.executable).parent
 LOCAL_ADDRESS = "127.0.0.1"

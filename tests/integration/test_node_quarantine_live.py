@@ -28,7 +28,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.owne
     read_record,
 )
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 GPU = "nvidia.com/gpu"
 MODEL = "NVIDIA-QTEST-80GB"

@@ -38,7 +38,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.rele
 )
 from tests.cluster import fleet as fleet_file
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 # Keeps every other pod off the nodes made here; the proof pods tolerate it (proof.tolerations).
 TEST_TAINT = {"key": "kubegpu.test/release", "value": "true", "effect": "NoSchedule"}

@@ -28,7 +28,7 @@ from conftest import GPU, LocalCluster, run_ansible_module, wait_until
 from tests.cluster import dra as dra_objects
 from tests.cluster import fleet as fleet_file
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 SIZES = (1, 2, 4, 8)
 PROBE_CPU = "1"

@@ -11,6 +11,8 @@ import pytest
 import yaml
 from conftest import LocalCluster, fleet_facts, run_ansible_module
 
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
+
 SYSTEM_FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "manifests" / "system"
 # Published DaemonSets applied as they are: the operator's golden renders of the driver (init with the
 # driver's args, OpenShift's Driver Toolkit), GKE's NCCL installers and Koordinator's node agents.
