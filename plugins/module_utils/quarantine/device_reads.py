@@ -87,12 +87,7 @@ def read_users(client: KubeClient, reads: DeviceReads, nodes: list[str], page_si
 
 
 def get_rule(client: KubeClient, name: str) -> dict[str, Any] | None:
-    try:
-        return client.get(_rules_path(name))
-    except ClusterError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    return client.find(_rules_path(name))
 
 
 def create_rule(client: KubeClient, body: dict[str, Any]) -> dict[str, Any]:
