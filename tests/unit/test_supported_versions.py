@@ -80,7 +80,7 @@ def test_make_test_versions_runs_sanity_and_every_runbook_in_both_venvs():
     recipe = re.search(r"^test-versions:.*\n((?:\t.*\n)+)", makefile, re.M)
     assert recipe and "sanity-versions smoke-versions" in recipe[1], recipe
     assert re.search(r"^VERSION_VENVS = oldest newest$", makefile, re.M)
-    smoked = {playbook for playbook, _options, _extra in smoke.runs(Path("report"), Path("inventory"))}
+    smoked = {playbook for playbook, _options, _extra in smoke.runs(Path("report"), Path("inventory"), {})}
     assert smoked == {path.name for path in (REPO / "playbooks").glob("*.yml")}
 
 
@@ -90,7 +90,7 @@ def test_the_smoke_run_reaches_every_module_and_the_inventory_plugin():
 
     runbooks = " ".join(p.read_text() for p in [*(REPO / "playbooks").glob("*.yml"), *(REPO / "roles").rglob("*.yml")])
     by_runbook = {m.stem for m in (REPO / "plugins" / "modules").glob("gpu_*.py") if f".{m.stem}:" in runbooks}
-    on_their_own = {module for module, _options, _args in smoke.module_runs({})}
+    on_their_own = {module for module, _options, _args in smoke.module_runs()}
     modules = {m.stem for m in (REPO / "plugins" / "modules").glob("*.py") if m.stem != "__init__"}
     assert by_runbook | on_their_own == modules
     assert not by_runbook & on_their_own, "run on its own although a runbook calls it"

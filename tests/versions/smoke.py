@@ -5,8 +5,8 @@ with failed=0 and unreachable=0 on every host. Then each module no runbook calls
 
     .venv-oldest/bin/python tests/versions/smoke.py KUBECONFIG
 
-The runbooks that write where the integration tests expect the fleet as it was (quarantine, release, the
-admission policy) run in check mode, as does device quarantine; the device plugin is installed in a namespace
+The runbooks that write where the integration tests expect the fleet as it was (quarantine, device quarantine,
+release, the admission policy) run in check mode; the device plugin is installed in a namespace
 of its own (made and removed here) on no node (its selector matches none) and removed again; the rest run as
 `make site` runs them."""
 
@@ -39,8 +39,9 @@ CHECKED_NODE = "gfd-h100"
 DRA_NODE = "dra-h100"
 
 
-def runs(report_dir: Path, inventory: Path) -> list[tuple[str, list[str], dict[str, Any]]]:
-    """(playbook, ansible-playbook options, extra vars) in the order they run."""
+def runs(report_dir: Path, inventory: Path, device: dict[str, str]) -> list[tuple[str, list[str], dict[str, Any]]]:
+    """(playbook, ansible-playbook options, extra vars) in the order they run; `device` is the one device
+    quarantine plans (`first_device`)."""
     device_plugin = {
         "device_plugin_namespace": DEVICE_PLUGIN_NAMESPACE,
         "device_plugin_node_selector": {"kubegpu.io/no-node": "here"},
@@ -67,19 +68,23 @@ def runs(report_dir: Path, inventory: Path) -> list[tuple[str, list[str], dict[s
             },
         ),
         ("node_release.yml", ["--check", "--diff"], {"node_release_nodes": [CHECKED_NODE]}),
+        (
+            "device_quarantine.yml",
+            ["--check", "--diff"],
+            {
+                "device_quarantine_devices": [device],
+                "device_quarantine_reason": "smoke run",
+                "device_quarantine_max_share": 1.0,
+            },
+        ),
     ]
 
 
-def module_runs(device: dict[str, str]) -> list[tuple[str, list[str], dict[str, Any]]]:
+def module_runs() -> list[tuple[str, list[str], dict[str, Any]]]:
     """(module, ansible options, module args) of the modules no runbook under playbooks/ calls."""
     return [
         ("gpu_placement", [], {}),
         ("gpu_plugin_config", [], {"src": str(PLUGIN_CONFIG)}),
-        (
-            "gpu_device_quarantine",
-            ["--check", "--diff"],
-            {"devices": [device], "reason": "smoke run", "max_share": 1.0},
-        ),
     ]
 
 
@@ -186,6 +191,7 @@ def main(argv: list[str]) -> int:
         ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
     )
     failed = []
+    device = first_device(kubeconfig, DRA_NODE)
     with tempfile.TemporaryDirectory(prefix="kubegpu-smoke-") as tmp:
         inventory = Path(tmp) / "clusters.yml"
         local = {
@@ -196,14 +202,14 @@ def main(argv: list[str]) -> int:
         inventory.write_text(json.dumps({"all": {"hosts": {"local": local}}}))
         create_namespace(kubeconfig, DEVICE_PLUGIN_NAMESPACE)
         try:
-            for playbook, options, extra in runs(Path(tmp) / "report", inventory):
+            for playbook, options, extra in runs(Path(tmp) / "report", inventory, device):
                 extra = {"ansible_python_interpreter": sys.executable, **extra}
                 command = [str(ANSIBLE_PLAYBOOK), str(PLAYBOOKS / playbook), *options, "-e", json.dumps(extra)]
                 if not ran(f"{playbook} {' '.join(options)}", command, env, recap_failures):
                     failed.append(playbook)
         finally:
             remove_namespace(kubeconfig, DEVICE_PLUGIN_NAMESPACE)
-        for module, options, args in module_runs(first_device(kubeconfig, DRA_NODE)):
+        for module, options, args in module_runs():
             command = [
                 str(ANSIBLE),
                 "localhost",
@@ -222,7 +228,7 @@ def main(argv: list[str]) -> int:
             "gpu_nodes inventory", [str(ANSIBLE_INVENTORY), "-i", str(source), "--list"], env, inventory_failures
         ):
             failed.append("gpu_nodes")
-    total = len(runs(Path(), Path())) + len(module_runs({})) + 1
+    total = len(runs(Path(), Path(), device)) + len(module_runs()) + 1
     print(f"{total - len(failed)} runs passed, {len(failed)} failed", flush=True)
     return 1 if failed else 0
 
