@@ -52,6 +52,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules 
 from ansible_collections.kubegpu.scheduling.plugins.modules import (
     gpu_device_plugin,
     gpu_device_plugin_check,
+    gpu_device_quarantine,
     gpu_fleet_report,
     gpu_node_facts,
     gpu_node_label,
@@ -150,6 +151,27 @@ def test_role_defaults_are_the_argument_spec_defaults(role):
     for name, value in defaults.items():
         if "default" in spec[name]:
             assert spec[name]["default"] == value, f"{role}: {name}"
+
+
+def test_device_quarantine_role_passes_every_module_option_with_the_module_default():
+    """The role's variables are the module's options, prefixed, with the same defaults and required the same; the
+    role asks for the reason also when the module would not (state absent), so that every run says why."""
+    module = {k: v for k, v in gpu_device_quarantine.argument_spec().items() if k not in AUTH_ARG_SPEC}
+    spec, defaults = role_spec("device_quarantine"), role_defaults("device_quarantine")
+    assert set(spec) == {f"device_quarantine_{option}" for option in module}
+    for option, wanted in module.items():
+        variable = spec[f"device_quarantine_{option}"]
+        assert variable["type"] == wanted["type"], option
+        assert variable.get("default") == wanted.get("default") == defaults.get(f"device_quarantine_{option}"), option
+        assert variable.get("choices") == wanted.get("choices"), option
+    assert spec["device_quarantine_reason"]["required"] and spec["device_quarantine_devices"]["required"]
+    devices = spec["device_quarantine_devices"]["options"]
+    assert {k: v["required"] for k, v in devices.items()} == {k: True for k in module["devices"]["options"]}
+    tasks = yaml.safe_load((REPO / "roles" / "device_quarantine" / "tasks" / "main.yml").read_text())
+    [call] = [
+        t["kubegpu.scheduling.gpu_device_quarantine"] for t in tasks if "kubegpu.scheduling.gpu_device_quarantine" in t
+    ]
+    assert call == {option: f"{{{{ device_quarantine_{option} }}}}" for option in module}
 
 
 def test_node_labels_role_reads_the_model_from_every_vendor_label_but_its_own():
