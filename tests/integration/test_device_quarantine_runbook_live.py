@@ -91,7 +91,7 @@ def test_the_runbook_dry_runs_quarantines_a_free_device_reruns_unchanged_and_rel
         assert changed == 1 and f"+{TAINT}" in printed and "NoExecute" not in printed, printed
         assert (
             "dry run, nothing sent" in printed
-            and f"quarantined (rule created, effect None then NoSchedule): {rule}" in printed
+            and f"to quarantine (a new rule, effect None then NoSchedule): {rule}" in printed
         )
         assert "pods that hold the devices: none" in printed and "write requests sent: 0" in printed
 
@@ -107,7 +107,8 @@ def test_the_runbook_dry_runs_quarantines_a_free_device_reruns_unchanged_and_rel
         written = cluster.get(path)
         assert plan.owned_rule(written) and written["spec"]["taint"]["effect"] == "NoSchedule", written
         assert written["spec"]["deviceSelector"] == entry(device)
-        assert f"quarantined (rule created, effect None then NoSchedule): {rule}" in printed
+        assert f"quarantined (a new rule, effect None then NoSchedule): {rule}" in printed
+        assert "selects 1 published and 0 allocated device(s); 0 pod(s) in 0 namespace(s) would be evicted" in printed
         assert "write requests sent: 2" in printed, printed
 
         before = writes_from_now(cluster)
@@ -119,12 +120,13 @@ def test_the_runbook_dry_runs_quarantines_a_free_device_reruns_unchanged_and_rel
         before = writes_from_now(cluster)
         changed, printed = run_playbook(cluster, release, "--check", "--diff")
         assert module_writes(since(before, writes(cluster))) == {}
-        assert changed == 1 and f"-{TAINT}" in printed and cluster.api.request("GET", path)[0] == 200, printed
+        assert changed == 1 and f"-{TAINT}" in printed and f"to release (its rule deleted): {rule}" in printed, printed
+        assert cluster.api.request("GET", path)[0] == 200
 
         before = writes_from_now(cluster)
         changed, printed = run_playbook(cluster, release)
         assert rule_writes(since(before, writes(cluster))) == {("DELETE", "devicetaintrules", "", "200"): 1}
-        assert changed == 1 and f"released (rule deleted): {rule}" in printed, printed
+        assert changed == 1 and f"released (its rule deleted): {rule}" in printed, printed
         assert cluster.api.request("GET", path)[0] == 404
     finally:
         assert cluster.delete(path) in (200, 202, 404)
