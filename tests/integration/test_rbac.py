@@ -24,7 +24,9 @@ from typing import Any
 import pytest
 import yaml
 from conftest import LocalCluster, ansible_env, run_ansible_module, wait_until, write_token_kubeconfig
+from test_device_quarantine_runbook_live import free_device
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import device as device_plan
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import RECORD_ANNOTATION
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release import (
     PROOF_NAMESPACE,
@@ -419,6 +421,31 @@ def test_node_quarantine_passes_with_its_role_alone(cluster: LocalCluster, ident
         cluster.api.request("DELETE", pod_path)
         wait_until(lambda: cluster.api.request("GET", pod_path)[0] == 404, what="the GPU pod gone")
         cluster.delete(f"/api/v1/nodes/{name}")
+
+
+def test_device_quarantine_passes_with_its_role_alone(cluster: LocalCluster, identities):
+    """A free device of dra-h100 is quarantined (evictions asked for, none needed) and released by an identity
+    bound to kubegpu-device-quarantine alone."""
+    identity = identities.make("device-quarantine", cluster_roles=("kubegpu-device-quarantine",))
+    wait_until(
+        lambda: allowed(cluster, identity, "create", "devicetaintrules", "resource.k8s.io"),
+        what="the device quarantine binding",
+    )
+    device = free_device(cluster)
+    rule = f"/apis/resource.k8s.io/v1/devicetaintrules/{device_plan.rule_name(device)}"
+    extra = {
+        "device_quarantine_devices": [{"driver": device.driver, "pool": device.pool, "device": device.device}],
+        "device_quarantine_reason": "rbac test",
+        "device_quarantine_evict": True,
+        "device_quarantine_max_share": 1.0,
+    }
+    try:
+        assert_passes(run_playbook(identity, "device_quarantine.yml", extra))
+        assert cluster.get(rule)["spec"]["taint"]["effect"] == "NoSchedule"
+        assert_passes(run_playbook(identity, "device_quarantine.yml", {**extra, "device_quarantine_state": "absent"}))
+        assert cluster.api.request("GET", rule)[0] == 404
+    finally:
+        cluster.api.request("DELETE", rule)
 
 
 def test_node_release_passes_with_its_role_alone(cluster: LocalCluster, identities):
