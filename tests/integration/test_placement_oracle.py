@@ -2,7 +2,8 @@
 
 The test builds a scratch fleet of KWOK nodes beside the cluster's own (device-plugin nodes with full
 and partial allocations, a cordoned one, a tainted one, one short of CPU, another model, a DRA node
-with one GPU held through a claim), asks gpu_placement where probe pods of 1, 2, 4 and 8 GPUs would
+with one GPU held through a claim where DRA serves nvidia.com/gpu, none where it does not, as on 1.34),
+asks gpu_placement where probe pods of 1, 2, 4 and 8 GPUs would
 go (its what-if over the probes' manifests), then creates each probe and holds the prediction to
 what the scheduler does: bound where the view says it fits, Pending where it says it fits nowhere,
 with the FailedScheduling event's reasons, node by node summed, equal to the view's. Probes pinned
@@ -27,6 +28,11 @@ from conftest import GPU, LocalCluster, run_ansible_module, wait_until
 
 from tests.cluster import dra as dra_objects
 from tests.cluster import fleet as fleet_file
+from tests.cluster import versions
+
+# Where DeviceClasses cannot serve nvidia.com/gpu (DRAExtendedResource, off in 1.34), a pod that asks for it
+# cannot use the DRA node's GPUs: no holder runs there and no probe fits it.
+DRA_SERVES_GPU = versions.serves(versions.DRA_EXTENDED_RESOURCES)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
@@ -39,8 +45,9 @@ _REASON = re.compile(r"(\d+) (.+?)(?=, \d+ |$)")
 
 
 def scheduler_reasons(message: str) -> Counter[str]:
-    """`0/N nodes are available: 3 Insufficient cpu, 1 node(s) ... . preemption: ...` as reason -> nodes."""
-    summary = message.split(": ", 1)[1].split(". preemption:", 1)[0].rstrip(".")
+    """`0/N nodes are available: 3 Insufficient cpu, 1 node(s) ... . preemption: ...` as reason -> nodes (1.34
+    writes `. no new claims to deallocate, preemption: ...` after the sum: it ends at the first full stop)."""
+    summary = re.split(r"\.(?: |$)", message.split(": ", 1)[1], maxsplit=1)[0]
     return Counter({reason: int(count) for count, reason in _REASON.findall(summary)})
 
 
@@ -182,8 +189,9 @@ def scratch_fleet(cluster: LocalCluster, namespace: str) -> Iterator[dict[str, A
             pod_body(
                 "hold-cpu", namespace, 0, {}, nodeName=names["cpu-short"], resources={"requests": {"cpu": "500m"}}
             ),
-            pod_body("hold-dra", namespace, 1, {"kubernetes.io/hostname": names["dra"]}),
         ]
+        if DRA_SERVES_GPU:
+            holders.append(pod_body("hold-dra", namespace, 1, {"kubernetes.io/hostname": names["dra"]}))
         for body in holders:
             status, reply = cluster.create(f"/api/v1/namespaces/{namespace}/pods", body)
             assert status == 201, reply
@@ -256,7 +264,11 @@ EXPECTED = {
     "tainted": dict.fromkeys(SIZES, "placement.taints_not_tolerated"),
     "cpu-short": {**dict.fromkeys((1, 2, 4), "placement.resources_short"), 8: "placement.not_enough_gpus"},
     "a10": {1: 4, 2: 2, 4: 1, 8: "placement.not_enough_gpus"},
-    "dra": {1: 3, 2: 1, 4: "placement.not_enough_gpus", 8: "placement.not_enough_gpus"},
+    "dra": (
+        {1: 3, 2: 1, 4: "placement.not_enough_gpus", 8: "placement.not_enough_gpus"}
+        if DRA_SERVES_GPU
+        else dict.fromkeys(SIZES, "placement.not_enough_gpus")
+    ),
 }
 
 
@@ -292,7 +304,8 @@ def test_probes_bind_where_the_view_says_they_fit_and_wait_where_it_says_they_fi
     pending = sum(not isinstance(e, int) for sizes in EXPECTED.values() for e in sizes.values())
     assert sum("Pending" in o for o in outcomes) == pending, outcomes
 
-    assert view["pin-dra-4"]["reason"].startswith("it asks for 4 nvidia.com/gpu; only 3 are free")
+    if DRA_SERVES_GPU:
+        assert view["pin-dra-4"]["reason"].startswith("it asks for 4 nvidia.com/gpu; only 3 are free")
     # A pod Pending for a model no node has, as the pending view explains it, beside its event.
     namespace = fleet["namespace"]
     status, reply = cluster.create(f"/api/v1/namespaces/{namespace}/pods", b200)

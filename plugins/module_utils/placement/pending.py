@@ -13,6 +13,7 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import UNKNOWN_MODEL
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.dra import DraFree, mapping_class
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.filters import (
     CLAIMS,
     RESOURCES,
@@ -103,8 +104,17 @@ def _evaluate(shape: Mapping[str, Any], fleet: Fleet) -> tuple[list[tuple], Coun
     return verdicts, reasons, selected
 
 
-def _nearest(candidates: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    return max(candidates, key=lambda n: (n["gpus_free"], n["name"]), default=None)
+def free_to(node: Mapping[str, Any], resource: str | None, dra: DraFree) -> int:
+    """The node's free GPUs a request for `resource` (None: through claims) can get. GPUs only a DRA driver
+    publishes are out of reach of an extended resource no DeviceClass serves (extendedResourceName; where
+    DRAExtendedResource is off, as in 1.34, none does)."""
+    if resource is not None and resource not in node["allocatable"] and mapping_class(dra, resource) is None:
+        return 0
+    return int(node["gpus_free"])
+
+
+def _nearest(candidates: Sequence[Mapping[str, Any]], free: Mapping[str, int]) -> Mapping[str, Any] | None:
+    return max(candidates, key=lambda n: (free[n["name"]], n["name"]), default=None)
 
 
 def _sentence(
@@ -129,32 +139,35 @@ def _sentence(
             {taint_words(t) for t in (untolerated_taint(n["taints"], shape["tolerations"]) for n in selected) if t}
         )
         return Hit("placement.taints_not_tolerated", {**base, "nodes": len(selected), "taints": "; ".join(taints)})
-    return _resource_sentence(base, open_nodes, verdicts)
+    free = {node["name"]: free_to(node, resource, fleet.dra) for node in open_nodes}
+    return _resource_sentence(base, open_nodes, verdicts, free)
 
 
-def _resource_sentence(base: dict[str, Any], open_nodes: Sequence[Mapping[str, Any]], verdicts: Sequence[tuple]) -> Hit:
+def _resource_sentence(
+    base: dict[str, Any], open_nodes: Sequence[Mapping[str, Any]], verdicts: Sequence[tuple], free: Mapping[str, int]
+) -> Hit:
+    """`free` is each open node's GPUs the request can get (`free_to`)."""
     count = base["gpus"]
     names = {n["name"] for n in open_nodes}
     kinds = {node["name"]: (kind, words) for node, kind, words, _n in verdicts if node["name"] in names}
     claims_only = base["resource"] == CLAIMED
-    enough = [] if claims_only else [n for n in open_nodes if n["gpus_free"] >= count]
+    enough = [] if claims_only else [n for n in open_nodes if free[n["name"]] >= count]
     if claims_only and any(kind == CLAIMS for kind, _w in kinds.values()):
         return Hit("placement.claims_unallocatable", {**base, "nodes": len(open_nodes)})
     if enough:
-        nearest = _nearest(enough)
+        nearest = _nearest(enough, free)
         short = sorted({w for n in enough for w in kinds[n["name"]][1] if kinds[n["name"]][0] in (RESOURCES, CLAIMS)})
         return Hit(
             "placement.resources_short", {**base, "node": nearest["name"] if nearest else "", "short": ", ".join(short)}
         )
-    free = sum(n["gpus_free"] for n in open_nodes)
-    nearest = _nearest(open_nodes)
+    nearest = _nearest(open_nodes, free)
     fields = {
         **base,
-        "free": free,
+        "free": sum(free.values()),
         "node": nearest["name"] if nearest else "",
-        "largest": nearest["gpus_free"] if nearest else 0,
+        "largest": free[nearest["name"]] if nearest else 0,
     }
-    return Hit("placement.fragmented" if free >= count else "placement.not_enough_gpus", fields)
+    return Hit("placement.fragmented" if fields["free"] >= count else "placement.not_enough_gpus", fields)
 
 
 def explain(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fleets import IS_GPU, build, claim, dra_objects, dra_slice, node, pod
+from fleets import GPU_CLASS, IS_GPU, build, claim, dra_objects, dra_slice, node, pod
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.options import placement_options
@@ -112,6 +112,20 @@ def test_dra_extended_resource_and_claims():
     assert kinds(found["ml/claim-big"]) == ["placement.claims_unallocatable"]
     assert found["ml/claim-big"]["reasons"] == {"cannot allocate all claims": 2}
     assert found["ml/claim-ok"]["fits_on"] == {"d": 1}
+
+
+def test_dra_gpus_no_class_serves_as_an_extended_resource_are_out_of_its_reach():
+    """As on 1.34 (DRAExtendedResource off): the class has no extendedResourceName, so a pod that asks for
+    nvidia.com/gpu cannot get the DRA node's 4 free GPUs; the sentence counts none there."""
+    unmapped = {"metadata": GPU_CLASS["metadata"], "spec": {"selectors": GPU_CLASS["spec"]["selectors"]}}
+    dra = dra_objects(slices=[dra_slice("d", 4)], classes=[unmapped])
+    entry = explained([node("d", None)], [pod("ext", 1)], dra)["ml/ext"]
+    assert entry["reasons"] == {"Insufficient nvidia.com/gpu": 1}
+    assert kinds(entry) == ["placement.not_enough_gpus"]
+    assert entry["reason"].startswith("it asks for 1 nvidia.com/gpu; only 0 are free on the nodes it may use")
+    # Where the class serves it, the same node's GPUs are in reach.
+    served = explained([node("d", None)], [pod("ext", 1)], dra_objects(slices=[dra_slice("d", 4)]))["ml/ext"]
+    assert served["fits_on"] == {"d": 4}
 
 
 def test_what_cannot_be_known_is_said():
