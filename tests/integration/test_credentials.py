@@ -30,7 +30,7 @@ import pytest
 import yaml
 from conftest import CLUSTER_MODULE_CALLS, LocalCluster, ansible_env, fleet_facts, run_ansible_module
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 RBAC_API = "/apis/rbac.authorization.k8s.io/v1"
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|MODULE FAILURE|module_stderr")

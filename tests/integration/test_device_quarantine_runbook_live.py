@@ -39,15 +39,18 @@ TAINT = "taint: kubegpu.io/device-quarantine=failed:NoSchedule"
 
 
 def free_device(cluster: LocalCluster) -> plan.DeviceRef:
-    """A device a ResourceSlice of NODE publishes that no ResourceClaim has allocated and no DeviceTaintRule names."""
+    """A device a ResourceSlice of NODE publishes that no ResourceClaim has allocated and no DeviceTaintRule names
+    (where DeviceTaintRules are served)."""
     held = {
         (result["driver"], result["pool"], result["device"])
         for claim in cluster.get(f"{RESOURCE}/resourceclaims")["items"]
         for result in ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
     }
+    status, rules = cluster.api.request("GET", f"{RESOURCE}/devicetaintrules")
+    assert status in (200, 404), rules  # 404 where DeviceTaintRules are not served (1.34)
     named = {
         (selector.get("driver"), selector.get("pool"), selector.get("device"))
-        for rule in cluster.get(f"{RESOURCE}/devicetaintrules")["items"]
+        for rule in (rules["items"] if status == 200 else [])
         for selector in [rule["spec"].get("deviceSelector") or {}]
     }
     for item in cluster.get(f"{RESOURCE}/resourceslices")["items"]:

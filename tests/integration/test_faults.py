@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 from conftest import CLUSTER_MODULE_CALLS, LocalCluster, ansible_env, local_cluster, wait_until, write_token_kubeconfig
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 BIN = Path(sys.executable).parent
 KEY = "accelerator"

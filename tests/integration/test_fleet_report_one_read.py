@@ -11,8 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import ANSIBLE_BIN, REPO_ROOT, LocalCluster, ansible_env
+
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 THREE_MODULES = Path(__file__).parent / "fixtures" / "fleet_report_three_modules.yml"
 ONE_READ = REPO_ROOT / "playbooks" / "fleet_report.yml"

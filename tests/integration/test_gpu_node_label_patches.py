@@ -37,7 +37,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.reads im
     reread_node,
 )
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 _REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')

@@ -32,8 +32,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.rele
     PROOF_NAMESPACE,
     SAMPLE_TOLERATIONS,
 )
+from tests.cluster import versions
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -425,7 +426,8 @@ def test_node_quarantine_passes_with_its_role_alone(cluster: LocalCluster, ident
 
 def test_device_quarantine_passes_with_its_role_alone(cluster: LocalCluster, identities):
     """A free device of dra-h100 is quarantined (evictions asked for, none needed) and released by an identity
-    bound to kubegpu-device-quarantine alone."""
+    bound to kubegpu-device-quarantine alone; where DeviceTaintRules are not served (1.34), the run is refused
+    naming them, with no write."""
     identity = identities.make("device-quarantine", cluster_roles=("kubegpu-device-quarantine",))
     wait_until(
         lambda: allowed(cluster, identity, "create", "devicetaintrules", "resource.k8s.io"),
@@ -439,6 +441,11 @@ def test_device_quarantine_passes_with_its_role_alone(cluster: LocalCluster, ide
         "device_quarantine_evict": True,
         "device_quarantine_max_share": 1.0,
     }
+    if not versions.serves(versions.DEVICE_TAINT_RULES):
+        refused = run_playbook(identity, "device_quarantine.yml", extra)
+        assert refused.rc != 0 and "does not serve devicetaintrules" in refused.stdout, refused.explain()
+        assert "forbidden" not in refused.stdout.lower() and not TRACEBACK.search(refused.stdout + refused.stderr)
+        return
     try:
         assert_passes(run_playbook(identity, "device_quarantine.yml", extra))
         assert cluster.get(rule)["spec"]["taint"]["effect"] == "NoSchedule"
