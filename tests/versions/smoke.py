@@ -216,9 +216,9 @@ def main(argv: list[str]) -> int:
                 "-m",
                 f"kubegpu.scheduling.{module}",
                 *options,
-                "-a",
-                json.dumps(args),
             ]
+            # `-a '{}'` reads as free-form text to ansible-core 2.18: a module without arguments gets none.
+            command += ["-a", json.dumps(args)] if args else []
             command += ["-e", json.dumps({"ansible_python_interpreter": sys.executable})]
             if not ran(f"{module} {' '.join(options)}", command, env, adhoc_failures):
                 failed.append(module)
