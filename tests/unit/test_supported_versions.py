@@ -95,3 +95,7 @@ def test_the_smoke_run_reaches_every_module_and_the_inventory_plugin():
     assert by_runbook | on_their_own == modules
     assert not by_runbook & on_their_own, "run on its own although a runbook calls it"
     assert "kubegpu.scheduling.gpu_nodes" in (REPO / "tests" / "versions" / "smoke.py").read_text()
+    # Every role is run by one of the playbooks the smoke run runs.
+    playbooks = " ".join(p.read_text() for p in (REPO / "playbooks").glob("*.yml"))
+    roles = {r.name for r in (REPO / "roles").iterdir() if (r / "tasks" / "main.yml").is_file()}
+    assert {r for r in roles if f"kubegpu.scheduling.{r}\n" in playbooks} == roles

@@ -56,7 +56,7 @@ def read_slices(client: KubeClient, page_size: int = 500) -> list[dict[str, Any]
 # Where DeviceTaintRules are not served, a device cannot be quarantined alone: the run stops before any write.
 NOT_SERVED = (
     f"this cluster does not serve {DEVICE_TAINT_RULES} in {RESOURCE_API_VERSION} (on by default from Kubernetes "
-    "1.37; before it behind the DRADeviceTaintRules feature gate): a single device cannot be quarantined here, "
+    "1.37; before it behind the DRA device taint feature gates): a single device cannot be quarantined here, "
     "nothing was written; quarantine its node with gpu_node_quarantine"
 )
 
