@@ -52,7 +52,9 @@ notes:
     (O(health.expected_gpus), else the node's count label), or by some DRA devices tainted in their ResourceSlice or
     by a DeviceTaintRule (a taint with effect V(None), which only reports, degrades too). Each DRA device listed in
     C(dra.devices) has its own C(health)."
-  - "Health: the built-in signals, each checked against its producer's source: the EKS node monitoring agent's
+  - "Health: the built-in signals, each checked against its producer's source: the taints the Kubernetes node
+    lifecycle controller sets on a node whose Ready condition is False or Unknown, C(node.kubernetes.io/not-ready)
+    and C(node.kubernetes.io/unreachable); the EKS node monitoring agent's
     C(AcceleratedHardwareReady=False); GKE's C(XidCriticalError=True) (set by its NVIDIA device plugin's health
     checker); NVIDIA NVSentinel's conditions at V(True): C(GpuMemWatch), C(GpuPcieWatch), C(GpuThermalWatch),
     C(GpuPowerWatch), C(GpuInforomWatch), C(GpuSmWatch), C(GpuNvlinkWatch), C(GpuMcuWatch), C(GpuPmuWatch),

@@ -218,7 +218,9 @@ def keeps_pods_away(device: Mapping[str, Any]) -> bool:
 
 
 def taint_text(taint: Mapping[str, Any]) -> str:
-    return f"{taint['key']}={taint.get('value') or ''}:{taint.get('effect') or ''}"
+    """`key=value:effect`, or `key:effect` for a taint without value, as kubectl writes taints."""
+    value = taint.get("value")
+    return f"{taint['key']}{'=' + str(value) if value else ''}:{taint.get('effect') or ''}"
 
 
 def tainted_device_text(device: Mapping[str, Any]) -> str:

@@ -104,7 +104,20 @@ _NVSENTINEL_TAINT_KEYS = (
     "nvidia.com/gpu-error",
 )
 
+# Kubernetes: the node lifecycle controller taints a node node.kubernetes.io/not-ready while its Ready
+# condition is False and node.kubernetes.io/unreachable while it is Unknown (the kubelet stopped reporting):
+# its GPUs take no work either way. staging/src/k8s.io/api/core/v1/well_known_taints.go.
+_KUBERNETES = (
+    "https://github.com/kubernetes/kubernetes/blob/aed80471ab6fbe2c2f884d1000108db3b65246b8/"
+    "staging/src/k8s.io/api/core/v1/well_known_taints.go"
+)
+_NODE_LIFECYCLE_TAINT_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
 BUILTIN_SIGNALS: tuple[HealthSignal, ...] = (
+    *(
+        HealthSignal(SIGNAL_TAINT, key, FAILED, "Kubernetes node lifecycle controller", _KUBERNETES)
+        for key in _NODE_LIFECYCLE_TAINT_KEYS
+    ),
     HealthSignal(SIGNAL_CONDITION, "AcceleratedHardwareReady", FAILED, "EKS node monitoring agent", _EKS, "False"),
     HealthSignal(SIGNAL_CONDITION, "XidCriticalError", FAILED, "GKE NVIDIA GPU device plugin", _GKE),
     *(

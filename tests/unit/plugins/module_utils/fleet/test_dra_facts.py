@@ -654,7 +654,7 @@ def test_health_of_dra_devices_tainted_by_rules_and_slices():
     # One of four GPUs tainted NoExecute (and one only reported, effect None): degraded, each device judged.
     assert h100["health"]["status"] == "degraded"
     assert [p["kind"] for p in h100["health"]["problems"]] == ["gpu_devices_tainted"]
-    assert h100["health"]["problems"][0]["reason"].startswith("2 device(s): gpu-0 (example.com/maintenance=:None)")
+    assert h100["health"]["problems"][0]["reason"].startswith("2 device(s): gpu-0 (example.com/maintenance:None)")
     assert {d["name"]: d["health"] for d in h100["dra"]["devices"]} == {"gpu-0": "degraded", "gpu-3": "failed"}
     # The rule for the whole pool leaves no GPU of the node allocatable: failed.
     assert a100["health"]["status"] == "failed"

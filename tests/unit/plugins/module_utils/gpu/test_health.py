@@ -117,6 +117,16 @@ def test_a_producers_taint_fails_the_node_whatever_its_effect():
     assert verdict(other, gpu_facts())[:2] == (HEALTHY, [])
 
 
+@pytest.mark.parametrize(
+    ("key", "effect"), [("node.kubernetes.io/not-ready", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")]
+)
+def test_a_node_whose_kubelet_is_not_ready_or_unreachable_is_failed(key, effect):
+    """The node lifecycle controller's taints for Ready False or Unknown: the node's GPUs take no work."""
+    status, problems, found = verdict(compact(taints=[{"key": key, "effect": effect}]), gpu_facts())
+    assert (status, problems) == (FAILED, [(GPU_HEALTH_TAINT, FAILED)])
+    assert found[0].fields == {"taint": f"{key}:{effect}", "producer": "Kubernetes node lifecycle controller"}
+
+
 def test_some_gpus_withdrawn_degrade_and_all_withdrawn_fail():
     status, problems, found = verdict(compact(), gpu_facts(capacity=8, allocatable=5))
     assert (status, problems) == (DEGRADED, [(GPUS_WITHDRAWN, DEGRADED)])
