@@ -106,6 +106,7 @@ def test_the_tarball_holds_what_users_need_and_nothing_else(built):
         "docs/fleet-report.schema.json",
         "docs/findings.md",
         "docs/benchmarks.md",
+        "docs/supported-versions.md",
         "CHANGELOG.rst",
         "requirements.txt",
         "bindep.txt",
