@@ -317,6 +317,10 @@ def test_probes_bind_where_the_view_says_they_fit_and_wait_where_it_says_they_fi
         assert status == "SUCCESS", result.get("msg")
     finally:
         delete_pods(cluster, namespace, ["b200"])
+    # Where no DeviceClass serves nvidia.com/gpu (1.34), the view says once that the DRA nodes' GPUs are out of
+    # its reach; where one does, it says nothing of it.
+    unserved = [n for n in result["placement"]["notes"] if n.startswith(f"no DeviceClass serves {GPU} ")]
+    assert bool(unserved) == (not DRA_SERVES_GPU), result["placement"]["notes"]
     (entry,) = [p for p in result["placement"]["pending"] if p["pod"] == f"{namespace}/b200"]
     assert Counter(entry["reasons"]) == scheduler_reasons(message) == Counter(view["b200"]["reasons"])
     assert entry["findings"][0]["kind"] == "placement.selector_matches_no_node"

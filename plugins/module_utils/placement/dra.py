@@ -78,3 +78,23 @@ def class_free(device_class: Mapping[str, Any], devices: Sequence[Mapping[str, A
 def mapping_class(dra: DraFree, resource: str) -> Mapping[str, Any] | None:
     """The DeviceClass that serves an extended resource through DRA (``extendedResourceName``), if any."""
     return next((c for c in dra.classes.values() if c["extended_resource"] == resource), None)
+
+
+def unserved_resource_note(
+    dra: DraFree, resource: str, nodes: Sequence[Mapping[str, Any]], named: int = 5
+) -> str | None:
+    """What a pod asking for `resource` cannot get, said once: the devices DRA drivers publish on nodes that do not
+    offer `resource` themselves, where no DeviceClass serves it (its field is dropped by API servers whose
+    DRAExtendedResource gate is off, as 1.34's is by default). None where a class serves it or DRA is not read."""
+    if not dra.readable or mapping_class(dra, resource) is not None:
+        return None
+    dra_only = sorted(n["name"] for n in nodes if dra.published.get(n["name"]) and resource not in n["allocatable"])
+    if not dra_only:
+        return None
+    more = f" and {len(dra_only) - named} more" if len(dra_only) > named else ""
+    return (
+        f"no DeviceClass serves {resource} (spec.extendedResourceName; API servers drop the field where the "
+        f"DRAExtendedResource feature gate is off, as 1.34 has it): pods that ask for {resource} cannot use the "
+        f"devices DRA drivers publish on {len(dra_only)} node(s) ({', '.join(dra_only[:named])}{more}); "
+        "they need a ResourceClaim"
+    )

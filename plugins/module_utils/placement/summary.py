@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.dra import unserved_resource_note
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import (
     Fleet,
     PlacementOptions,
@@ -32,7 +33,8 @@ def placement_summary(
 ) -> dict[str, Any]:
     """The view and the pending pods, with findings and notes."""
     view = placement_view(fleet, options)
-    notes = [CANNOT_KNOW] + [n for n in (dra.unavailable, dra.taint_rules_unavailable) if n]
+    unserved = unserved_resource_note(fleet.dra, options.resource, fleet.nodes)
+    notes = [CANNOT_KNOW] + [n for n in (dra.unavailable, dra.taint_rules_unavailable, unserved) if n]
     return {
         **view,
         "pending": with_findings(explain_pending(pending, fleet, is_gpu)),

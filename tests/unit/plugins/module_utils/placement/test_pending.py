@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from fleets import GPU_CLASS, IS_GPU, build, claim, dra_objects, dra_slice, node, pod
+from fleets import GPU, GPU_CLASS, IS_GPU, build, claim, dra_objects, dra_slice, node, pod
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.dra import unserved_resource_note
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.options import placement_options
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.pending import explain_pending
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.result import with_findings
@@ -126,6 +127,20 @@ def test_dra_gpus_no_class_serves_as_an_extended_resource_are_out_of_its_reach()
     # Where the class serves it, the same node's GPUs are in reach.
     served = explained([node("d", None)], [pod("ext", 1)], dra_objects(slices=[dra_slice("d", 4)]))["ml/ext"]
     assert served["fits_on"] == {"d": 4}
+
+
+def test_dra_gpus_no_class_serves_are_named_once_in_a_note():
+    unmapped = {"metadata": GPU_CLASS["metadata"], "spec": {"selectors": GPU_CLASS["spec"]["selectors"]}}
+    nodes = [node("d", None), node("dp", 2)]
+    fleet, _pending = build(nodes, [], dra_objects(slices=[dra_slice("d", 4)], classes=[unmapped]))
+    note = unserved_resource_note(fleet.dra, GPU, fleet.nodes)
+    assert note is not None and note.startswith("no DeviceClass serves nvidia.com/gpu (spec.extendedResourceName;")
+    assert "on 1 node(s) (d); they need a ResourceClaim" in note
+    # A class that serves it, or a fleet without DRA GPUs: nothing to say.
+    fleet, _pending = build(nodes, [], dra_objects(slices=[dra_slice("d", 4)]))
+    assert unserved_resource_note(fleet.dra, GPU, fleet.nodes) is None
+    fleet, _pending = build([node("dp", 2)], [], dra_objects(classes=[unmapped]))
+    assert unserved_resource_note(fleet.dra, GPU, fleet.nodes) is None
 
 
 def test_what_cannot_be_known_is_said():
