@@ -80,15 +80,21 @@ def mapping_class(dra: DraFree, resource: str) -> Mapping[str, Any] | None:
     return next((c for c in dra.classes.values() if c["extended_resource"] == resource), None)
 
 
+def out_of_reach(node: Mapping[str, Any], resource: str, dra: DraFree) -> bool:
+    """A request for `resource` cannot get the node's DRA devices: the node does not advertise it and no
+    DeviceClass serves it (``extendedResourceName``; where DRAExtendedResource is off, as in 1.34, none does)."""
+    return resource not in node["allocatable"] and mapping_class(dra, resource) is None
+
+
 def unserved_resource_note(
     dra: DraFree, resource: str, nodes: Sequence[Mapping[str, Any]], named: int = 5
 ) -> str | None:
     """What a pod asking for `resource` cannot get, said once: the devices DRA drivers publish on nodes that do not
     offer `resource` themselves, where no DeviceClass serves it (its field is dropped by API servers whose
     DRAExtendedResource gate is off, as 1.34's is by default). None where a class serves it or DRA is not read."""
-    if not dra.readable or mapping_class(dra, resource) is not None:
+    if not dra.readable:
         return None
-    dra_only = sorted(n["name"] for n in nodes if dra.published.get(n["name"]) and resource not in n["allocatable"])
+    dra_only = sorted(n["name"] for n in nodes if dra.published.get(n["name"]) and out_of_reach(n, resource, dra))
     if not dra_only:
         return None
     more = f" and {len(dra_only) - named} more" if len(dra_only) > named else ""

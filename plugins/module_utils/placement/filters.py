@@ -76,14 +76,6 @@ def static_failure(node: Mapping[str, Any], shape: Mapping[str, Any]) -> tuple[s
     return None
 
 
-def dra_served(node: Mapping[str, Any], resource: str, dra: DraFree) -> Mapping[str, Any] | None:
-    """The DeviceClass that serves `resource` on this node through DRA: the node does not advertise it
-    and a class maps it (KEP-5004)."""
-    if resource in node["allocatable"]:
-        return None
-    return mapping_class(dra, resource)
-
-
 def _fits(free: int, wanted: int) -> int:
     return free // wanted if wanted > 0 else 1 << 30
 

@@ -13,7 +13,7 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import UNKNOWN_MODEL
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.dra import DraFree, mapping_class
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.dra import DraFree, out_of_reach
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.filters import (
     CLAIMS,
     RESOURCES,
@@ -105,10 +105,8 @@ def _evaluate(shape: Mapping[str, Any], fleet: Fleet) -> tuple[list[tuple], Coun
 
 
 def free_to(node: Mapping[str, Any], resource: str | None, dra: DraFree) -> int:
-    """The node's free GPUs a request for `resource` (None: through claims) can get. GPUs only a DRA driver
-    publishes are out of reach of an extended resource no DeviceClass serves (extendedResourceName; where
-    DRAExtendedResource is off, as in 1.34, none does)."""
-    if resource is not None and resource not in node["allocatable"] and mapping_class(dra, resource) is None:
+    """The node's free GPUs a request for `resource` (None: through claims) can get."""
+    if resource is not None and out_of_reach(node, resource, dra):
         return 0
     return int(node["gpus_free"])
 
