@@ -1,6 +1,6 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpu_cluster_read's placement step against its baseline, the fleet facts step, from the same lists.
+"""gpu_cluster_info's placement step against its baseline, the fleet facts step, from the same lists.
 
 The stand-in API server of `bench_placement.py` (a child process on 127.0.0.1 with `fleet_scale.py`'s
 nodes and pods, pages encoded once) serves the lists. Each round, in a fresh process, runs the module's
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE = ROOT / "plugins" / "modules" / "gpu_cluster_read.py"
+MODULE = ROOT / "plugins" / "modules" / "gpu_cluster_info.py"
 
 
 def _peak_mb() -> float:
@@ -38,10 +38,10 @@ def measure(kubeconfig: str) -> dict[str, Any]:
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import client_from_params
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.shared_lists import SharedLists
 
-    spec = importlib.util.spec_from_file_location("gpu_cluster_read", MODULE)
+    spec = importlib.util.spec_from_file_location("gpu_cluster_info", MODULE)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_cluster_read"] = module
+    sys.modules["gpu_cluster_info"] = module
     spec.loader.exec_module(module)
     run = module.Run(SharedLists(client_from_params({"kubeconfig": kubeconfig})), {"placement_pool_label_keys": []})
     started = time.perf_counter()
@@ -108,7 +108,7 @@ def main() -> int:
     result = compare(args.nodes, args.pods, args.repeat)
     fleet, placement = result["fleet"], result["placement"]
     names = {"fleet": "fleet facts (baseline)", "placement": "placement, same lists"}
-    lines = [f"gpu_cluster_read at {args.nodes} nodes, {args.pods} pods (median of {args.repeat} runs)"]
+    lines = [f"gpu_cluster_info at {args.nodes} nodes, {args.pods} pods (median of {args.repeat} runs)"]
     lines.append(" ".join(("step".ljust(24), *(c.rjust(10) for c in ("seconds", "requests", "peak MB", "result B")))))
     lines += [
         " ".join(

@@ -1,6 +1,6 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpu_placement against its baseline, the fleet facts, from the same lists; and the what-if.
+"""gpu_placement_info against its baseline, the fleet facts, from the same lists; and the what-if.
 
 A stand-in API server (a child process on 127.0.0.1, plain HTTP) serves the nodes and pods of
 `fleet_scale.py`'s fleet (GPU nodes of six models, 20 pods per node by default, about half holding
@@ -10,7 +10,7 @@ once, when the server starts; what is timed is the client's side: the reads, the
 the projection, the verdicts and the result made JSON, in a fresh process each run:
 
 - facts: `read_fleet` + `summarise` + JSON, what gpu_node_facts does (as `facts_direct.py`);
-- placement: `read_nodes_and_pods` + `read_dra` + the view + pending pods + JSON, what gpu_placement does.
+- placement: `read_nodes_and_pods` + `read_dra` + the view + pending pods + JSON, what gpu_placement_info does.
 
 Then the what-if: `scripts/gpu-placement` end to end (start-up, reads, parsing the manifests, verdicts)
 for --manifests Deployments of 1 to 8 GPUs, half with a model selector, each of its own CPU and memory

@@ -15,13 +15,13 @@ description:
   - The deployment sets the namespace, the nodes (O(node_selector)), the priority class, the update strategy
     (C(RollingUpdate) with O(max_unavailable)), and keeps the plugin off the nodes whose GPUs NVIDIA's DRA
     driver hands out (a node affinity C(NotIn) on O(dra_node_label)).
-  - O(config) is checked first, offline, as M(kubegpu.scheduling.gpu_plugin_config) checks it for the
+  - O(config) is checked first, offline, as M(kubegpu.scheduling.gpu_plugin_config_validate) checks it for the
     release deployed and for the static DaemonSet (which runs no MPS control daemon). A config with an
     error is refused and nothing is read from or written to the cluster.
   - Everything is read and decided before anything is written. Nothing is written when an object of the
     same name exists that the collection did not make (it carries no C(app.kubernetes.io/managed-by=kubegpu.scheduling)
     label), or when, on the nodes the plugin would run on, the device-plugin check of
-    M(kubegpu.scheduling.gpu_device_plugin_check) finds another device plugin (the GPU Operator's, a Helm
+    M(kubegpu.scheduling.gpu_device_plugin_validate) finds another device plugin (the GPU Operator's, a Helm
     release, ACK's, Google's, or a DaemonSet elsewhere).
   - Each object is compared with the cluster's first; only objects that would change are sent, with
     server-side apply and the field manager C(kubegpu-device-plugin). A rerun that changes nothing sends no
@@ -112,8 +112,8 @@ notes:
   - Needs C(get) on C(namespaces); C(get), C(patch) and C(delete) on C(daemonsets) and C(configmaps) in
     O(namespace); C(list) on C(nodes), C(pods), C(daemonsets) and C(resourceslices) (the device-plugin check).
 seealso:
-  - module: kubegpu.scheduling.gpu_plugin_config
-  - module: kubegpu.scheduling.gpu_device_plugin_check
+  - module: kubegpu.scheduling.gpu_plugin_config_validate
+  - module: kubegpu.scheduling.gpu_device_plugin_validate
   - name: NVIDIA device plugin, deployments/static
     description: The published manifests the module deploys.
     link: https://github.com/NVIDIA/k8s-device-plugin/tree/main/deployments/static

@@ -8,9 +8,9 @@ module: gpu_fleet_report
 short_description: One GPU report for many clusters, as JSON, Markdown and a self-contained HTML page
 version_added: 1.0.0
 description:
-  - Builds one report from the results of M(kubegpu.scheduling.gpu_node_facts), M(kubegpu.scheduling.gpu_device_plugin_check),
-    M(kubegpu.scheduling.gpu_pod_validate) (live) and M(kubegpu.scheduling.gpu_placement) gathered on each cluster (or
-    of M(kubegpu.scheduling.gpu_cluster_read), which reads them all at once), and writes it in the forms asked for.
+  - Builds one report from the results of M(kubegpu.scheduling.gpu_node_facts), M(kubegpu.scheduling.gpu_device_plugin_validate),
+    M(kubegpu.scheduling.gpu_pod_validate) (live) and M(kubegpu.scheduling.gpu_placement_info) gathered on each cluster (or
+    of M(kubegpu.scheduling.gpu_cluster_info), which reads them all at once), and writes it in the forms asked for.
   - "The report holds: totals per cluster and per model (nodes, capacity, allocatable, allocated, free, unhealthy),
     each cluster's status (V(ok), or V(failed) with the task and message of its error) and time taken, a per-node table
     (model, the counts, the device-plugin state, the health status, the problem kinds, and where the host is: its
@@ -38,7 +38,7 @@ options:
       - One entry per cluster, in the order the report lists them.
       - C(name) (required, unique) names the cluster. C(fleet), C(device_plugin), C(pod_audit) and C(placement) are
         the registered results of the four modules (C(fleet) may also be the facts themselves, C(ansible_facts.gpu_fleet),
-        and C(placement) the view itself, as M(kubegpu.scheduling.gpu_cluster_read) returns it); any may be
+        and C(placement) the view itself, as M(kubegpu.scheduling.gpu_cluster_info) returns it); any may be
         missing, and a cluster without C(placement) has no placement section. C(error) is the cluster's failure, a
         string or a dict with
         C(task) and C(message); a cluster without fleet facts counts as failed too. C(elapsed_seconds) is the time

@@ -35,13 +35,13 @@ OWNERSHIP = "kubegpu.io/managed-labels"
 CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
     "gpu_node_facts": {},
     "gpu_node_label": {},
-    "gpu_device_plugin_check": {},
+    "gpu_device_plugin_validate": {},
     "gpu_pod_validate": {"live": True},
-    "gpu_cluster_read": {},
+    "gpu_cluster_info": {},
     # Removal of what is not there: reads only, so a working connection changes nothing.
     "gpu_admission_policy": {"state": "absent"},
     "gpu_device_plugin": {"state": "absent", "namespace": "kubegpu-never-made"},
-    "gpu_placement": {},
+    "gpu_placement_info": {},
     # A node that does not exist: reads only.
     "gpu_node_quarantine": {"nodes": ["never-created"], "reason": "connection check"},
     # Release of a device no rule names: reads only.

@@ -1,4 +1,4 @@
-"""gpu_device_plugin_check and the device_plugin_check role against the local cluster.
+"""gpu_device_plugin_validate and the device_plugin_check role against the local cluster.
 
 The fleet (tests/cluster/fleet.yaml) has a GPU node the device-plugin DaemonSet does not select (no
 plugin pod, no capacity) and one with allocatable below capacity; its ACK nodes run ACK's static
@@ -53,7 +53,7 @@ def ansible_env(cluster: LocalCluster, **extra: str) -> dict[str, str]:
 
 def run_module(cluster: LocalCluster, args: dict[str, Any], *flags: str) -> tuple[bool, dict[str, Any]]:
     """Run the module through `ansible` as a user would: (succeeded, result)."""
-    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_device_plugin_check", args, *flags)
+    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_device_plugin_validate", args, *flags)
     return status == "SUCCESS", result
 
 

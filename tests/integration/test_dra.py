@@ -304,7 +304,7 @@ def test_device_taint_rules_count_where_served_and_are_named_in_a_note_where_not
 
 @pytest.mark.every_release
 def test_no_device_plugin_missing_on_a_healthy_dra_node(cluster: LocalCluster):
-    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_device_plugin_check", {"report_only": True})
+    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_device_plugin_validate", {"report_only": True})
     assert status == "SUCCESS", result.get("msg")
     dra_nodes = dra_node_names(cluster)
     assert [f for f in result["findings"] if f["node"] in dra_nodes] == []
@@ -356,7 +356,7 @@ def test_a_kubelet_plugin_not_ready_shows_on_that_node_only(cluster: LocalCluste
     assert [(p["node"], p["kind"]) for p in result["problems"] if p["node"] in dra_node_names(cluster)] == [
         (node, "dra_plugin_not_ready")
     ]
-    _status, check, _done = run_ansible_module(cluster.kubeconfig, "gpu_device_plugin_check", {"report_only": True})
+    _status, check, _done = run_ansible_module(cluster.kubeconfig, "gpu_device_plugin_validate", {"report_only": True})
     dra_findings = {(f["node"], f["kind"]) for f in check["findings"] if f["node"] in dra_node_names(cluster)}
     assert dra_findings == {(node, "dra_kubelet_plugin_not_ready")}
 

@@ -2,7 +2,7 @@
 of the local control plane on its own ports and state directory with the small fleet of
 tests/cluster/fleet-second.yaml, at the newest Kubernetes release whatever the shared one runs (so under
 `make test-k8s-1.34` the report spans 1.34 and 1.37). One run reports both with the numbers the API gives, and where GPU
-work fits with the numbers gpu_placement gives for the same cluster; with the second stopped, the run
+work fits with the numbers gpu_placement_info gives for the same cluster; with the second stopped, the run
 fails naming it and still writes the first's report. The HTML page is then rendered by headless
 chromium; its screenshot is kept in tests/output/fleet-report/ (git-ignored)."""
 
@@ -144,8 +144,8 @@ def pending_on_a_model_no_node_has(cluster: LocalCluster) -> str:
 
 
 def assert_placement_is_gpu_placements(entry: dict, cluster: LocalCluster) -> None:
-    """The report's placement view of a cluster is what gpu_placement returns for it."""
-    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_placement")
+    """The report's placement view of a cluster is what gpu_placement_info returns for it."""
+    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_placement_info")
     assert status == "SUCCESS", result.get("msg")
     view, placement = result["placement"], entry["placement"]
     assert placement["sizes"] == view["sizes"] == [1, 2, 4, 8]
@@ -182,7 +182,7 @@ def test_one_run_reports_both_clusters_and_a_stopped_one_with_its_error(cluster,
     assert_notes_name_what_is_not_served(shared, versions.kubernetes())
     assert_notes_name_what_is_not_served(second, second_cluster.instance.release)
 
-    # Where GPU work fits: the numbers gpu_placement gives for each cluster, which on the second fleet are
+    # Where GPU work fits: the numbers gpu_placement_info gives for each cluster, which on the second fleet are
     # the A100 node's 3 free GPUs (4, one held by the trainer) and the L4 node's 2.
     assert_placement_is_gpu_placements(shared, cluster)
     assert_placement_is_gpu_placements(second, second_cluster.cluster)

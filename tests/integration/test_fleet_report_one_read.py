@@ -1,4 +1,4 @@
-"""playbooks/fleet_report.yml, which reads each cluster once (gpu_cluster_read), writes the report the
+"""playbooks/fleet_report.yml, which reads each cluster once (gpu_cluster_info), writes the report the
 three modules wrote, byte for byte but for the clusters' times: the playbook as it was
 (tests/integration/fixtures/fleet_report_three_modules.yml) and today's over the same inventory, on the
 local cluster, with a cluster that cannot be reached among them."""

@@ -1,9 +1,9 @@
-"""The real kube-scheduler as the oracle of gpu_placement.
+"""The real kube-scheduler as the oracle of gpu_placement_info.
 
 The test builds a scratch fleet of KWOK nodes beside the cluster's own (device-plugin nodes with full
 and partial allocations, a cordoned one, a tainted one, one short of CPU, another model, a DRA node
 with one GPU held through a claim where DRA serves nvidia.com/gpu, none where it does not, as on 1.34),
-asks gpu_placement where probe pods of 1, 2, 4 and 8 GPUs would
+asks gpu_placement_info where probe pods of 1, 2, 4 and 8 GPUs would
 go (its what-if over the probes' manifests), then creates each probe and holds the prediction to
 what the scheduler does: bound where the view says it fits, Pending where it says it fits nowhere,
 with the FailedScheduling event's reasons, node by node summed, equal to the view's. Probes pinned
@@ -232,7 +232,7 @@ def scratch_fleet(cluster: LocalCluster, namespace: str) -> Iterator[dict[str, A
 
 def what_if(cluster: LocalCluster, probes: list[dict[str, Any]], **args: Any) -> dict[str, dict[str, Any]]:
     status, result, _done = run_ansible_module(
-        cluster.kubeconfig, "gpu_placement", {"definition": probes, "pending": False, **args}
+        cluster.kubeconfig, "gpu_placement_info", {"definition": probes, "pending": False, **args}
     )
     assert status == "SUCCESS", result.get("msg")
     return {entry["object"].rsplit("/", 1)[1]: entry for entry in result["placement"]["what_if"]}
@@ -313,7 +313,7 @@ def test_probes_bind_where_the_view_says_they_fit_and_wait_where_it_says_they_fi
     try:
         bound, message = settle(cluster, namespace, "b200")
         assert bound is None and message
-        status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_placement", {"sizes": [1]})
+        status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_placement_info", {"sizes": [1]})
         assert status == "SUCCESS", result.get("msg")
     finally:
         delete_pods(cluster, namespace, ["b200"])

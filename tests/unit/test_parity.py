@@ -51,7 +51,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules 
 )
 from ansible_collections.kubegpu.scheduling.plugins.modules import (
     gpu_device_plugin,
-    gpu_device_plugin_check,
+    gpu_device_plugin_validate,
     gpu_device_quarantine,
     gpu_fleet_report,
     gpu_node_facts,
@@ -123,7 +123,7 @@ def test_every_connection_option_of_kubernetes_core_is_taken_or_its_absence_expl
 
 @pytest.mark.parametrize(
     "module",
-    [gpu_node_facts, gpu_device_plugin_check, gpu_device_plugin, gpu_node_label, gpu_pod_validate, gpu_fleet_report],
+    [gpu_node_facts, gpu_device_plugin_validate, gpu_device_plugin, gpu_node_label, gpu_pod_validate, gpu_fleet_report],
 )
 def test_module_argument_spec_defaults_are_the_documented_ones(module):
     documented = options_of(module.DOCUMENTATION)
@@ -216,7 +216,7 @@ def documented_kinds(text: str) -> set[str]:
 
 
 def test_gpu_device_plugin_check_documents_every_kind_of_its_findings():
-    kind = yaml.safe_load(gpu_device_plugin_check.RETURN)["findings"]["contains"]["kind"]
+    kind = yaml.safe_load(gpu_device_plugin_validate.RETURN)["findings"]["contains"]["kind"]
     listed = documented_kinds(" ".join(kind["description"]))
     assert listed == {k.id for k in KINDS.of_check(CHECK_DEVICE_PLUGIN)}
 

@@ -21,11 +21,11 @@ BEGIN = "<!-- kinds: generated from findings/catalogue.py -->"
 END = "<!-- end of kinds -->"
 CHECK_TITLES = {
     "validator": "Validator (`gpu_pod_validate`, `gpu_admission_policy`): `rule`",
-    "device_plugin": "Device plugin and driver (`gpu_device_plugin_check`): `kind`",
+    "device_plugin": "Device plugin and driver (`gpu_device_plugin_validate`): `kind`",
     "fleet": "Fleet facts (`gpu_node_facts`): `kind` of `problems`",
     "health": "Health view (`gpu_node_facts`): `kind` of `health.problems`",
-    "placement": "Placement (`gpu_placement`)",
-    "plugin_config": "Device-plugin config (`gpu_plugin_config`, `scripts/gpu-plugin-config-validate`): `kind`",
+    "placement": "Placement (`gpu_placement_info`)",
+    "plugin_config": "Device-plugin config (`gpu_plugin_config_validate`, `scripts/gpu-plugin-config-validate`): `kind`",
     "plugin_deploy": "Device-plugin deployment (`gpu_device_plugin`): `kind`",
     "quarantine": "Node quarantine (`gpu_node_quarantine`): `kind` of `findings`",
     "release": "Release of quarantined nodes (`gpu_node_release`): `kind`",

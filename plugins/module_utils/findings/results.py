@@ -10,7 +10,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.regist
 
 
 def plugin_finding(finding: Finding) -> dict[str, Any]:
-    """gpu_device_plugin_check's ``findings`` item: severity, kind, node, subject, problem, remedy."""
+    """gpu_device_plugin_validate's ``findings`` item: severity, kind, node, subject, problem, remedy."""
     return {
         "severity": finding.severity,
         "kind": finding.id,

@@ -1,6 +1,6 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The command line of gpu_placement (scripts/gpu-placement): would these manifests' GPU pods fit
+"""The command line of gpu_placement_info (scripts/gpu-placement): would these manifests' GPU pods fit
 now, and where; the view per pool; why the pending GPU pods wait. The manifest reader and the DRA
 reads are handed in by the script, which wires them from the validator and the fleet facts."""
 

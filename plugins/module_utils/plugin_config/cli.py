@@ -1,6 +1,6 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpu-plugin-config-validate: the checks of the gpu_plugin_config module as a command line tool."""
+"""gpu-plugin-config-validate: the checks of the gpu_plugin_config_validate module as a command line tool."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ AUDIT_FINDING_FIELDS = (
     "remedy",
 )
 
-# gpu_placement's `placement`: a pool's (and the fleet's) view, a pending pod, a finding of the view.
+# gpu_placement_info's `placement`: a pool's (and the fleet's) view, a pending pod, a finding of the view.
 PLACEMENT_POOL_FIELDS = ("pool", "nodes", "gpus_free", "withdrawn", "largest", "fits", "stranded")
 PENDING_FIELDS = ("pod", "gpus", "resource", "reason", "remedy", "message", "scheduler_said")
 PLACEMENT_FINDING_FIELDS = ("kind", "severity", "pool", "message", "remedy")
@@ -105,7 +105,7 @@ def pod_audit_input(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def placement_input(result: Mapping[str, Any]) -> dict[str, Any]:
-    """gpu_placement's `placement` as the report reads it: the view per pool and of the fleet, the
+    """gpu_placement_info's `placement` as the report reads it: the view per pool and of the fleet, the
     pending GPU pods and the view's findings; no per-node view, no what-if."""
     return {
         "sizes": list(result.get("sizes") or []),

@@ -1,8 +1,8 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet report's one data model, built from what each cluster's run returned: the fleet facts
-(gpu_node_facts), the device-plugin verdicts (gpu_device_plugin_check), the live pod audit
-(gpu_pod_validate) and where GPU work fits (gpu_placement). The JSON, Markdown and HTML renderers all
+(gpu_node_facts), the device-plugin verdicts (gpu_device_plugin_validate), the live pod audit
+(gpu_pod_validate) and where GPU work fits (gpu_placement_info). The JSON, Markdown and HTML renderers all
 read this model and nothing else."""
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def _as_mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _per_size(values: Any, sizes: Iterable[int], where: str, keys: tuple[str, str]) -> dict[str, dict[str, Any]]:
-    """Per size (its key as gpu_placement writes it, a string) of `values`, a total and its parts: the pods
+    """Per size (its key as gpu_placement_info writes it, a string) of `values`, a total and its parts: the pods
     that fit and per node how many (`fits`), or the GPUs stranded and per reason how many (`stranded`)."""
     total, parts = keys
     out = {}
@@ -203,7 +203,7 @@ def _per_size(values: Any, sizes: Iterable[int], where: str, keys: tuple[str, st
 
 
 def placement_pool(pool: Mapping[str, Any], sizes: Iterable[int], where: str) -> dict[str, Any]:
-    """One pool's (or the fleet's) row of the placement view, as gpu_placement returns it: per size the
+    """One pool's (or the fleet's) row of the placement view, as gpu_placement_info returns it: per size the
     pods that fit and on which nodes, and the free GPUs stranded for that size with why."""
     sizes = tuple(sizes)
     return {
@@ -219,8 +219,8 @@ def _texts(entry: Mapping[str, Any], keys: Iterable[str]) -> dict[str, str | Non
 
 
 def report_placement(result: Mapping[str, Any], where: str) -> dict[str, Any] | None:
-    """Where GPU work fits: gpu_placement's registered result (its `placement`) or the view itself (as
-    gpu_cluster_read returns it); None when the cluster's run made none."""
+    """Where GPU work fits: gpu_placement_info's registered result (its `placement`) or the view itself (as
+    gpu_cluster_info returns it); None when the cluster's run made none."""
     view = result["placement"] if isinstance(result.get("placement"), Mapping) else result
     if not view:
         return None

@@ -1,6 +1,6 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The device-plugin check's kinds (gpu_device_plugin_check): the cluster, the plugin's DaemonSets,
+"""The device-plugin check's kinds (gpu_device_plugin_validate): the cluster, the plugin's DaemonSets,
 each GPU node, the DRA kubelet plugin and each GPU host.
 
 The five kinds the fleet facts (gpu_node_facts) report too are declared here once, for both
@@ -75,7 +75,7 @@ HARDENING_REMEDY = (
     "DEVICE_LIST_STRATEGY=volume-mounts), so that only GPUs the scheduler assigned reach a container"
 )
 _HARDENING_CASES = {REQUIRED: Case(severity=ERROR)}
-_CHECK_PLUGIN = "gpu_device_plugin_check names why and what to do on this node"
+_CHECK_PLUGIN = "gpu_device_plugin_validate names why and what to do on this node"
 _SELECTS_NO_NODE = "selects no node (0 pods desired) while {gpu_nodes} node(s) look like GPU nodes"
 _SELECTION_CHECK = "check its nodeSelector/affinity against the GPU nodes' labels: "
 _SMI_FAILS = "the driver is present ({version}) but nvidia-smi "

@@ -1,6 +1,6 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Where GPU work fits (gpu_placement): why a GPU pod is pending or a manifest's pods would not fit,
+"""Where GPU work fits (gpu_placement_info): why a GPU pod is pending or a manifest's pods would not fit,
 GPUs stranded in a pool, and what the view cannot know. The checks that find them are in placement/."""
 
 from __future__ import annotations

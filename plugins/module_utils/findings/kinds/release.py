@@ -70,7 +70,7 @@ KINDS = (
         ERROR,
         "No GPU the proof pod can request",
         "{node} has no {resource} in its capacity, so the proof pod cannot ask for its GPUs; it stays quarantined",
-        "Check the device plugin on the node (kubegpu.scheduling.gpu_device_plugin_check), or name the node's "
+        "Check the device plugin on the node (kubegpu.scheduling.gpu_device_plugin_validate), or name the node's "
         "GPU resource in proof.resource.",
         RELEASE,
     ),

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-module: gpu_placement
+module: gpu_placement_info
 short_description: Where GPU work fits now, why GPU pods are pending, and whether manifests would fit
 version_added: 1.0.0
 description:
@@ -100,7 +100,7 @@ options:
 
 EXAMPLES = r"""
 - name: Where do 1, 2, 4 and 8 GPU pods fit, per model and node pool
-  kubegpu.scheduling.gpu_placement:
+  kubegpu.scheduling.gpu_placement_info:
     pool_label_keys: [cloud.google.com/gke-nodepool]
     shape:
       cpu: "8"
@@ -110,7 +110,7 @@ EXAMPLES = r"""
   register: placement
 
 - name: Would these training jobs fit now
-  kubegpu.scheduling.gpu_placement:
+  kubegpu.scheduling.gpu_placement_info:
     src: k8s/training/
     pending: false
   register: whatif

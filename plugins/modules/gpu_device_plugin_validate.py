@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-module: gpu_device_plugin_check
+module: gpu_device_plugin_validate
 short_description: Verify the GPU device plugin and the driver on every GPU node
 version_added: 1.0.0
 description:
@@ -124,11 +124,11 @@ seealso:
 
 EXAMPLES = r"""
 - name: Check the device plugin on every GPU node
-  kubegpu.scheduling.gpu_device_plugin_check:
+  kubegpu.scheduling.gpu_device_plugin_validate:
     kubeconfig: ~/.kube/config
 
 - name: Check the GPU Operator's device plugin, and report only
-  kubegpu.scheduling.gpu_device_plugin_check:
+  kubegpu.scheduling.gpu_device_plugin_validate:
     daemonsets:
       - namespace: gpu-operator
         name: nvidia-device-plugin-daemonset
@@ -146,7 +146,7 @@ EXAMPLES = r"""
   register: host_results
 
 - name: Check the plugin and the driver on every GPU host
-  kubegpu.scheduling.gpu_device_plugin_check:
+  kubegpu.scheduling.gpu_device_plugin_validate:
     host_facts: "{{ dict(host_results.results | map(attribute='item') | zip(host_results.results)) }}"
     require_hardening: true
 """

@@ -4,17 +4,17 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-module: gpu_cluster_read
+module: gpu_cluster_info
 short_description: Read one cluster for the GPU fleet report in one run
 version_added: 1.0.0
 description:
   - One cluster's part of the fleet report (M(kubegpu.scheduling.gpu_fleet_report),
     C(playbooks/fleet_report.yml)) from one module run and one read of the cluster - the fleet facts of
     M(kubegpu.scheduling.gpu_node_facts), the device-plugin check of
-    M(kubegpu.scheduling.gpu_device_plugin_check) (as with C(report_only=true)) and the live pod audit of
+    M(kubegpu.scheduling.gpu_device_plugin_validate) (as with C(report_only=true)) and the live pod audit of
     M(kubegpu.scheduling.gpu_pod_validate) (as with C(live=true, fail_on=never)), each with those modules'
     defaults.
-  - With O(placement) (the default), also where GPU work fits, as M(kubegpu.scheduling.gpu_placement) finds it
+  - With O(placement) (the default), also where GPU work fits, as M(kubegpu.scheduling.gpu_placement_info) finds it
     with its defaults (and O(placement_pool_label_keys)) - per pool, for 1, 2, 4 and 8 GPUs per pod, how many such
     pods fit now and on which nodes, the largest number of GPUs one pod gets on one node and the free GPUs stranded,
     with why; and each pending GPU pod with the reason in one sentence and its remedy. It reads nothing more - the
@@ -42,7 +42,7 @@ options:
   placement_pool_label_keys:
     description:
       - Node labels that split each model's nodes into pools for RV(placement) (a node pool, a zone), as
-        O(kubegpu.scheduling.gpu_placement#module:pool_label_keys).
+        O(kubegpu.scheduling.gpu_placement_info#module:pool_label_keys).
     type: list
     elements: str
     default: []
@@ -53,7 +53,7 @@ requirements:
 
 EXAMPLES = r"""
 - name: Read the cluster for the report
-  kubegpu.scheduling.gpu_cluster_read:
+  kubegpu.scheduling.gpu_cluster_info:
     kubeconfig: ~/.kube/config
   register: cluster_read
 
@@ -68,7 +68,7 @@ EXAMPLES = r"""
         placement: "{{ cluster_read.placement }}"
 
 - name: Read the cluster, its placement view per node pool
-  kubegpu.scheduling.gpu_cluster_read:
+  kubegpu.scheduling.gpu_cluster_info:
     placement_pool_label_keys: [cloud.google.com/gke-nodepool]
   register: cluster_read
 """
@@ -89,7 +89,7 @@ device_plugin:
   description:
     - The device-plugin check as the report reads it - C(healthy), the C(counts) of findings by severity, per
       node its C(name) and C(problems), and the C(findings) (C(node), C(kind), C(severity), C(subject),
-      C(problem), C(remedy)), as M(kubegpu.scheduling.gpu_device_plugin_check) returns them.
+      C(problem), C(remedy)), as M(kubegpu.scheduling.gpu_device_plugin_validate) returns them.
   returned: when the device plugin was checked
   type: dict
 pod_audit:
@@ -101,12 +101,12 @@ pod_audit:
   type: dict
 placement:
   description:
-    - Where GPU work fits, as the report reads RV(kubegpu.scheduling.gpu_placement#module:placement) - C(sizes),
+    - Where GPU work fits, as the report reads RV(kubegpu.scheduling.gpu_placement_info#module:placement) - C(sizes),
       C(resource), the C(pools) and the C(fleet) (C(pool), C(nodes), C(gpus_free), C(withdrawn),
       C(largest), C(fits) per size with C(pods) and C(nodes), node to count, and C(stranded) per size with C(gpus)
       and C(by_reason)), the C(pending) GPU pods (C(pod), C(gpus), C(resource), C(reason), C(remedy), C(message),
       C(scheduler_said)), the C(findings) (C(kind), C(severity), C(pool), C(message), C(remedy)) and the C(notes).
-    - Each field as M(kubegpu.scheduling.gpu_placement) returns it with its defaults.
+    - Each field as M(kubegpu.scheduling.gpu_placement_info) returns it with its defaults.
   returned: when O(placement) is true and the placement view was made
   type: dict
 step:
@@ -213,7 +213,7 @@ def pod_audit(run: Run) -> dict[str, Any]:
 
 
 def placement(run: Run) -> dict[str, Any]:
-    """gpu_placement's view and pending pods with its defaults, from the lists the fleet facts read."""
+    """gpu_placement_info's view and pending pods with its defaults, from the lists the fleet facts read."""
     options = placement_options(pool_label_keys=run.params["placement_pool_label_keys"])
     is_gpu = gpu_resource_matcher([NVIDIA_GPU])
     _fleet, result = read_placement(run.client, options, is_gpu, lambda _client, _page_size: run.dra, PAGE_SIZE)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-module: gpu_plugin_config
+module: gpu_plugin_config_validate
 short_description: Check NVIDIA device-plugin configs offline, before they reach a node
 version_added: 1.1.0
 description:
@@ -77,7 +77,7 @@ seealso:
 
 EXAMPLES = r"""
 - name: Check a time-slicing config before it is rolled out
-  kubegpu.scheduling.gpu_plugin_config:
+  kubegpu.scheduling.gpu_plugin_config_validate:
     config: |
       version: v1
       sharing:
@@ -88,7 +88,7 @@ EXAMPLES = r"""
               replicas: 4
 
 - name: Check the GPU Operator values of a release, and report only
-  kubegpu.scheduling.gpu_plugin_config:
+  kubegpu.scheduling.gpu_plugin_config_validate:
     src: gpu-operator-values.yaml
     report_only: true
   register: plugin_config

@@ -1,4 +1,4 @@
-"""gpu_plugin_config in process, and the same checks from the command line."""
+"""gpu_plugin_config_validate in process, and the same checks from the command line."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import yaml
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds.plugin_config import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config import cli
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config.schema import DEFAULT_RELEASE, RELEASES
-from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_plugin_config
+from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_plugin_config_validate
 from tests.module_args import patch_module_args
 
 REPO = Path(__file__).resolve().parents[4]
@@ -26,13 +26,13 @@ SCRIPT = REPO / "scripts" / "gpu-plugin-config-validate"
 def run_module(args):
     out = io.StringIO()
     with patch_module_args(args), redirect_stdout(out), pytest.raises(SystemExit) as exited:
-        gpu_plugin_config.main()
+        gpu_plugin_config_validate.main()
     return exited.value.code, json.loads(out.getvalue())
 
 
 def test_the_argument_spec_matches_the_documentation():
-    doc = yaml.safe_load(gpu_plugin_config.DOCUMENTATION)
-    spec = gpu_plugin_config.argument_spec()
+    doc = yaml.safe_load(gpu_plugin_config_validate.DOCUMENTATION)
+    spec = gpu_plugin_config_validate.argument_spec()
     assert set(spec) == set(doc["options"])
     for name, option in doc["options"].items():
         assert spec[name]["type"] == option["type"], name

@@ -1,0 +1,50 @@
+"""Module names say what a module does: a module that only reads (it extends the read_only doc
+fragment) ends in _info, _facts or _validate; a renamed module keeps its old name as a redirect in
+meta/runtime.yml, with a deprecation, and Ansible's own loader resolves it to a module that exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.plugins.loader import init_plugin_loader, module_loader
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = ROOT / "plugins" / "modules"
+READ_ONLY_ENDINGS = ("_info", "_facts", "_validate")
+ROUTING = yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())["plugin_routing"]["modules"]
+
+
+def documentation(path: Path) -> dict:
+    namespace: dict = {}
+    source = path.read_text()
+    start = source.index("DOCUMENTATION")
+    exec(compile(source[start : source.index('"""', source.index('r"""', start) + 4) + 3], str(path), "exec"), namespace)
+    return yaml.safe_load(namespace["DOCUMENTATION"])
+
+
+def read_only_modules() -> list[str]:
+    return sorted(
+        path.stem
+        for path in MODULES.glob("gpu_*.py")
+        if "kubegpu.scheduling.read_only" in (documentation(path).get("extends_documentation_fragment") or [])
+    )
+
+
+def test_every_read_only_module_is_named_for_reading():
+    misnamed = [name for name in read_only_modules() if not name.endswith(READ_ONLY_ENDINGS)]
+    assert read_only_modules(), "no module extends kubegpu.scheduling.read_only"
+    assert not misnamed, f"read-only modules not ending in {READ_ONLY_ENDINGS}: {misnamed}"
+
+
+@pytest.mark.parametrize("old", sorted(ROUTING))
+def test_an_old_module_name_redirects_with_a_deprecation(old):
+    route = ROUTING[old]
+    assert route["deprecation"]["removal_version"] and route["deprecation"]["warning_text"]
+    assert not (MODULES / f"{old}.py").exists(), f"{old} is both a module and a redirect"
+    init_plugin_loader()
+    resolved = module_loader.find_plugin_with_context(f"kubegpu.scheduling.{old}")
+    assert resolved.resolved, f"{old} does not resolve"
+    assert resolved.resolved_fqcn == route["redirect"]
+    assert (MODULES / f"{route['redirect'].rsplit('.', 1)[1]}.py").exists()
