@@ -63,3 +63,46 @@ def test_the_limits_bite_at_their_edge(tmp_path, source, problem):
     (tmp_path / "plugins" / "x.py").write_text(source)
     found = oversized(tmp_path / "plugins")
     assert (found == []) if problem is None else (len(found) == 1 and problem in found[0])
+
+
+# Every module that writes to the cluster runs on the write layer's skeleton (write/module.py).
+WRITE_MODULES = (
+    "gpu_admission_policy",
+    "gpu_device_plugin",
+    "gpu_device_quarantine",
+    "gpu_node_label",
+    "gpu_node_quarantine",
+    "gpu_node_release",
+    "gpu_pod",
+)
+MAX_WRITE_MODULE_CODE_LINES = 70
+DOC_STRINGS = ("DOCUMENTATION", "EXAMPLES", "RETURN")
+
+
+def code_lines(source: str) -> int:
+    """Lines of code: not blank, not a comment, not in a docstring or the module's docs."""
+    tree = ast.parse(source)
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        documented = isinstance(node, ast.Assign) and any(getattr(t, "id", "") in DOC_STRINGS for t in node.targets)
+        docstring = isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)
+        if documented or docstring:
+            skipped.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    lines = source.splitlines()
+    return sum(
+        1
+        for number, line in enumerate(lines, 1)
+        if number not in skipped and line.strip() and not line.strip().startswith("#")
+    )
+
+
+@pytest.mark.parametrize("module", WRITE_MODULES)
+def test_a_write_module_is_wiring(module):
+    source = (PLUGINS / "modules" / f"{module}.py").read_text()
+    assert "run_write_module" in source, f"{module} does not run on write/module.py's run_write_module"
+    assert code_lines(source) <= MAX_WRITE_MODULE_CODE_LINES, f"{module}: {code_lines(source)} code lines"
+
+
+def test_code_lines_leave_out_docs_comments_and_blanks():
+    source = 'DOCUMENTATION = r"""\na: 1\n"""\n\n# why\ndef f():\n    """Doc."""\n    return 1\n'
+    assert code_lines(source) == 2

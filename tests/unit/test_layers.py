@@ -1,7 +1,7 @@
 """The import layers CONTRIBUTING describes, held over every Python file under plugins/.
 
-kube/ < gpu/ < findings/ < the feature folders (one per check: validate/, device_plugin/, fleet/,
-admission/, ...) < modules/, inventory/ and filter/. A file imports only its own folder and the
+kube/ < gpu/ < options/ < findings/ < write/ < the feature folders (one per check: validate/,
+device_plugin/, fleet/, admission/, ...) < modules/, inventory/ and filter/. A file imports only its own folder and the
 layers below it; a feature folder never imports another one (admission/ reads the validator's
 kinds from the registry, findings/, which is below it).
 """
@@ -16,7 +16,7 @@ import pytest
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 PACKAGE = "ansible_collections.kubegpu.scheduling.plugins."
 # The layers of module_utils/, lowest first; every other folder of module_utils/ is a feature folder.
-CORE_LAYERS = ("kube", "gpu", "findings")
+CORE_LAYERS = ("kube", "gpu", "options", "findings", "write")
 FEATURE_RANK = len(CORE_LAYERS)
 PLUGIN_RANK = FEATURE_RANK + 1  # modules/, inventory/, filter/: the wiring above everything
 
