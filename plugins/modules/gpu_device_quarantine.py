@@ -299,12 +299,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     module_client,
     with_connection_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import device
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import (
     DEFAULT_MAX_SHARE,
     check_share,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.device_apply import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.apply import (
     RuleCalls,
     RuleOutcome,
     apply_rules,
@@ -315,7 +315,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.devi
     summarize,
     users_to_evict,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.device_reads import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.reads import (
     DeviceReads,
     create_rule,
     delete_rule,
@@ -325,19 +325,19 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.devi
     read_users,
     switch_rule,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import check_text
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node_apply import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import check_text
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.apply import (
     EvictionCalls,
     EvictionSettings,
     blocked_warning,
     evict_pods,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node_reads import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.reads import (
     delete_pod,
     evict_pod,
     eviction_client,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import DEFAULT_QUARANTINED_BY
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import DEFAULT_QUARANTINED_BY
 
 DEVICE_OPTIONS = {name: {"type": "str", "required": True} for name in device.SELECTOR_FIELDS}
 

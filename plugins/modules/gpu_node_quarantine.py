@@ -351,19 +351,19 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     module_client,
     with_connection_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import (
     DEFAULT_MAX_SHARE,
     MODEL_DIMENSION,
     check_share,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import (
     QuarantineOptions,
     check_nodes,
     check_text,
     plan_quarantine,
     replan_node,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node_apply import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.apply import (
     EvictionCalls,
     EvictionSettings,
     apply_node_patches,
@@ -374,7 +374,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node
     pods_to_evict,
     summarize,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node_reads import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.reads import (
     delete_pod,
     evict_pod,
     eviction_client,
@@ -382,7 +382,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node
     read_quarantine,
     reread_node,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import DEFAULT_QUARANTINED_BY
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import DEFAULT_QUARANTINED_BY
 
 MAX_PARALLELISM = 256
 

@@ -293,7 +293,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod import lifecycle
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod.outcome import log_tail
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
     DEFAULT_LOG_LINES,
     DEFAULT_PROOF_TIMEOUT,
     PROOF_NAMESPACE,
@@ -303,12 +303,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.rele
     missing_plan,
     plan_release,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release_reads import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.reads import (
     patch_node,
     read_nodes,
     reread_node,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release_run import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.run import (
     NodeCalls,
     NodeResult,
     PodCalls,

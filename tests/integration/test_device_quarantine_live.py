@@ -13,7 +13,7 @@ import time
 import pytest
 from conftest import LocalCluster, wait_until
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import device as plan
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device as plan
 
 pytestmark = pytest.mark.cluster
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from conftest import ANSIBLE_BIN, LocalCluster, ansible_env, run_ansible_module, wait_until
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import device as plan
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device as plan
 from tests.cluster import versions
 
 pytestmark = pytest.mark.cluster

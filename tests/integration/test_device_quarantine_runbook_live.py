@@ -29,7 +29,7 @@ from test_device_quarantine_module_live import (
     writes_from_now,
 )
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import device as plan
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device as plan
 
 pytestmark = [pytest.mark.cluster]
 

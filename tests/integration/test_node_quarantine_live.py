@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from conftest import ANSIBLE_BIN, LocalCluster, ansible_env, run_ansible_module, wait_until
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
     QUARANTINE_TAINT_KEY,
     RECORD_ANNOTATION,
     read_record,

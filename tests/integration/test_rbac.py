@@ -26,9 +26,9 @@ import yaml
 from conftest import LocalCluster, ansible_env, run_ansible_module, wait_until, write_token_kubeconfig
 from test_device_quarantine_runbook_live import free_device
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import device as device_plan
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import RECORD_ANNOTATION
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device as device_plan
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import RECORD_ANNOTATION
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
     PROOF_NAMESPACE,
     SAMPLE_TOLERATIONS,
 )

@@ -24,7 +24,7 @@ import yaml
 from conftest import ANSIBLE_BIN, OWNERSHIP, REPO_ROOT, ClusterState, LocalCluster, ansible_env
 from test_device_plugin_check import fake_gpu_host, printed_results
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
     DEFAULT_QUARANTINED_BY,
     QUARANTINE_TAINT,
     RECORD_ANNOTATION,

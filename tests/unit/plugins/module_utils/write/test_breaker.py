@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import (
     Candidate,
     Pool,
     apply_breaker,

@@ -21,14 +21,14 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import pod_field_selector
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.device import OWNER_LABEL
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.device import OWNER_LABEL
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import (
     Budget,
     CompactPod,
     project_budget,
     project_pod,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node_reads import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.reads import (
     BUDGETS,
     POLICY_API_VERSION,
 )

@@ -17,20 +17,20 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalo
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import quarantine as kinds
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import plugin_finding
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import device
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import (
     DEFAULT_MAX_SHARE,
     Candidate,
     apply_breaker,
     count_pools,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.device_reads import DeviceReads
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.reads import DeviceReads
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import (
     PodEviction,
     eviction_entry,
     pod_eviction,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node_apply import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.apply import (
     BLOCKED,
     DELETED,
     EVICTED,

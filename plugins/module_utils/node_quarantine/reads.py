@@ -18,7 +18,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches im
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import gc_paused
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import pod_field_selector
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import (
     CompactNode,
     QuarantineOptions,
     QuarantineReads,

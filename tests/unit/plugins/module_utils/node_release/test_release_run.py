@@ -7,18 +7,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import release as kinds
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
     QUARANTINE_TAINT,
     RECORD_ANNOTATION,
     Record,
     record_annotation,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
     ProofOptions,
     ReleaseNode,
     plan_release,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release_run import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.run import (
     NodeCalls,
     PodCalls,
     failure_message,

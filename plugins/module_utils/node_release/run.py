@@ -15,7 +15,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_status
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import FINISHED_POD_PHASES
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
     JsonPatch,
     ProofOutcome,
     ReleaseNode,

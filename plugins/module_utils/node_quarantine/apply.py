@@ -21,8 +21,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.result
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_status
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import MAX_CONFLICT_ATTEMPTS, JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.retries import backoff_delay
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import describe_pool
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import describe_pool
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import (
     OUTCOME_HELD,
     OUTCOME_MISSING,
     OUTCOME_QUARANTINE,

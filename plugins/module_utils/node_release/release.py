@@ -36,7 +36,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
     string_map,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.quantity import gpu_count
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
     QUARANTINE_TAINT,
     QUARANTINE_TOLERATION,
     RECORD_ANNOTATION,

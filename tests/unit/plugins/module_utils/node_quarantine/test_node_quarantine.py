@@ -11,8 +11,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import dra_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import node as q
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine import plan as q
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
     QUARANTINE_TAINT,
     RECORD_ANNOTATION,
     Record,

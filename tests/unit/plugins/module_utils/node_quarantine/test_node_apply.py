@@ -10,9 +10,9 @@ import time
 from test_node_quarantine import IS_GPU, OPTIONS, raw_node, raw_pod, share
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import node as q
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine import node_apply as a
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.node import BudgetRef, PodEviction
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine import plan as q
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine import apply as a
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import BudgetRef, PodEviction
 
 
 def _plan(asked, nodes, pods=(), options=OPTIONS):

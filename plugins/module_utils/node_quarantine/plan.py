@@ -46,7 +46,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.selectors 
     parse_label_selector,
     selector_text,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.breaker import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import (
     MODEL_DIMENSION,
     Candidate,
     Held,
@@ -54,7 +54,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.brea
     apply_breaker,
     count_pools,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
     QUARANTINE_TAINT,
     RECORD_ANNOTATION,
     Record,

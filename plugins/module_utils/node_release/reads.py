@@ -11,7 +11,7 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
     JsonPatch,
     ReleaseNode,
     compact_node,

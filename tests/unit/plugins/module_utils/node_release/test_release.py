@@ -13,14 +13,14 @@ import yaml
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import release as kinds
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.ownership import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
     QUARANTINE_TAINT,
     QUARANTINE_TOLERATION,
     RECORD_ANNOTATION,
     Record,
     record_annotation,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.quarantine.release import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
     PROOF_NODE_ANNOTATION,
     SAMPLE_COMMAND,
     SAMPLE_IMAGE,
