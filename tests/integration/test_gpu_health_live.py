@@ -120,7 +120,7 @@ def _plugin_pod(cluster: LocalCluster, node: str) -> dict | None:
 
 def statuses(facts: dict[str, Any]) -> dict[str, tuple[str, list[tuple[str, str]]]]:
     return {
-        n["name"]: (n["health"]["status"], [(p["kind"], p["severity"]) for p in n["health"]["problems"]])
+        n["name"]: (n["health"]["status"], [(p["kind"], p["status"]) for p in n["health"]["problems"]])
         for n in facts["nodes"]
     }
 
@@ -226,7 +226,7 @@ def test_a_dra_node_with_tainted_devices_is_degraded_then_failed(cluster: LocalC
         node = by_name(run_facts(cluster, [name]))[name]
         assert (node["capacity"], node["allocatable"]) == (2, 1)
         assert node["health"]["status"] == "degraded"
-        assert [(p["kind"], p["severity"]) for p in node["health"]["problems"]] == [("gpu_devices_tainted", "degraded")]
+        assert [(p["kind"], p["status"]) for p in node["health"]["problems"]] == [("gpu_devices_tainted", "degraded")]
         assert {d["name"]: d["health"] for d in node["dra"]["devices"]} == {"gpu-0": "degraded", "gpu-1": "failed"}
         # The rule on gpu-0 made NoSchedule too: no GPU of the node is left, and the node has failed.
         cluster.patch(f"{RESOURCE}/devicetaintrules/{rules[0]}", {"spec": {"taint": {"effect": "NoSchedule"}}})

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+import re
 from string import Formatter
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import SEVERITIES
+
+# A validator rule's public code; every other kind's finding id is namespaced by its check.
+CODE_ID = re.compile(r"KGPU[0-9]{3}")
 
 # The checks a kind can belong to.
 CHECK_VALIDATOR = "validator"
@@ -82,6 +86,12 @@ class Kind:
     def slug(self) -> str:
         return self.name or self.id
 
+    @property
+    def finding_id(self) -> str:
+        """The id every finding of this kind carries: a validator code as it is (KGPU101), any other
+        kind as ``<check>.<name>`` (device_plugin.no_gpu_capacity, placement.fits_now)."""
+        return self.id if CODE_ID.fullmatch(self.id) or "." in self.id else f"{self.checks[0]}.{self.id}"
+
     def fields(self) -> set[str]:
         """The field names its templates use (title, message, remedy, and those of its cases)."""
         templates = [self.title, self.message, self.remedy]
@@ -116,7 +126,7 @@ class Finding:
 
     @property
     def id(self) -> str:
-        return self.kind.id
+        return self.kind.finding_id
 
 
 class KindError(ValueError):
@@ -126,16 +136,19 @@ class KindError(ValueError):
 class KindRegistry(Mapping[str, Kind]):
     def __init__(self, *groups: Iterable[Kind]):
         self._kinds: dict[str, Kind] = {}
+        self._by_finding_id: dict[str, Kind] = {}
         for kind in (k for group in groups for k in group):
             problem = declaration_problem(kind)
-            if kind.id in self._kinds:
+            if not problem and (kind.id in self._kinds or kind.finding_id in self._by_finding_id):
                 problem = "declared twice"
             if problem:
                 raise KindError(f"finding kind {kind.id!r}: {problem}")
             self._kinds[kind.id] = kind
+            self._by_finding_id[kind.finding_id] = kind
 
     def __getitem__(self, kind_id: str) -> Kind:
-        return self._kinds[kind_id]
+        """A kind by the id it is declared with, or by the id its findings carry."""
+        return self._kinds[kind_id] if kind_id in self._kinds else self._by_finding_id[kind_id]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._kinds)
@@ -147,7 +160,7 @@ class KindRegistry(Mapping[str, Kind]):
         return [kind for kind in self._kinds.values() if check in kind.checks]
 
     def finding(self, hit: Hit) -> Finding:
-        kind = self._kinds.get(hit.kind)
+        kind = self._kinds.get(hit.kind) or self._by_finding_id.get(hit.kind)
         if kind is None:
             raise KindError(f"a hit of the undeclared finding kind {hit.kind!r}")
         case = kind.cases.get(hit.case) if hit.case else Case()

@@ -22,10 +22,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health_tabl
 
 
 def health_problem(problem: HealthProblem) -> dict[str, Any]:
-    """A health problem as gpu_node_facts returns it: kind, severity (degraded or failed), problem, reason, remedy."""
+    """A health problem as gpu_node_facts returns it: a finding (an error where it leaves the node failed,
+    a warning where degraded) with the health status it gives the node, ``status``, degraded or failed."""
     case = DEGRADED_CASE if problem.severity == DEGRADED else ""
-    entry = fleet_problem(KINDS.finding(Hit(problem.kind, problem.fields, case=case)))
-    return {"kind": entry["kind"], "severity": problem.severity, **{k: v for k, v in entry.items() if k != "kind"}}
+    return {**fleet_problem(KINDS.finding(Hit(problem.kind, problem.fields, case=case))), "status": problem.severity}
 
 
 def node_health(node: Mapping[str, Any], facts: Mapping[str, Any], table: HealthTable) -> dict[str, Any]:

@@ -103,7 +103,11 @@ def test_a_case_replaces_what_it_sets_and_the_title_takes_the_fields():
         ERROR,
     )
     strict = registry.finding(Hit("no_gpu_capacity", {"resource": "x/gpu"}, case="strict"))
-    assert strict.severity == WARNING and strict.message == "no x/gpu capacity" and strict.id == "no_gpu_capacity"
+    assert (
+        strict.severity == WARNING
+        and strict.message == "no x/gpu capacity"
+        and strict.id == f"{SHARED.checks[0]}.no_gpu_capacity"
+    )
     assert SHARED.fields() == {"resource", "labels"}
     with pytest.raises(KindError, match="undeclared case 'nope'"):
         registry.finding(Hit("no_gpu_capacity", {"resource": "x"}, case="nope"))
@@ -124,3 +128,25 @@ def test_the_kinds_fleet_and_device_plugin_both_report_are_declared_once_for_bot
         "dra_no_resource_slices",
     }
     assert all("fleet" in KINDS[kind].cases for kind in shared)
+
+
+@pytest.mark.parametrize(
+    "declared, check, finding_id",
+    [
+        ("gpus_withdrawn", CHECK_FLEET, "fleet.gpus_withdrawn"),
+        ("KGPU101", "validator", "KGPU101"),
+        ("placement.fits_now", "placement", "placement.fits_now"),
+    ],
+)
+def test_a_finding_carries_its_kinds_id_in_one_style(declared, check, finding_id):
+    kind = Kind(declared, WARNING, "t", "m", "r", (check,))
+    registry = KindRegistry([kind])
+    assert kind.finding_id == finding_id
+    assert registry.finding(Hit(declared)).id == finding_id
+    assert registry[finding_id] is kind and registry.finding(Hit(finding_id)).kind is kind
+
+
+def test_every_finding_id_of_the_catalogue_is_a_code_or_namespaced_by_its_check():
+    for kind in KINDS.values():
+        assert kind.finding_id.startswith(f"{kind.checks[0]}.") or kind.finding_id.startswith("KGPU"), kind.id
+    assert len({kind.finding_id for kind in KINDS.values()}) == len(KINDS)

@@ -658,7 +658,7 @@ def test_health_of_dra_devices_tainted_by_rules_and_slices():
     assert {d["name"]: d["health"] for d in h100["dra"]["devices"]} == {"gpu-0": "degraded", "gpu-3": "failed"}
     # The rule for the whole pool leaves no GPU of the node allocatable: failed.
     assert a100["health"]["status"] == "failed"
-    assert a100["health"]["problems"][0]["severity"] == "failed"
+    assert a100["health"]["problems"][0]["status"] == "failed"
     assert ok["health"] == {"status": "healthy", "problems": []}
     assert facts["health"] == {"healthy": 1, "degraded": 1, "failed": 1}
 
@@ -671,5 +671,5 @@ def test_a_dra_kubelet_plugin_not_ready_fails_the_node():
     )
     health = by_name(facts)["dra-h100"]["health"]
     assert health["status"] == "failed"
-    assert [(p["kind"], p["severity"]) for p in health["problems"]] == [("gpu_plugin_not_ready", "failed")]
+    assert [(p["kind"], p["status"]) for p in health["problems"]] == [("gpu_plugin_not_ready", "failed")]
     assert "DRA kubelet plugin, not Ready: nvidia-dra-driver-gpu/" in health["problems"][0]["reason"]

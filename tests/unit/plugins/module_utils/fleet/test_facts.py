@@ -597,12 +597,18 @@ def test_health_of_device_plugin_nodes_by_each_signal_and_the_counts():
         ("plugin-down", "failed", ["gpu_plugin_not_ready"]),
         ("withdrawn", "degraded", ["gpus_withdrawn"]),
     ]
+    reason = "EKS node monitoring agent: AcceleratedHardwareReady=False (NvidiaXID79Error): fell off"
     assert health["eks-xid"]["problems"][0] == {
-        "kind": "gpu_health_condition",
-        "severity": "failed",
-        "problem": "GPU health condition reported",
-        "reason": "EKS node monitoring agent: AcceleratedHardwareReady=False (NvidiaXID79Error): fell off",
+        "id": "health.gpu_health_condition",
+        "severity": "error",
+        "status": "failed",
+        "title": "GPU health condition reported",
+        "message": reason,
         "remedy": health["eks-xid"]["problems"][0]["remedy"],
+        "where": {},
+        "kind": "gpu_health_condition",
+        "problem": "GPU health condition reported",
+        "reason": reason,
     }
     assert "follow the action its producer recommends" in health["eks-xid"]["problems"][0]["remedy"]
     assert health["withdrawn"]["problems"][0]["reason"] == "nvidia.com/gpu: capacity 8, allocatable 6 (2 withdrawn)"
@@ -630,7 +636,9 @@ def test_health_by_the_option_rows_and_the_expected_count_per_model():
     short = make_node("short", 4, labels=uncounted)
     facts = fleet([npd, short], [plugin_pod("npd"), plugin_pod("short")], options)
     health = {name: node["health"] for name, node in by_name(facts).items()}
-    assert [(p["kind"], p["severity"]) for p in health["npd"]["problems"]] == [("gpu_health_condition", "degraded")]
+    assert [(p["kind"], p["status"], p["severity"]) for p in health["npd"]["problems"]] == [
+        ("gpu_health_condition", "degraded", "warning")
+    ]
     assert health["npd"]["problems"][0]["reason"] == "node-problem-detector: GPUXIDProblem=True (XID48): no message"
     assert health["short"]["problems"][0]["reason"] == (
         "4 registered, 8 expected (health.expected_gpus for NVIDIA-H100-80GB-HBM3)"

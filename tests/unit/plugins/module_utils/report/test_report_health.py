@@ -60,7 +60,7 @@ def test_a_cluster_counts_its_nodes_by_health_and_lists_the_unhealthy_failed_fir
         (fleet["nodes"][1]["name"], "degraded"),
     ]
     failed = health["nodes"][0]["problems"][0]
-    assert failed["kind"] == "gpu_health_condition" and failed["severity"] == "failed"
+    assert failed["kind"] == "gpu_health_condition" and failed["severity"] == "error"
     assert failed["reason"] == 'GKE NVIDIA GPU device plugin: XidCriticalError=True ({"79":true}): boot-1'
     assert failed["remedy"]
     rows = {n["name"]: n["health"] for n in report["clusters"][0]["nodes"]}
@@ -99,7 +99,7 @@ def test_markdown_and_html_show_the_counts_and_each_problem_of_the_unhealthy_nod
     header = next(line for line in text.splitlines() if line.startswith("| node | status |"))
     assert header == "| node | status | severity | problem | reason | remedy |"
     assert re.search(
-        rf"\| {re.escape(fleet['nodes'][0]['name'])} \| failed \| failed \| GPU health condition reported \|", text
+        rf"\| {re.escape(fleet['nodes'][0]['name'])} \| failed \| error \| GPU health condition reported \|", text
     )
     page = render_html(report)
     assert f'<p id="health-0">{counts}.</p>' in page
