@@ -3,7 +3,7 @@
 """The plan and the run of a device quarantine, through the functions they are handed: per device a
 DeviceTaintRule of the collection's own, created with effect None so the device taint eviction
 controller first reports what it selects, then switched to NoSchedule; the device's users evicted
-through the Eviction API (node_apply.evict_pods), never NoExecute, which deletes them past their
+through the Eviction API (write/evictions.py), never NoExecute, which deletes them past their
 PodDisruptionBudgets; on release only the collection's rules on those devices deleted."""
 
 from __future__ import annotations
@@ -13,32 +13,26 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.reads import DeviceReads
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import quarantine as kinds
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import plugin_finding
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import (
     DEFAULT_MAX_SHARE,
     Candidate,
     apply_breaker,
     count_pools,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.reads import DeviceReads
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.diff import diff_entry
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.evictions import (
+    EvictionResult,
     PodEviction,
     eviction_entry,
+    eviction_findings,
+    eviction_lists,
     pod_eviction,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.apply import (
-    BLOCKED,
-    DELETED,
-    EVICTED,
-    FAILED,
-    NOT_ATTEMPTED,
-    POD_GONE,
-    EvictionResult,
-    run_findings,
 )
 
 QUARANTINED_EFFECT = "NoSchedule"
@@ -147,20 +141,14 @@ def after_rule(plan: DevicePlan, taint_key: str, owner: Mapping[str, str]) -> Ma
     return plan.existing
 
 
-def diff_entries(plans: Sequence[DevicePlan], taint_key: str, owner: Mapping[str, str]) -> list[dict[str, str]]:
-    entries = []
-    for plan in plans:
-        if plan.step in (STEP_CREATE, STEP_SWITCH, STEP_DELETE):
-            header = f"devicetaintrule/{plan.rule}"
-            entries.append(
-                {
-                    "before_header": header,
-                    "after_header": header,
-                    "before": rule_text(plan.existing),
-                    "after": rule_text(after_rule(plan, taint_key, owner)),
-                }
-            )
-    return entries
+def diff_entries(plans: Sequence[DevicePlan], taint_key: str, owner: Mapping[str, str]) -> list[dict[str, Any]]:
+    return [
+        diff_entry(
+            f"devicetaintrule/{plan.rule}", rule_text(plan.existing), rule_text(after_rule(plan, taint_key, owner))
+        )
+        for plan in plans
+        if plan.step in (STEP_CREATE, STEP_SWITCH, STEP_DELETE)
+    ]
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -303,9 +291,7 @@ def summarize(
     outcomes: Sequence[RuleOutcome], evictions: Sequence[EvictionResult] | None, timeout: float, eviction_timeout: float
 ) -> dict[str, Any]:
     """The module's result, without `changed`, `writes` and `diff`."""
-    by_status: dict[str, list[str]] = {}
-    for result in evictions or []:
-        by_status.setdefault(result.status, []).append(result.pod.ref)
+    pods = eviction_lists(evictions)
     done = [o.plan for o in outcomes if o.done]
     return {
         "devices": [device_entry(o) for o in outcomes],
@@ -321,18 +307,10 @@ def summarize(
         ],
         "failed": [{"rule": o.plan.rule, "error": o.error} for o in outcomes if not o.done],
         "to_evict": [pod.ref for o in outcomes for pod in o.plan.users],
-        "evicted": by_status.get(EVICTED, []) + by_status.get(POD_GONE, []),
-        "blocked": [
-            {"pod": r.pod.ref, "node": r.pod.node, "budgets": list(r.pod.blocking), "error": r.detail}
-            for r in evictions or []
-            if r.status == BLOCKED
-        ],
-        "eviction_failed": [
-            {"pod": r.pod.ref, "error": r.detail or "not attempted"}
-            for r in evictions or []
-            if r.status in (FAILED, NOT_ATTEMPTED, DELETED)
-        ],
-        "findings": rule_findings(outcomes, timeout) + run_findings([], evictions or [], eviction_timeout),
+        "evicted": pods["evicted"],
+        "blocked": pods["blocked"],
+        "eviction_failed": pods["eviction_failed"],
+        "findings": rule_findings(outcomes, timeout) + eviction_findings(evictions or [], eviction_timeout),
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.device import OWNER_LABEL
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
     DEVICE_TAINT_RULES,
     RESOURCE_API_VERSION,
@@ -21,16 +22,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import pod_field_selector
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.device import OWNER_LABEL
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.evictions import (
     Budget,
     CompactPod,
-    project_budget,
     project_pod,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.reads import (
-    BUDGETS,
-    POLICY_API_VERSION,
+    read_budgets,
 )
 
 
@@ -81,9 +77,7 @@ def read_users(client: KubeClient, reads: DeviceReads, nodes: list[str], page_si
     with error_context("cannot list pods"):
         items = client.list_items(api_path("v1", "pods"), field_selector=pod_field_selector(nodes), page_size=page_size)
         reads.pods = [p for p in (project_pod(item, wanted, lambda _resource: False) for item in items) if p]
-    with error_context("cannot list PodDisruptionBudgets"):
-        items = client.list_items(api_path(POLICY_API_VERSION, BUDGETS), page_size=page_size)
-        reads.budgets = [b for b in map(project_budget, items) if b is not None]
+    reads.budgets = read_budgets(client, page_size)
 
 
 def get_rule(client: KubeClient, name: str) -> dict[str, Any] | None:

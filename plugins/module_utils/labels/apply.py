@@ -5,20 +5,24 @@ mode and conflicts fall out; summaries and diffs of what changed."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_status
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import MAX_CONFLICT_ATTEMPTS, JsonPatch
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import JsonPatch
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
     CompactNode,
     LabelingOptions,
     NodePlan,
     Outcome,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.diff import diff_entry
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.node_patches import (
+    PatchCalls,
+    Patched,
+    PatchResult,
+    patch_nodes,
 )
 
 MAX_WARNED_NODES = 10
@@ -37,65 +41,22 @@ class NodeResult:
     error: str = ""
 
 
-# Statuses that concern one node only: the others (no answer, 401, 403, 429 or 5xx after the
-# client's retries) mean the API server cannot take writes now, so sending more is pointless.
-_NODE_GONE = 404
-_NODE_ONLY_STATUSES = frozenset({400, 409, 422})
-# The node changed since it was read: 409 Conflict, or 422 when a `test` of the patch failed (the
-# API server answers a JSON patch that does not apply with 422, as it answers an invalid object).
-_PATCH_REFUSED = 422
-_CHANGED_STATUSES = frozenset({409, _PATCH_REFUSED})
-
-
-def _apply_one(
-    plan: NodePlan,
-    send: Callable[[str, JsonPatch], object],
-    reread: Callable[[str], CompactNode | None],
-    replan: Callable[[CompactNode], NodePlan],
-    stop: threading.Event,
-    errors: tuple[type[BaseException], ...],
-) -> NodeResult:
-    attempt = 1
-    while True:
-        if stop.is_set() or plan.patch is None:
-            return NodeResult(plan, ApplyStatus.NOT_ATTEMPTED if stop.is_set() else ApplyStatus.DONE)
-        try:
-            send(plan.name, plan.patch)
-            return NodeResult(plan)
-        except errors as exc:
-            status = error_status(exc)
-            if status == _NODE_GONE:
-                return NodeResult(
-                    replace(plan, outcome=Outcome.SKIP, after=None, reason="node was deleted", patch=None)
-                )
-            if status not in _CHANGED_STATUSES:
-                if status not in _NODE_ONLY_STATUSES:
-                    stop.set()
-                return NodeResult(plan, ApplyStatus.FAILED, str(exc))
-            if attempt >= MAX_CONFLICT_ATTEMPTS:
-                message = (
-                    "the node's label or ownership record kept changing while it was being labeled "
-                    f"({status}, the patch no longer applied; {attempt} attempts)"
-                )
-                return NodeResult(plan, ApplyStatus.FAILED, message)
-            refused, error = (plan.patch if status == _PATCH_REFUSED else None), str(exc)
-        # The node changed since it was read. Decide again on what it is now.
-        try:
-            node = reread(plan.name)
-        except errors as exc:
-            if error_status(exc) not in _NODE_ONLY_STATUSES:
-                stop.set()
-            return NodeResult(plan, ApplyStatus.FAILED, str(exc))
-        if node is None:
-            return NodeResult(replace(plan, outcome=Outcome.SKIP, after=None, reason="node was deleted", patch=None))
-        replanned = replan(node)
-        if refused is not None and replanned.patch == refused:
-            # Nothing the patch depends on changed: the server refused the patch itself (an invalid value).
-            return NodeResult(plan, ApplyStatus.FAILED, error)
-        plan = replanned
-        if plan.patch is None:
-            return NodeResult(plan)
-        attempt += 1
+def _result(patched: PatchResult[NodePlan]) -> NodeResult:
+    """The loop's outcome in labeling's words: a node deleted meanwhile is skipped, not failed."""
+    plan = patched.plan
+    if patched.outcome is Patched.GONE:
+        return NodeResult(replace(plan, outcome=Outcome.SKIP, after=None, reason="node was deleted", patch=None))
+    if patched.outcome is Patched.KEPT_CHANGING:
+        message = (
+            "the node's label or ownership record kept changing while it was being labeled "
+            f"({patched.status}, the patch no longer applied; {patched.attempts} attempts)"
+        )
+        return NodeResult(plan, ApplyStatus.FAILED, message)
+    if patched.outcome is Patched.FAILED:
+        return NodeResult(plan, ApplyStatus.FAILED, patched.error)
+    if patched.outcome is Patched.NOT_ATTEMPTED:
+        return NodeResult(plan, ApplyStatus.NOT_ATTEMPTED)
+    return NodeResult(plan)
 
 
 def apply_plans(
@@ -107,7 +68,8 @@ def apply_plans(
     parallelism: int = 16,
     errors: tuple[type[BaseException], ...] = (Exception,),
 ) -> list[NodeResult]:
-    """Send every plan's patch, `parallelism` at a time; plans without a patch pass through.
+    """Send every plan's patch through the guarded node patches of write/node_patches.py,
+    `parallelism` at a time; plans without a patch pass through.
 
     `send(name, patch)` patches one node, `reread(name)` reads it again when the patch no longer
     applies (409, or 422 from a failed `test`; None when it is gone) and `replan(node)` decides
@@ -115,30 +77,18 @@ def apply_plans(
     server is down, throttles beyond the retries, or forbids the write) stops the sending: the
     patches already in flight finish, and the rest are returned as not attempted.
     """
-    stop = threading.Event()
-    results: dict[str, NodeResult] = {p.name: NodeResult(p) for p in plans if p.patch is None}
-    pending = [p for p in plans if p.patch is not None]
-    if pending:
-        with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(pending)))) as pool:
-            futures = [pool.submit(_apply_one, p, send, reread, replan, stop, errors) for p in pending]
-            for plan, future in zip(pending, futures, strict=True):
-                results[plan.name] = future.result()
-    return [results[p.name] for p in plans]
+    calls: PatchCalls[NodePlan, CompactNode] = PatchCalls(send, reread, lambda node, _plan: replan(node), errors)
+    return [_result(patched) for patched in patch_nodes(plans, calls, parallelism)]
 
 
 def _label_line(key: str, value: str | None) -> str:
     return f"{key}={value}\n" if value is not None else ""
 
 
-def diff_entry(plan: NodePlan, key: str) -> dict[str, Any]:
+def label_diff(plan: NodePlan, key: str) -> dict[str, Any]:
     """Before and after of the managed label only, as `key=value` lines, for Ansible's diff callback."""
-    header = f"node/{plan.name}"
-    return {
-        "before_header": header,
-        "after_header": header + (" (foreign value overwritten)" if plan.forced else ""),
-        "before": _label_line(key, plan.before),
-        "after": _label_line(key, plan.after),
-    }
+    note = "foreign value overwritten" if plan.forced else ""
+    return diff_entry(f"node/{plan.name}", _label_line(key, plan.before), _label_line(key, plan.after), note)
 
 
 def summarize(results: Sequence[NodeResult], key: str) -> dict[str, Any]:
@@ -165,7 +115,7 @@ def summarize(results: Sequence[NodeResult], key: str) -> dict[str, Any]:
         ],
         "failed_nodes": [{"node": r.plan.name, "error": r.error} for r in results if r.status is ApplyStatus.FAILED],
         "not_attempted": [r.plan.name for r in results if r.status is ApplyStatus.NOT_ATTEMPTED],
-        "diff": [diff_entry(p, key) for p in labeled + unlabeled],
+        "diff": [label_diff(p, key) for p in labeled + unlabeled],
     }
     # `skipped` and `failed` are reserved in an Ansible result (they mark the task), hence `_nodes`.
     summary["counts"] = {

@@ -1,16 +1,13 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Apply a node quarantine plan through the functions it is handed: one patch per node that
-changes (read again and decided again when another client changed what it tests), then the
-evictions of the GPU pods of the nodes quarantined, a bounded number in flight, a budget's 429
-retried with back-off until the run's timeout; what the run did, as the module returns it."""
+changes, through the guarded node patches of write/node_patches.py (read again and decided again
+when another client changed what it tests), then the evictions of the GPU pods of the nodes
+quarantined (write/evictions.py); what the run did, as the module returns it."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +15,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalo
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import quarantine as kinds
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import plugin_finding
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_status
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import MAX_CONFLICT_ATTEMPTS, JsonPatch
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.retries import backoff_delay
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import describe_pool
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import (
     OUTCOME_HELD,
     OUTCOME_MISSING,
@@ -31,8 +25,20 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine
     NodePlan,
     PodEviction,
     QuarantinePlan,
-    diff_entry,
+    node_diff,
     node_entry,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import describe_pool
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.evictions import (
+    EvictionResult,
+    eviction_findings,
+    eviction_lists,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.node_patches import (
+    PatchCalls,
+    Patched,
+    PatchResult,
+    patch_nodes,
 )
 
 NODE_DONE = "done"
@@ -40,22 +46,13 @@ NODE_FAILED = "failed"
 NODE_GONE = "gone"
 NODE_NOT_ATTEMPTED = "not_attempted"
 
-EVICTED = "evicted"
-POD_GONE = "gone"
-BLOCKED = "blocked"
-DELETED = "deleted"
-FAILED = "failed"
-NOT_ATTEMPTED = "not_attempted"
-
-TOO_MANY_REQUESTS = 429
-NOT_FOUND = 404
-# A pod several budgets select: the API server answers 500 and never evicts it.
-SEVERAL_BUDGETS = "more than one PodDisruptionBudget"
-# The node changed since it was read: 409, or 422 when a `test` of the patch failed.
-_CHANGED = frozenset({409, 422})
-# Statuses about one object only; the others mean the API server takes no writes now.
-_OBJECT_ONLY = frozenset({400, 404, 409, 422, TOO_MANY_REQUESTS})
-MAX_EVICTION_BACKOFF = 5.0
+_STATUS = {
+    Patched.DONE: NODE_DONE,
+    Patched.GONE: NODE_GONE,
+    Patched.FAILED: NODE_FAILED,
+    Patched.KEPT_CHANGING: NODE_FAILED,
+    Patched.NOT_ATTEMPTED: NODE_NOT_ATTEMPTED,
+}
 
 
 @dataclass(frozen=True)
@@ -65,52 +62,17 @@ class NodeResult:
     error: str = ""
 
 
-@dataclass(frozen=True)
-class EvictionResult:
-    pod: PodEviction
-    status: str
-    detail: str = ""
-    attempts: int = 0
-
-
-def _patch_one(
-    plan: NodePlan,
-    send: Callable[[str, JsonPatch], object],
-    reread: Callable[[str], CompactNode | None],
-    replan: Callable[[CompactNode, NodePlan], NodePlan],
-    stop: threading.Event,
-    errors: tuple[type[BaseException], ...],
-) -> NodeResult:
-    for _attempt in range(MAX_CONFLICT_ATTEMPTS):
-        if plan.patch is None:
-            return NodeResult(plan)
-        if stop.is_set():
-            return NodeResult(plan, NODE_NOT_ATTEMPTED)
-        try:
-            send(plan.name, plan.patch)
-            return NodeResult(plan)
-        except errors as exc:
-            status = error_status(exc)
-            if status == NOT_FOUND:
-                return NodeResult(plan, NODE_GONE, "the node was deleted")
-            if status not in _CHANGED:
-                if status not in _OBJECT_ONLY:
-                    stop.set()
-                return NodeResult(plan, NODE_FAILED, str(exc))
-        try:
-            node = reread(plan.name)
-        except errors as exc:
-            if error_status(exc) not in _OBJECT_ONLY:
-                stop.set()
-            return NodeResult(plan, NODE_FAILED, str(exc))
-        if node is None:
-            return NodeResult(plan, NODE_GONE, "the node was deleted")
-        plan = replan(node, plan)
-    message = (
-        "the node's cordon, taints or quarantine record kept changing while it was being quarantined "
-        f"({MAX_CONFLICT_ATTEMPTS} attempts)"
-    )
-    return NodeResult(plan, NODE_FAILED, message)
+def _result(patched: PatchResult[NodePlan]) -> NodeResult:
+    """The loop's outcome in quarantine's words."""
+    error = patched.error
+    if patched.outcome is Patched.GONE:
+        error = "the node was deleted"
+    elif patched.outcome is Patched.KEPT_CHANGING:
+        error = (
+            "the node's cordon, taints or quarantine record kept changing while it was being quarantined "
+            f"({MAX_CONFLICT_ATTEMPTS} attempts)"
+        )
+    return NodeResult(patched.plan, _STATUS[patched.outcome], error)
 
 
 def apply_node_patches(
@@ -124,83 +86,8 @@ def apply_node_patches(
 ) -> list[NodeResult]:
     """Send each plan's patch, `parallelism` at a time; plans without one pass through. A failure that is
     not about one node (the API server is down, or forbids the write) stops the sending."""
-    stop = threading.Event()
-    pending = [p for p in plans if p.patch is not None]
-    results = {p.name: NodeResult(p) for p in plans if p.patch is None}
-    if pending:
-        with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(pending)))) as pool:
-            futures = [pool.submit(_patch_one, p, send, reread, replan, stop, errors) for p in pending]
-            for plan, future in zip(pending, futures, strict=True):
-                results[plan.name] = future.result()
-    return [results[p.name] for p in plans]
-
-
-@dataclass(frozen=True)
-class EvictionSettings:
-    timeout: float
-    force_delete: bool = False
-    parallelism: int = 16
-    backoff: float = 0.5
-
-
-@dataclass(frozen=True)
-class EvictionCalls:
-    """What evictions go through: the eviction and the deletion of one pod, the failures they raise
-    that are answers about that pod, and the clock and sleep the back-off runs on."""
-
-    evict: Callable[[PodEviction], object]
-    delete: Callable[[PodEviction], object]
-    errors: tuple[type[BaseException], ...] = (Exception,)
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
-
-
-def _evict_one(
-    pod: PodEviction, calls: EvictionCalls, settings: EvictionSettings, deadline: float, stop: threading.Event
-) -> EvictionResult:
-    attempt = 0
-    detail = ""
-    while True:
-        if stop.is_set():
-            return EvictionResult(pod, NOT_ATTEMPTED, attempts=attempt)
-        attempt += 1
-        try:
-            calls.evict(pod)
-            return EvictionResult(pod, EVICTED, attempts=attempt)
-        except calls.errors as exc:
-            status, detail = error_status(exc), str(exc)
-            if status == NOT_FOUND:
-                return EvictionResult(pod, POD_GONE, attempts=attempt)
-            if SEVERAL_BUDGETS in detail:
-                break
-            if status != TOO_MANY_REQUESTS:
-                if status not in _OBJECT_ONLY:
-                    stop.set()
-                return EvictionResult(pod, FAILED, detail, attempt)
-        remaining = deadline - calls.clock()
-        if remaining <= 0:
-            break
-        calls.sleep(min(backoff_delay(attempt - 1, settings.backoff), MAX_EVICTION_BACKOFF, remaining))
-    if not settings.force_delete:
-        return EvictionResult(pod, BLOCKED, detail, attempt)
-    try:
-        calls.delete(pod)
-    except calls.errors as exc:
-        return EvictionResult(pod, FAILED, f"{detail}; then deleting it failed: {exc}", attempt)
-    return EvictionResult(pod, DELETED, detail, attempt)
-
-
-def evict_pods(pods: Sequence[PodEviction], calls: EvictionCalls, settings: EvictionSettings) -> list[EvictionResult]:
-    """Evict every pod through `calls.evict`, `settings.parallelism` in flight; a pod its budget keeps
-    (429) is tried again with back-off until `settings.timeout` seconds after the start, then reported
-    blocked, or deleted through `calls.delete` with `force_delete`."""
-    if not pods:
-        return []
-    deadline = calls.clock() + settings.timeout
-    stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=max(1, min(settings.parallelism, len(pods)))) as pool:
-        futures = [pool.submit(_evict_one, p, calls, settings, deadline, stop) for p in pods]
-        return [future.result() for future in futures]
+    calls: PatchCalls[NodePlan, CompactNode] = PatchCalls(send, reread, replan, errors)
+    return [_result(patched) for patched in patch_nodes(plans, calls, parallelism)]
 
 
 def pods_to_evict(results: Sequence[NodeResult]) -> list[PodEviction]:
@@ -252,40 +139,12 @@ def run_findings(
     nodes: Sequence[NodeResult], evictions: Sequence[EvictionResult], timeout: float
 ) -> list[dict[str, Any]]:
     """What the writes report: node patches that failed, pods not evicted, pods deleted past their budget."""
-    found = []
-    for node in nodes:
-        if node.status == NODE_FAILED:
-            found.append(_finding(kinds.NODE_PATCH_FAILED, (node.plan.name, None), error=node.error))
-    for result in evictions:
-        pod = result.pod
-        budgets = ", ".join(f"PodDisruptionBudget {pod.namespace}/{b}" for b in pod.blocking) or "its budget"
-        if result.status == BLOCKED:
-            found.append(
-                _finding(
-                    kinds.EVICTION_BLOCKED,
-                    (pod.node, pod.ref),
-                    pod=pod.ref,
-                    node=pod.node,
-                    budgets=budgets,
-                    timeout=f"{timeout:g}",
-                    detail=result.detail,
-                )
-            )
-        elif result.status == DELETED:
-            found.append(
-                _finding(
-                    kinds.POD_DELETED,
-                    (pod.node, pod.ref),
-                    pod=pod.ref,
-                    node=pod.node,
-                    budgets=budgets,
-                    timeout=f"{timeout:g}",
-                )
-            )
-        elif result.status in (FAILED, NOT_ATTEMPTED):
-            error = result.detail or "not attempted: the API server failed on another pod first"
-            found.append(_finding(kinds.EVICTION_FAILED, (pod.node, pod.ref), pod=pod.ref, node=pod.node, error=error))
-    return found
+    found = [
+        _finding(kinds.NODE_PATCH_FAILED, (node.plan.name, None), error=node.error)
+        for node in nodes
+        if node.status == NODE_FAILED
+    ]
+    return found + eviction_findings(evictions, timeout)
 
 
 def summarize(
@@ -297,10 +156,6 @@ def summarize(
     """The module's result (without `changed`, `writes` and `diff`): the plan per node, what was done,
     the findings. `evictions` is None when the run evicts nothing (check mode, or evict: false)."""
     done = [r.plan for r in nodes if r.status == NODE_DONE]
-    by_status: dict[str, list[str]] = {}
-    for result in evictions or []:
-        by_status.setdefault(result.status, []).append(result.pod.ref)
-    blocked = [r for r in evictions or [] if r.status == BLOCKED]
     summary: dict[str, Any] = {
         "nodes": [node_entry(r.plan) for r in nodes],
         "quarantined": [p.name for p in done if p.outcome == OUTCOME_QUARANTINE],
@@ -316,23 +171,14 @@ def summarize(
         ],
         "not_attempted": [r.plan.name for r in nodes if r.status == NODE_NOT_ATTEMPTED],
         "to_evict": [p.ref for r in nodes for p in r.plan.evict if r.plan.outcome != OUTCOME_HELD],
-        "evicted": by_status.get(EVICTED, []) + by_status.get(POD_GONE, []),
-        "blocked": [
-            {"pod": r.pod.ref, "node": r.pod.node, "budgets": list(r.pod.blocking), "error": r.detail} for r in blocked
-        ],
-        "deleted": by_status.get(DELETED, []),
-        "eviction_failed": [
-            {"pod": r.pod.ref, "error": r.detail or "not attempted"}
-            for r in evictions or []
-            if r.status in (FAILED, NOT_ATTEMPTED)
-        ],
+        **eviction_lists(evictions),
         "pools": {
             describe_pool(key): {"out_of_service": plan.used[key], "limit": plan.limits[key]}
             for key in sorted({key for node in plan.nodes for key in node.pools})
         },
         "findings": plan_findings(plan) + run_findings(nodes, evictions or [], timeout),
     }
-    summary["diff"] = [diff_entry(r.plan) for r in nodes if r.plan.patch is not None and r.status == NODE_DONE]
+    summary["diff"] = [node_diff(r.plan) for r in nodes if r.plan.patch is not None and r.status == NODE_DONE]
     return summary
 
 
@@ -353,12 +199,3 @@ def failure_message(summary: dict[str, Any]) -> str | None:
     if summary["eviction_failed"]:
         parts.append("not evicted: " + "; ".join(f"{f['pod']}: {f['error']}" for f in summary["eviction_failed"][:5]))
     return ("quarantine incomplete; " + "; ".join(parts) + "; run again to converge") if parts else None
-
-
-def blocked_warning(summary: dict[str, Any]) -> str | None:
-    blocked = summary["blocked"]
-    if not blocked:
-        return None
-    named = "; ".join(f"{b['pod']} (PodDisruptionBudget {', '.join(b['budgets']) or '?'})" for b in blocked[:10])
-    more = f" and {len(blocked) - 10} more" if len(blocked) > 10 else ""
-    return f"{len(blocked)} GPU pod(s) stay on quarantined nodes, kept by their budget: {named}{more}"

@@ -18,33 +18,23 @@ the Eviction API honours them.
 from __future__ import annotations
 
 import json
-import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import is_static_pod
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import GPU_DRIVERS, model_from_devices
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import DraFleet, dra_counts
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import UNKNOWN_MODEL, detect_model
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import DEFAULT_OPTIONS, FleetOptions
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_quantities, pod_gpus
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_quantities
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import JsonPatch, member_ops
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
     as_mapping,
-    as_text,
     object_parts,
-    optional_int,
     string_map,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import FINISHED_POD_PHASES
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.selectors import (
-    LabelSelector,
-    parse_label_selector,
-    selector_text,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import (
     MODEL_DIMENSION,
@@ -53,6 +43,14 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker i
     PoolKey,
     apply_breaker,
     count_pools,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.diff import diff_entry
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.evictions import (
+    Budget,
+    CompactPod,
+    PodEviction,
+    eviction_entry,
+    pod_eviction,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
     QUARANTINE_TAINT,
@@ -102,76 +100,6 @@ class CompactNode:
     @property
     def tainted(self) -> bool:
         return any(is_quarantine_taint(t) for t in self.taints)
-
-
-@dataclass(frozen=True)
-class CompactPod:
-    namespace: str
-    name: str
-    node: str
-    labels: Mapping[str, str]
-    gpus: Mapping[str, int]
-    daemonset: bool
-    mirror: bool
-    terminating: bool
-
-    @property
-    def ref(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True)
-class Budget:
-    """A PodDisruptionBudget: the pods it selects and how many disruptions it allows now."""
-
-    namespace: str
-    name: str
-    # None with `selects_all` False: it selects no pod (no selector); with `selects_all`, every pod
-    # of its namespace (an empty selector, as policy/v1 reads it).
-    selector: LabelSelector | None
-    selects_all: bool
-    disruptions_allowed: int
-    # Whether the disruption controller has looked at this generation of it (its status is current).
-    current: bool
-
-    def selects(self, pod: CompactPod) -> bool:
-        if pod.namespace != self.namespace:
-            return False
-        return self.selects_all or (self.selector is not None and self.selector.matches(pod.labels))
-
-
-@dataclass(frozen=True)
-class BudgetRef:
-    name: str
-    disruptions_allowed: int
-    current: bool
-
-    @property
-    def allows(self) -> bool:
-        return self.current and self.disruptions_allowed > 0
-
-
-@dataclass(frozen=True)
-class PodEviction:
-    """A GPU pod to evict, with the budgets that select it."""
-
-    namespace: str
-    name: str
-    node: str
-    gpus: Mapping[str, int]
-    budgets: tuple[BudgetRef, ...] = ()
-
-    @property
-    def ref(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def blocking(self) -> tuple[str, ...]:
-        """The budgets that would refuse its eviction now (a pod that several budgets select is
-        refused by the API server whatever they allow)."""
-        if len(self.budgets) > 1:
-            return tuple(b.name for b in self.budgets)
-        return tuple(b.name for b in self.budgets if not b.allows)
 
 
 @dataclass(frozen=True)
@@ -239,12 +167,6 @@ def check_nodes(value: object) -> list[str]:
     return list(dict.fromkeys(n.strip() for n in names))
 
 
-def check_text(value: object, option: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise OptionError(f"{option} must be a non-empty string: the record on the node says it")
-    return value.strip()
-
-
 # --- projections ---------------------------------------------------------------------------------
 
 
@@ -265,60 +187,6 @@ def project_node(item: object, options: QuarantineOptions) -> CompactNode | None
         record_text=annotations.get(RECORD_ANNOTATION),
         labels={k: v for k, v in labels.items() if k in wanted},
         gpus=sum(count for resource, count in capacity.items() if options.fleet.counts(resource)),
-    )
-
-
-def project_pod(item: object, nodes: frozenset[str], is_gpu: Callable[[str], bool]) -> CompactPod | None:
-    """The fields of a pod on one of `nodes` that quarantine needs; None for any other pod and for
-    finished pods, so a fleet's list costs little more than a look at each pod's node."""
-    pod = as_mapping(item)
-    spec = as_mapping(pod.get("spec"))
-    node = spec.get("nodeName")
-    if node not in nodes:
-        return None
-    metadata = as_mapping(pod.get("metadata"))
-    status = as_mapping(pod.get("status"))
-    name = metadata.get("name")
-    if not isinstance(name, str) or not name or status.get("phase") in FINISHED_POD_PHASES:
-        return None
-    owners = [as_mapping(o) for o in as_list(metadata.get("ownerReferences"))]
-    kinds = [as_text(o.get("kind")) for o in owners]
-    return CompactPod(
-        namespace=sys.intern(as_text(metadata.get("namespace"))),
-        name=name,
-        node=str(node),
-        labels=string_map(metadata.get("labels")),
-        # GPUs a DeviceClass serves from a DRA claim for an extended resource are in the limits too.
-        gpus=pod_gpus(spec, is_gpu),
-        daemonset="DaemonSet" in kinds,
-        mirror=is_static_pod(string_map(metadata.get("annotations")), kinds),
-        terminating=metadata.get("deletionTimestamp") is not None,
-    )
-
-
-def project_budget(item: object) -> Budget | None:
-    parts = object_parts(item)
-    if parts is None:
-        return None
-    name, metadata, spec, status = parts
-    raw = spec.get("selector")
-    selector, selects_all = None, False
-    if isinstance(raw, dict):
-        text = selector_text(raw)
-        if text is not None:
-            selector = parse_label_selector(text)
-        else:
-            # policy/v1: an empty selector selects every pod of the namespace; one that cannot be
-            # read here is taken to select every pod too, so it is never overlooked.
-            selects_all = True
-    generation, observed = optional_int(metadata.get("generation")), optional_int(status.get("observedGeneration"))
-    return Budget(
-        namespace=as_text(metadata.get("namespace")),
-        name=name,
-        selector=selector,
-        selects_all=selects_all,
-        disruptions_allowed=optional_int(status.get("disruptionsAllowed")) or 0,
-        current=observed is not None and (generation is None or observed >= generation),
     )
 
 
@@ -408,11 +276,6 @@ def node_patch(node: CompactNode, cordon: bool, taint: bool, record: str) -> Jso
         guards += guard
         writes += write
     return guards + writes if writes else None
-
-
-def pod_eviction(pod: CompactPod, budgets: Sequence[Budget]) -> PodEviction:
-    refs = tuple(BudgetRef(b.name, b.disruptions_allowed, b.current) for b in budgets if b.selects(pod))
-    return PodEviction(pod.namespace, pod.name, pod.node, dict(pod.gpus), refs)
 
 
 def split_gpu_pods(
@@ -537,26 +400,8 @@ def state_text(state: NodeState | None) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def diff_entry(plan: NodePlan) -> dict[str, str]:
-    header = f"node/{plan.name}"
-    return {
-        "before_header": header,
-        "after_header": header,
-        "before": state_text(plan.before),
-        "after": state_text(plan.after),
-    }
-
-
-def eviction_entry(pod: PodEviction) -> dict[str, Any]:
-    return {
-        "pod": pod.ref,
-        "node": pod.node,
-        "gpus": dict(pod.gpus),
-        "budgets": [
-            {"name": b.name, "disruptions_allowed": b.disruptions_allowed, "allows": b.allows} for b in pod.budgets
-        ],
-        "blocked_by": list(pod.blocking),
-    }
+def node_diff(plan: NodePlan) -> dict[str, Any]:
+    return diff_entry(f"node/{plan.name}", state_text(plan.before), state_text(plan.after))
 
 
 def node_entry(plan: NodePlan) -> dict[str, Any]:

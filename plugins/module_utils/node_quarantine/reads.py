@@ -2,12 +2,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What node quarantine reads and writes: one paginated list each of nodes, pods (active ones, on
 the asked node when there is one), PodDisruptionBudgets and the DRA objects the fleet facts read;
-a node read again when its patch no longer applies, one JSON patch per node that changes, and one
-eviction (or, when asked, one deletion) per GPU pod."""
+a node read again when its patch no longer applies, and one JSON patch per node that changes (the
+evictions are write/evictions.py's)."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import dra_fleet
@@ -23,13 +22,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine
     QuarantineOptions,
     QuarantineReads,
     dra_holders,
-    project_budget,
     project_node,
-    project_pod,
 )
-
-POLICY_API_VERSION = "policy/v1"
-BUDGETS = "poddisruptionbudgets"
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.evictions import project_pod, read_budgets
 
 
 def read_quarantine(
@@ -48,9 +43,7 @@ def read_quarantine(
                 api_path("v1", "pods"), field_selector=pod_field_selector(asked), page_size=page_size
             )
             pods = [p for p in (project_pod(item, wanted, is_gpu) for item in items) if p is not None]
-        with error_context("cannot list PodDisruptionBudgets"):
-            items = client.list_items(api_path(POLICY_API_VERSION, BUDGETS), page_size=page_size)
-            budgets = [b for b in map(project_budget, items) if b is not None]
+        budgets = read_budgets(client, page_size)
         with error_context("cannot read the DRA objects"):
             dra = read_dra(client, page_size)
     return QuarantineReads(nodes, pods, budgets, dra_fleet(dra), dra_holders(dra.claims))
@@ -65,25 +58,3 @@ def reread_node(client: KubeClient, name: str, options: QuarantineOptions) -> Co
 
 def patch_node(client: KubeClient, name: str, patch: JsonPatch) -> dict[str, Any]:
     return client.patch_json(api_path("v1", "nodes", name), patch)
-
-
-def eviction_client(client: KubeClient) -> KubeClient:
-    """A client for evictions that does not retry on its own: a 429 is a budget's answer, retried
-    with the run's back-off until its timeout, not the client's ten throttle retries."""
-    evicting = copy.copy(client)
-    evicting.retries = 0
-    evicting.request_count = evicting.write_count = 0
-    return evicting
-
-
-def evict_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any]:
-    body = {
-        "apiVersion": POLICY_API_VERSION,
-        "kind": "Eviction",
-        "metadata": {"name": name, "namespace": namespace},
-    }
-    return client.create(api_path("v1", "pods", name, namespace=namespace, subresource="eviction"), body)
-
-
-def delete_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
-    return client.delete(api_path("v1", "pods", name, namespace=namespace))

@@ -165,6 +165,10 @@ class ReleasePlan:
     before: str = ""
     after: str = ""
 
+    @property
+    def name(self) -> str:
+        return self.node
+
 
 def describe_taint(taint: Mapping[str, Any]) -> str:
     value = as_text(taint.get("value"))

@@ -7,13 +7,11 @@ when it Succeeded; the proof pod is deleted whatever its outcome. Then the modul
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import release as kinds
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import error_status
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import FINISHED_POD_PHASES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
     JsonPatch,
@@ -27,10 +25,14 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.re
     missing_plan,
     proof_hit,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.diff import diff_entry
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.node_patches import (
+    PatchCalls,
+    Patched,
+    in_parallel,
+    patch_node,
+)
 
-MAX_PATCH_ATTEMPTS = 3
-# The node changed since it was read: 409 Conflict, or 422 when a `test` of the patch failed.
-_CHANGED_STATUSES = frozenset({409, 422})
 _LOGGED_PHASES = ("Running", *FINISHED_POD_PHASES)
 
 
@@ -103,29 +105,20 @@ def run_proof(
 def apply_release(
     plan: ReleasePlan, nodes: NodeCalls, outcome: ProofOutcome | None, errors: tuple[type[BaseException], ...]
 ) -> NodeResult:
-    """The release patch, once the proof passed; a node that changed meanwhile is decided again."""
-    attempt = 1
-    while True:
-        if plan.patch is None:
-            raise AssertionError(f"the plan of {plan.node} has no patch")
-        try:
-            nodes.send(plan.node, plan.patch)
-            return NodeResult(plan, True, outcome, plan.hits)
-        except errors as exc:
-            refused, error = plan.patch, str(exc)
-            if error_status(exc) not in _CHANGED_STATUSES or attempt >= MAX_PATCH_ATTEMPTS:
-                return NodeResult(plan, False, outcome, (*plan.hits, _patch_failed(plan.node, error)))
-        try:
-            node = nodes.reread(plan.node)
-        except errors as exc:
-            return NodeResult(plan, False, outcome, (*plan.hits, _patch_failed(plan.node, str(exc))))
-        plan = nodes.replan(node) if node is not None else missing_plan(plan.node)
-        if plan.verdict is not Verdict.RELEASE:
-            return NodeResult(plan, False, outcome, plan.hits)
-        if plan.patch == refused:
-            # Nothing the patch tests changed: the server refused the patch itself.
-            return NodeResult(plan, False, outcome, (*plan.hits, _patch_failed(plan.node, error)))
-        attempt += 1
+    """The release patch, once the proof passed, through the guarded node patches of
+    write/node_patches.py: a node that changed meanwhile is decided again."""
+    if plan.patch is None:
+        raise AssertionError(f"the plan of {plan.node} has no patch")
+    calls: PatchCalls[ReleasePlan, ReleaseNode] = PatchCalls(
+        nodes.send, nodes.reread, lambda node, _plan: nodes.replan(node), errors
+    )
+    patched = patch_node(plan, calls)
+    plan = patched.plan
+    if patched.outcome is Patched.GONE and not patched.error:
+        plan = missing_plan(plan.node)  # deleted before it was read again
+    elif patched.outcome is not Patched.DONE:
+        return NodeResult(plan, False, outcome, (*plan.hits, _patch_failed(plan.node, patched.error)))
+    return NodeResult(plan, plan.verdict is Verdict.RELEASE, outcome, plan.hits)
 
 
 def _patch_failed(node: str, error: str) -> Hit:
@@ -149,15 +142,13 @@ def release_all(
     nodes: NodeCalls,
     timeout: float,
     *,
-    parallelism: int = 8,
+    parallelism: int = 16,
     errors: tuple[type[BaseException], ...] = (Exception,),
 ) -> list[NodeResult]:
     """Every plan run, `parallelism` proofs at a time; plans that release nothing pass through."""
     if not any(p.verdict is Verdict.RELEASE for p in plans):
         return [NodeResult(p, hits=p.hits) for p in plans]
-    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(plans)))) as pool:
-        futures = [pool.submit(release_one, p, pods, nodes, timeout, errors) for p in plans]
-        return [future.result() for future in futures]
+    return in_parallel(lambda plan: release_one(plan, pods, nodes, timeout, errors), plans, parallelism)
 
 
 def planned(plans: Sequence[ReleasePlan]) -> list[NodeResult]:
@@ -215,14 +206,7 @@ def summarize(results: Sequence[NodeResult], check_mode: bool) -> dict[str, Any]
             held.append(_held_entry(result, holding[-1]["message"]))
         elif result.released or (check_mode and plan.verdict is Verdict.RELEASE):
             released.append(plan.node)
-            diff.append(
-                {
-                    "before_header": f"node/{plan.node}",
-                    "after_header": f"node/{plan.node}",
-                    "before": plan.before,
-                    "after": plan.after,
-                }
-            )
+            diff.append(diff_entry(f"node/{plan.node}", plan.before, plan.after))
         elif plan.verdict is Verdict.NOT_QUARANTINED:
             not_quarantined.append(plan.node)
         elif plan.verdict is Verdict.NOT_OURS:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+
 # The taint's key, next to `kubegpu.io/managed-labels` of the labeling.
 QUARANTINE_TAINT_KEY = "kubegpu.io/quarantine"
 QUARANTINE_TAINT_EFFECT = "NoSchedule"
@@ -67,3 +69,10 @@ def read_record(annotation: str | None) -> Record | None:
 
 def is_quarantine_taint(taint: Mapping[str, Any]) -> bool:
     return taint.get("key") == QUARANTINE_TAINT_KEY and taint.get("effect") == QUARANTINE_TAINT_EFFECT
+
+
+def check_text(value: object, option: str) -> str:
+    """A text of the record (who, why), stripped; an OptionError naming `option` when it is empty."""
+    if not isinstance(value, str) or not value.strip():
+        raise OptionError(f"{option} must be a non-empty string: the record on the node says it")
+    return value.strip()

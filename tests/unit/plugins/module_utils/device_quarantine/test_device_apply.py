@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device_apply as run
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import apply as run
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.reads import DeviceReads
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import project_budget, project_pod
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.evictions import project_budget, project_pod
 
 REF = device.DeviceRef("gpu.nvidia.com", "dra-h100", "gpu-1")
 OTHER = device.DeviceRef("gpu.nvidia.com", "dra-h100", "gpu-0")

@@ -10,14 +10,15 @@ import time
 from test_node_quarantine import IS_GPU, OPTIONS, raw_node, raw_pod, share
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine import plan as q
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine import apply as a
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import BudgetRef, PodEviction
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine import plan as q
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write import evictions as ev
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.evictions import BudgetRef, PodEviction
 
 
 def _plan(asked, nodes, pods=(), options=OPTIONS):
     compact = [q.project_node(n, options) for n in nodes]
-    projected = [p for p in (q.project_pod(i, frozenset(asked), IS_GPU) for i in pods) if p is not None]
+    projected = [p for p in (ev.project_pod(i, frozenset(asked), IS_GPU) for i in pods) if p is not None]
     return q.plan_quarantine(asked, q.QuarantineReads(compact, projected, []), options)
 
 
@@ -92,25 +93,25 @@ def test_a_budget_429_is_retried_until_it_allows_the_eviction():
         if status:
             raise ClusterError("Cannot evict pod as it would violate the pod's disruption budget.", status)
 
-    result = a.evict_pods(
-        [_pod("a")], a.EvictionCalls(evict, lambda p: None, clock=clock, sleep=clock.sleep), a.EvictionSettings(60)
+    result = ev.evict_pods(
+        [_pod("a")], ev.EvictionCalls(evict, lambda p: None, clock=clock, sleep=clock.sleep), ev.EvictionSettings(60)
     )
-    assert [(r.status, r.attempts) for r in result] == [(a.EVICTED, 3)]
+    assert [(r.status, r.attempts) for r in result] == [(ev.EVICTED, 3)]
     assert 0 < clock.now < 60
 
 
 def test_a_pod_its_budget_keeps_past_the_timeout_is_blocked_and_never_deleted_unless_asked():
     budget = BudgetRef("keep", 0, True)
-    for force, status in ((False, a.BLOCKED), (True, a.DELETED)):
+    for force, status in ((False, ev.BLOCKED), (True, ev.DELETED)):
         clock = FakeClock()
         deleted = []
 
         def evict(pod):
             raise ClusterError("Cannot evict pod as it would violate the pod's disruption budget.", 429)
 
-        settings = a.EvictionSettings(10, force_delete=force)
-        result = a.evict_pods(
-            [_pod("a", [budget])], a.EvictionCalls(evict, deleted.append, clock=clock, sleep=clock.sleep), settings
+        settings = ev.EvictionSettings(10, force_delete=force)
+        result = ev.evict_pods(
+            [_pod("a", [budget])], ev.EvictionCalls(evict, deleted.append, clock=clock, sleep=clock.sleep), settings
         )
         assert result[0].status == status and result[0].attempts > 2
         assert clock.now >= 10
@@ -131,12 +132,12 @@ def test_a_pod_gone_already_counts_as_evicted_and_one_several_budgets_select_is_
         )
 
     clock = FakeClock()
-    result = a.evict_pods(
+    result = ev.evict_pods(
         [_pod("gone"), _pod("two")],
-        a.EvictionCalls(evict, lambda p: None, clock=clock, sleep=clock.sleep),
-        a.EvictionSettings(30),
+        ev.EvictionCalls(evict, lambda p: None, clock=clock, sleep=clock.sleep),
+        ev.EvictionSettings(30),
     )
-    assert [(r.status, r.attempts) for r in result] == [(a.POD_GONE, 1), (a.BLOCKED, 1)]
+    assert [(r.status, r.attempts) for r in result] == [(ev.POD_GONE, 1), (ev.BLOCKED, 1)]
     assert clock.now == 0
 
 
@@ -144,10 +145,12 @@ def test_a_forbidden_eviction_stops_the_ones_not_sent_yet():
     def evict(pod):
         raise ClusterError("forbidden", 403)
 
-    result = a.evict_pods(
-        [_pod(f"p{i}") for i in range(3)], a.EvictionCalls(evict, lambda p: None), a.EvictionSettings(30, parallelism=1)
+    result = ev.evict_pods(
+        [_pod(f"p{i}") for i in range(3)],
+        ev.EvictionCalls(evict, lambda p: None),
+        ev.EvictionSettings(30, parallelism=1),
     )
-    assert [r.status for r in result] == [a.FAILED, a.NOT_ATTEMPTED, a.NOT_ATTEMPTED]
+    assert [r.status for r in result] == [ev.FAILED, ev.NOT_ATTEMPTED, ev.NOT_ATTEMPTED]
 
 
 def test_no_more_evictions_are_in_flight_than_the_parallelism():
@@ -163,8 +166,8 @@ def test_no_more_evictions_are_in_flight_than_the_parallelism():
             flying[0] -= 1
 
     pods = [_pod(f"p{i}") for i in range(40)]
-    result = a.evict_pods(pods, a.EvictionCalls(evict, lambda p: None), a.EvictionSettings(30, parallelism=4))
-    assert all(r.status == a.EVICTED for r in result)
+    result = ev.evict_pods(pods, ev.EvictionCalls(evict, lambda p: None), ev.EvictionSettings(30, parallelism=4))
+    assert all(r.status == ev.EVICTED for r in result)
     assert 1 < flying[1] <= 4
 
 
@@ -186,7 +189,7 @@ def test_the_summary_names_what_was_held_missing_left_and_blocked():
         raw_pod("ds", "h0", {"nvidia.com/gpu": "1"}, owner="DaemonSet"),
     ]
     plan = _plan(["h0", "h1", "nope"], [raw_node("h0"), raw_node("h1")], pods, share(0.5))
-    blocked = a.EvictionResult(plan.nodes[0].evict[0], a.BLOCKED, "429")
+    blocked = ev.EvictionResult(plan.nodes[0].evict[0], ev.BLOCKED, "429")
     summary = a.summarize(plan, a.checked_results(plan), [blocked], 5)
     assert summary["quarantined"] == ["h0"] and summary["missing"] == ["nope"]
     assert summary["held_back"][0]["node"] == "h1" and summary["held_back"][0]["pool"] == "model=NVIDIA-H100-80GB-HBM3"
@@ -201,4 +204,4 @@ def test_the_summary_names_what_was_held_missing_left_and_blocked():
     ]
     assert [d["before_header"] for d in summary["diff"]] == ["node/h0"]
     assert a.failure_message(summary) is None
-    assert "ml/p0" in a.blocked_warning(summary)
+    assert "ml/p0" in ev.blocked_warning(summary["blocked"])

@@ -12,10 +12,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet i
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine import plan as q
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write import evictions as ev
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
     QUARANTINE_TAINT,
     RECORD_ANNOTATION,
     Record,
+    check_text,
     read_record,
     record_annotation,
 )
@@ -66,8 +68,8 @@ def raw_budget(name, selector, allowed=0, namespace="ml", generation=1, observed
 def plan(asked, nodes, pods=(), budgets=(), options=OPTIONS, dra=None, holders=None):
     compact = [q.project_node(n, options) for n in nodes]
     wanted = frozenset(asked)
-    projected = [p for p in (q.project_pod(item, wanted, IS_GPU) for item in pods) if p is not None]
-    budgets = [q.project_budget(b) for b in budgets]
+    projected = [p for p in (ev.project_pod(item, wanted, IS_GPU) for item in pods) if p is not None]
+    budgets = [ev.project_budget(b) for b in budgets]
     return q.plan_quarantine(asked, q.QuarantineReads(compact, projected, budgets, dra, holders or {}), options)
 
 
@@ -174,8 +176,8 @@ def test_only_gpu_pods_on_the_node_are_evicted_and_system_pods_are_left_with_the
 
 
 def test_pods_of_other_nodes_are_not_even_projected():
-    assert q.project_pod(raw_pod("x", "gpu-9", {"nvidia.com/gpu": "1"}), frozenset({"gpu-0"}), IS_GPU) is None
-    assert q.project_pod(raw_pod("x", None), frozenset({"gpu-0"}), IS_GPU) is None
+    assert ev.project_pod(raw_pod("x", "gpu-9", {"nvidia.com/gpu": "1"}), frozenset({"gpu-0"}), IS_GPU) is None
+    assert ev.project_pod(raw_pod("x", None), frozenset({"gpu-0"}), IS_GPU) is None
 
 
 def _claim(name, pod, driver="gpu.nvidia.com", admin=False):
@@ -313,7 +315,7 @@ def test_the_entry_and_the_diff_show_the_change():
     assert entry["evict"] == [
         {"pod": "ml/a", "node": "gpu-0", "gpus": {"nvidia.com/gpu": 1}, "budgets": [], "blocked_by": []}
     ]
-    diff = q.diff_entry(node)
+    diff = q.node_diff(node)
     assert diff["before"] == "spec.unschedulable: false\n"
     assert diff["after"].splitlines()[:2] == [
         "spec.unschedulable: true",
@@ -334,4 +336,4 @@ def test_nodes_keep_their_order_without_repeats():
 
 def test_reason_must_be_said():
     with pytest.raises(OptionError, match="reason must be a non-empty string"):
-        q.check_text("  ", "reason")
+        check_text("  ", "reason")
