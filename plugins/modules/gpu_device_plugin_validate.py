@@ -20,15 +20,15 @@ description:
     pods (C(component=nvidia-device-plugin); static pods by their mirror-pod annotations), and Google's
     plugin on GKE and Kubespray (C(k8s-app=nvidia-gpu-device-plugin)).
   - B(GPU nodes.) A node is a GPU node when its labels name a GPU model, say a GPU is present or count
-    GPUs, or its capacity has O(resource_name). Each has exactly one Ready device-plugin pod,
-    O(resource_name) capacity above zero, allocatable equal to capacity, and the GPU count its labels
+    GPUs, or its capacity has one of O(resource_names). Each has exactly one Ready device-plugin pod,
+    capacity of O(resource_names) above zero, allocatable equal to capacity, and the GPU count its labels
     state (a warning when they differ).
   - B(GPUs through DRA.) NVIDIA's DRA driver for GPUs is the other way a node's GPUs reach the scheduler. Its
     kubelet-plugin DaemonSet (pods C(nvidia-dra-driver-gpu-component=kubelet-plugin), or
     C(dra-driver-nvidia-gpu-component=kubelet-plugin) from the kubernetes-sigs chart) publishes each node's GPUs
     as ResourceSlices of driver C(gpu.nvidia.com). A node with such slices, or with a kubelet-plugin pod, is a DRA
     GPU node, where its plugin pod runs and is Ready, and slices name it. When it has no device-plugin pod and no
-    O(resource_name) capacity, the device-plugin checks are not made on it, so a healthy DRA node has no finding.
+    capacity of O(resource_names), the device-plugin checks are not made on it, so a healthy DRA node has no finding.
     The driver's DaemonSets are checked as the plugin's are, and listed in RV(dra_daemonsets).
   - B(GPU hosts.) With O(host_facts), the driver is found and C(nvidia-smi) works on each host, the
     host's GPU count matches its node's capacity, and the NVIDIA Container Toolkit hardening settings
@@ -39,11 +39,12 @@ description:
     and per DRA kubelet-plugin DaemonSet found (or per kubelet-plugin selector, when slices are published
     and no such DaemonSet was found). A cluster that does not serve C(resource.k8s.io/v1), or a reader not
     allowed to list ResourceSlices, gets an V(info) finding and the checks of the device plugin alone.
-  - Fails with the report when anything is wrong (any finding of severity C(error)), unless
-    O(report_only=true).
+  - Fails with the report when anything is wrong (any finding of severity C(error)), or at the severity
+    O(fail_on) names; with O(fail_on=never) it only reports.
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
+  - kubegpu.scheduling.options.fail_on
   - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
 options:
@@ -96,20 +97,25 @@ options:
     type: dict
   report_only:
     description:
-      - Never fail; return the verdict and the report only.
+      - Never fail; return the verdict and the report only. V(true) is the same as O(fail_on=never).
+      - Deprecated, removed in version 2.0.0 of kubegpu.scheduling; use O(fail_on=never) instead.
     type: bool
-    default: false
   require_hardening:
     description:
       - Report NVIDIA Container Toolkit settings that let unprivileged pods take GPUs through
         C(NVIDIA_VISIBLE_DEVICES) as errors rather than warnings.
     type: bool
     default: false
-  resource_name:
+  resource_names:
     description:
-      - The extended resource the device plugin advertises. MIG resources C(nvidia.com/mig-*) count too.
-    type: str
-    default: nvidia.com/gpu
+      - The extended resources the device plugin advertises, that count as whole GPUs. MIG resources
+        C(nvidia.com/mig-*) count too.
+      - The first name is the one findings speak of.
+      - The alias C(resource_name), one resource as a string, is deprecated and goes in 2.0.0.
+    type: list
+    elements: str
+    default: [nvidia.com/gpu]
+    aliases: [resource_name]
 notes:
   - Needs C(list) on C(daemonsets), C(nodes) and C(pods), and on C(resourceslices) (group C(resource.k8s.io))
     to check DRA nodes.
@@ -132,7 +138,7 @@ EXAMPLES = r"""
     daemonsets:
       - namespace: gpu-operator
         name: nvidia-device-plugin-daemonset
-    report_only: true
+    fail_on: never
   register: plugin_check
 
 - name: Show the report
@@ -236,7 +242,7 @@ nodes:
       description: Whether the node is Ready.
       type: bool
     capacity:
-      description: GPU capacity (O(resource_name) plus MIG resources).
+      description: GPU capacity (O(resource_names) plus MIG resources).
       type: int
     allocatable:
       description: Allocatable GPUs.
@@ -360,7 +366,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.t
     daemonset_targets,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.verdict import evaluate
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.fail_on import (
+    REPORT_ONLY_OPTION,
+    effective_fail_on,
+    failing,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import CheckFailed
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
@@ -368,10 +378,15 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     module_client,
     with_connection_options,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
+    FAIL_ON,
+    GPU_RESOURCES,
+    module_options,
+)
 
 
 def argument_spec() -> dict[str, Any]:
-    return with_connection_options(
+    spec = module_options(
         dict(
             daemonsets={
                 "type": "list",
@@ -390,16 +405,18 @@ def argument_spec() -> dict[str, Any]:
                 },
             },
             host_facts={"type": "dict"},
-            report_only={"type": "bool", "default": False},
+            report_only=dict(REPORT_ONLY_OPTION),
             require_hardening={"type": "bool", "default": False},
-            resource_name={"type": "str", "default": NVIDIA_GPU},
-        )
+        ),
+        (GPU_RESOURCES, FAIL_ON),
+        renamed={"resource_name": "resource_names"},
     )
+    return with_connection_options(spec)
 
 
 def run(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
-    options = check_options(params["resource_name"], params["device_plugin"])
+    options = check_options(params["resource_names"], params["device_plugin"])
     targets = daemonset_targets(params["daemonsets"])
     client = module_client(module)
     read = read_cluster(client, targets, options)
@@ -412,7 +429,7 @@ def main() -> None:
     module = api_module(argument_spec())
     with errors_fail(module):
         result = run(module)
-        if not result["healthy"] and not module.params["report_only"]:
+        if failing([f["severity"] for f in result["findings"]], effective_fail_on(module.params)):
             raise CheckFailed(result["report"], result=dict(changed=False, **result))
     module.exit_json(changed=False, **result)
 

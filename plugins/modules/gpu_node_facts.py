@@ -60,28 +60,23 @@ description:
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
+  - kubegpu.scheduling.options.gpu_resources
+  - kubegpu.scheduling.options.node_selection
+  - kubegpu.scheduling.options.page_size
   - kubegpu.scheduling.model_labels
   - kubegpu.scheduling.health
   - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
 options:
-  resource_names:
+  label_selectors:
     description:
-      - Extended resources that count as whole GPUs in capacity, allocatable and allocated. MIG resources
-        C(nvidia.com/mig-*) always count too.
-      - The first name is the one problems speak of.
+      - Only consider the nodes that match all of these label selectors, for example V(nvidia.com/gpu.present=true),
+        as C(kubectl get nodes -l) takes them. Joined with C(,) into one selector.
+      - The alias C(label_selector), one selector as a string, is deprecated and goes in 2.0.0.
     type: list
     elements: str
-    default: [nvidia.com/gpu]
-  label_selector:
-    description:
-      - Only consider nodes that match this label selector, for example V(nvidia.com/gpu.present=true).
-    type: str
-  names:
-    description:
-      - Only consider these nodes. A name that matches no node is reported in a warning.
-    type: list
-    elements: str
+    default: []
+    aliases: [label_selector]
   device_plugin:
     description:
       - How the device plugin's pods are recognised in the pod list.
@@ -141,11 +136,6 @@ options:
         type: list
         elements: dict
         default: []
-  page_size:
-    description:
-      - Items per page of each list.
-    type: int
-    default: 500
   dra_devices:
     description:
       - Which DRA devices each node's C(dra.devices) lists. V(problems), the devices that carry a taint (the ones
@@ -182,7 +172,7 @@ EXAMPLES = r"""
 
 - name: Read one node pool, with the GPU Operator's plugin in its own namespace
   kubegpu.scheduling.gpu_node_facts:
-    label_selector: nvidia.com/gpu.present=true
+    label_selectors: [nvidia.com/gpu.present=true]
     device_plugin:
       namespaces: [gpu-operator]
       label_selectors: [app=nvidia-device-plugin-daemonset]
@@ -517,22 +507,24 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health_tabl
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import options_from_params
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
     errors_fail,
     module_client,
     with_connection_options,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
+    GPU_RESOURCES,
+    NODE_SELECTION,
+    PAGE_SIZE,
+    check_ranges,
+    module_options,
+)
 
 
 def argument_spec() -> dict[str, Any]:
-    return with_connection_options(
+    spec = module_options(
         dict(
-            resource_names={"type": "list", "elements": "str", "default": [NVIDIA_GPU]},
-            label_selector={"type": "str"},
-            names={"type": "list", "elements": "str"},
             model_label_keys={
                 "type": "list",
                 "elements": "str",
@@ -553,17 +545,23 @@ def argument_spec() -> dict[str, Any]:
             },
             exempt_pod_selectors={"type": "list", "elements": "str", "default": list(DEFAULT_EXEMPT_POD_SELECTORS)},
             system_components=system_components_argument_spec(),
-            page_size={"type": "int", "default": 500},
             dra_devices={"type": "str", "choices": ["problems", "all"], "default": "problems"},
             health=health_argument_spec(),
-        )
+        ),
+        (GPU_RESOURCES, NODE_SELECTION, PAGE_SIZE),
+        renamed={"label_selector": "label_selectors"},
     )
+    return with_connection_options(spec)
+
+
+def joined_selector(selectors: list[str]) -> str | None:
+    """One label selector of all of `selectors` (the API server ANDs its comma-separated parts)."""
+    return ",".join(s for s in selectors if s) or None
 
 
 def run(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
-    if params["page_size"] < 1:
-        raise OptionError(f"page_size must be at least 1, not {params['page_size']}")
+    check_ranges(params)
     options = options_from_params(
         params["resource_names"],
         params["model_label_keys"],
@@ -575,10 +573,9 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         options, all_dra_devices=params["dra_devices"] == "all", health=health_table_from_option(params["health"])
     )
     client = module_client(module)
-    nodes, pods, plugins, dra = read_fleet(
-        client, options, params["label_selector"], params["names"], params["page_size"]
-    )
-    warning = missing_names_warning(params["names"], nodes, params["label_selector"])
+    selector = joined_selector(params["label_selectors"])
+    nodes, pods, plugins, dra = read_fleet(client, options, selector, params["names"], params["page_size"])
+    warning = missing_names_warning(params["names"], nodes, selector)
     if warning:
         module.warn(warning)
     facts = summarise(nodes, pods, plugins, options, dra)

@@ -27,7 +27,8 @@ description:
     claims)), their sum as its FailedScheduling event writes it, and one reason with its remedy; a selector that no
     GPU node matches names the values of its keys that exist.
   - >-
-    B(What-if.) With O(src) or O(definition), each GPU pod template of the manifests (Deployments, Jobs, the custom
+    B(What-if.) With O(src) or O(definition) (manifests read as M(kubegpu.scheduling.gpu_pod_validate) reads them),
+    each GPU pod template of the manifests (Deployments, Jobs, the custom
     resources the validator reads, ResourceClaimTemplates among them for claims) is weighed against the fleet as it
     is now, each object on its own: whether its replicas (or a Job's parallelism) fit, where, and if not why.
   - It models the default scheduler's NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit and
@@ -39,6 +40,9 @@ description:
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
+  - kubegpu.scheduling.options.gpu_resources
+  - kubegpu.scheduling.options.sources
+  - kubegpu.scheduling.options.page_size
   - kubegpu.scheduling.model_labels
   - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
@@ -48,10 +52,15 @@ options:
     type: list
     elements: int
     default: [1, 2, 4, 8]
-  resource:
-    description: The GPU resource the sizes count; on a DRA node, the DeviceClass that maps it (C(extendedResourceName)).
-    type: str
-    default: nvidia.com/gpu
+  resource_names:
+    description:
+      - Extended resources that count as whole GPUs. The first is the one the sizes count, and on a DRA node the one a
+        DeviceClass maps (C(extendedResourceName)); a pod that asks for any of them asks for GPUs.
+      - The alias C(resource), one resource as a string, is deprecated and goes in 2.0.0.
+    type: list
+    elements: str
+    default: [nvidia.com/gpu]
+    aliases: [resource]
   pool_label_keys:
     description: Node labels that split each model's nodes into pools (a node pool, a zone, C(nvidia.com/gpu.clique)).
     type: list
@@ -81,21 +90,13 @@ options:
     description: Explain the pending GPU pods.
     type: bool
     default: true
-  nodes:
-    description: Return the per-node view in RV(placement.nodes).
+  per_node:
+    description:
+      - Return the per-node view in RV(placement.nodes).
+      - The alias C(nodes) is deprecated and goes in 2.0.0.
     type: bool
     default: false
-  src:
-    description: Manifest files, directories or globs for the what-if, read as M(kubegpu.scheduling.gpu_pod_validate) reads them.
-    type: list
-    elements: path
-  definition:
-    description: Objects for the what-if given inline (one, a list, or a YAML string).
-    type: raw
-  page_size:
-    description: Items per page of each list.
-    type: int
-    default: 500
+    aliases: [nodes]
 """
 
 EXAMPLES = r"""
@@ -145,11 +146,11 @@ placement:
       returned: always
     nodes:
       description: >-
-        Per GPU node (with O(nodes)), C(gpus_free), C(by_source), C(withdrawn), CPU, memory and pod slots free,
+        Per GPU node (with O(per_node)), C(gpus_free), C(by_source), C(withdrawn), CPU, memory and pod slots free,
         C(blocked) (why no pod of the view's shape goes there) and C(fits) per size.
       type: list
       elements: dict
-      returned: when nodes is true
+      returned: when per_node is true
     pending:
       description: >-
         Per pending GPU pod, C(pod), C(gpus), C(resource), C(reasons) (the scheduler's words, counted over nodes),
@@ -197,13 +198,20 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_reads import read_dra
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU, gpu_resource_matcher
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
     errors_fail,
     module_client,
     with_connection_options,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
+    GPU_RESOURCES,
+    PAGE_SIZE,
+    SOURCES,
+    check_ranges,
+    module_options,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.options import placement_options
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.reads import read_placement
@@ -212,10 +220,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manife
 
 
 def argument_spec() -> dict[str, Any]:
-    return with_connection_options(
+    spec = module_options(
         dict(
             sizes={"type": "list", "elements": "int", "default": [1, 2, 4, 8]},
-            resource={"type": "str", "default": NVIDIA_GPU},
             model_label_keys={
                 "type": "list",
                 "elements": "str",
@@ -234,25 +241,27 @@ def argument_spec() -> dict[str, Any]:
                 },
             },
             pending={"type": "bool", "default": True},
-            nodes={"type": "bool", "default": False},
-            src={"type": "list", "elements": "path"},
-            definition={"type": "raw"},
-            page_size={"type": "int", "default": 500},
-        )
+            per_node={"type": "bool", "default": False},
+        ),
+        (GPU_RESOURCES, SOURCES, PAGE_SIZE),
+        renamed={"resource": "resource_names", "nodes": "per_node"},
     )
+    return with_connection_options(spec)
 
 
 def run(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
-    if params["page_size"] < 1:
-        raise OptionError(f"page_size must be at least 1, not {params['page_size']}")
+    check_ranges(params)
+    if not params["resource_names"]:
+        raise OptionError("resource_names must name at least one resource")
+    counted = params["resource_names"][0]
     options = placement_options(
-        params["sizes"], params["resource"], params["model_label_keys"], params["pool_label_keys"], params["shape"]
+        params["sizes"], counted, params["model_label_keys"], params["pool_label_keys"], params["shape"]
     )
-    is_gpu = gpu_resource_matcher([params["resource"]])
+    is_gpu = gpu_resource_matcher(params["resource_names"])
     client = module_client(module)
     fleet, result = read_placement(client, options, is_gpu, read_dra, params["page_size"], params["pending"])
-    if not params["nodes"]:
+    if not params["per_node"]:
         del result["nodes"]
     result.update(what_if=[], not_checked=[], errors=[])
     if params["src"] or params["definition"] is not None:

@@ -49,29 +49,22 @@ description:
     ResourceClaim or ResourceClaimTemplate asks for C(adminAccess) outside the GPU system namespaces
     (C(kube-system), C(gpu-operator), C(nvidia-gpu-operator), C(nvidia-dra-driver-gpu), C(dra-driver-nvidia-gpu),
     C(nvidia-device-plugin)). V(KGPU901) warning, the allow annotation without a reason.
+  - O(src) and O(definition) take multi-document YAML, JSON, objects of kind V(List) and rendered Helm or kustomize
+    output. ConfigMaps and Secrets among the manifests resolve C(envFrom) and C(valueFrom) references. A file that
+    cannot be read or parsed is reported in RV(errors), the other files are still checked, and it fails the task
+    too unless O(fail_on=never).
   - GPU limits, requests equal to limits, MIG and shared-GPU resources, DRA resource claims,
     C(CUDA_VISIBLE_DEVICES), and the variable named in a command, an annotation or an unused ConfigMap
     give no finding.
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
+  - kubegpu.scheduling.options.sources
+  - kubegpu.scheduling.options.fail_on
+  - kubegpu.scheduling.options.gpu_resources
   - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
 options:
-  src:
-    description:
-      - Manifest files, directories (searched for C(.yaml), C(.yml) and C(.json) files, hidden ones
-        skipped) or globs. Multi-document YAML, JSON, objects of kind V(List) and rendered Helm or
-        kustomize output are read.
-      - ConfigMaps and Secrets among the manifests resolve C(envFrom) and C(valueFrom) references.
-      - A file that cannot be read or parsed is reported in RV(errors) and the other files are still checked.
-    type: list
-    elements: path
-  definition:
-    description:
-      - Objects to check given inline, as one object, a list of objects, or a YAML string (which may hold
-        several documents).
-    type: raw
   live:
     description:
       - Check what runs in the cluster, using the connection options.
@@ -92,30 +85,26 @@ options:
       - In live mode, the namespaces to check. All namespaces when omitted.
     type: list
     elements: str
-  fail_on:
-    description:
-      - The lowest severity that fails the task. With V(never) the task only reports.
-      - A file that cannot be loaded fails the task too, unless this is V(never).
-    type: str
-    choices: [error, warning, never]
-    default: error
   skip_rules:
     description:
       - Rule ids not to report, for example V(KGPU302).
     type: list
     elements: str
     default: []
-  gpu_resources:
+  resource_names:
     description:
       - Resource names or globs that count as GPUs besides the built-in ones (C(nvidia.com/gpu),
         C(nvidia.com/mig-*), C(*/gpu), C(nvidia.com/gpu.shared), the ACK, Volcano and HAMi shared-GPU
         resources such as C(aliyun.com/gpu-mem), C(volcano.sh/gpu-memory) and C(nvidia.com/gpucores),
         Intel's C(gpu.intel.com/i915), C(gpu.intel.com/xe), C(gpu.intel.com/millicores) and
         C(gpu.intel.com/memory.max), and the passthrough GPUs of NVIDIA's sandbox device plugin,
-        C(nvidia.com/pgpu) or a model name such as C(nvidia.com/GA102GL_A10)).
+        C(nvidia.com/pgpu) or a model name such as C(nvidia.com/GA102GL_A10)). The built-in ones always count,
+        so naming one of them, as the default does, changes nothing.
+      - The alias C(gpu_resources) is deprecated and goes in 2.0.0.
     type: list
     elements: str
-    default: []
+    default: [nvidia.com/gpu]
+    aliases: [gpu_resources]
   image_env:
     description:
       - The env that image configs set, as a map of image reference (or glob) to a map of variable to
@@ -411,6 +400,11 @@ admission:
         in_force: true
         validation_actions: [Deny, Audit]
         deny: true
+api_requests:
+  description: The API requests the run made, pages and retries included; V(0) without O(live).
+  returned: always
+  type: int
+  sample: 14
 """
 
 from typing import Any
@@ -436,6 +430,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     require_library,
     with_connection_options,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
+    FAIL_ON,
+    GPU_RESOURCES,
+    SOURCES,
+    module_options,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.batches import default_jobs
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig, unknown_rules
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.documents import Report
@@ -449,7 +449,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manife
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.parallel import usable_cpus
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.reads import live_report
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report import (
-    FAIL_ON_CHOICES,
     ReportWriteError,
     failed,
     failure_message,
@@ -467,15 +466,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.sarif 
 
 
 def argument_spec() -> dict[str, Any]:
-    return with_connection_options(
+    spec = module_options(
         dict(
-            src={"type": "list", "elements": "path"},
-            definition={"type": "raw"},
             live={"type": "bool", "default": False},
             namespaces={"type": "list", "elements": "str"},
-            fail_on={"type": "str", "choices": list(FAIL_ON_CHOICES), "default": "error"},
             skip_rules={"type": "list", "elements": "str", "default": []},
-            gpu_resources={"type": "list", "elements": "str", "default": []},
             image_env={"type": "dict", "default": {}},
             allow_annotation={"type": "str", "default": DEFAULT_ALLOW_ANNOTATION},
             system_components=system_components_argument_spec(),
@@ -484,8 +479,11 @@ def argument_spec() -> dict[str, Any]:
             report_junit={"type": "path"},
             max_file_size={"type": "int", "default": DEFAULT_MAX_FILE_SIZE},
             jobs={"type": "int"},
-        )
+        ),
+        (SOURCES, FAIL_ON, GPU_RESOURCES),
+        renamed={"gpu_resources": "resource_names"},
     )
+    return with_connection_options(spec)
 
 
 def rule_config(params: dict[str, Any]) -> RuleConfig:
@@ -493,7 +491,7 @@ def rule_config(params: dict[str, Any]) -> RuleConfig:
     if unknown:
         raise OptionError(f"skip_rules: unknown rule id(s) {', '.join(unknown)}")
     return RuleConfig(
-        gpu_resources=tuple(params["gpu_resources"]),
+        gpu_resources=tuple(params["resource_names"]),
         image_env=image_env_map(params["image_env"], "image_env"),
         allow_annotation=params["allow_annotation"],
         skip_rules=frozenset(params["skip_rules"]),
@@ -501,8 +499,9 @@ def rule_config(params: dict[str, Any]) -> RuleConfig:
     )
 
 
-def validate(module: AnsibleModule) -> tuple[Report, dict[str, Any] | None]:
-    """The report, and in live mode which of the collection's admission policies are in force."""
+def validate(module: AnsibleModule) -> tuple[Report, dict[str, Any] | None, int]:
+    """The report, in live mode which of the collection's admission policies are in force, and the API
+    requests made."""
     params = module.params
     if not params["src"] and params["definition"] is None and not params["live"]:
         raise OptionError("one of src, definition or live=true is required")
@@ -513,6 +512,7 @@ def validate(module: AnsibleModule) -> tuple[Report, dict[str, Any] | None]:
     config = rule_config(params)
     reports = []
     admission = None
+    requests = 0
     if params["src"] or params["definition"] is not None:
         manifests = load_manifests(params["src"] or [], params["definition"], params["max_file_size"])
         jobs = params["jobs"] if params["jobs"] is not None else default_jobs(len(manifests.paths), usable_cpus())
@@ -522,10 +522,11 @@ def validate(module: AnsibleModule) -> tuple[Report, dict[str, Any] | None]:
         with error_context("live audit"):
             reports.append(live_report(client, config, params["namespaces"]))
         admission = read_enforcement(client)
+        requests = client.request_count
     report = merge_reports(reports)
     if admission is not None:
         report.notes.append(enforcement_summary(admission))
-    return report, admission
+    return report, admission, requests
 
 
 def main() -> None:
@@ -539,11 +540,15 @@ def main() -> None:
 def validate_and_report(module: AnsibleModule) -> dict[str, Any]:
     """The findings, the report files written, and the result; the findings at fail_on fail the task."""
     params = module.params
-    report, admission = validate(module)
+    report, admission, requests = validate(module)
     write_reports(params, report)
     summary = summarize(report)
     result = dict(
-        result_fields(report), notes=report.notes, changed=False, report_text=format_text(report, summary).splitlines()
+        result_fields(report),
+        notes=report.notes,
+        changed=False,
+        report_text=format_text(report, summary).splitlines(),
+        api_requests=requests,
     )
     if admission is not None:
         result["admission"] = admission

@@ -74,11 +74,14 @@ def daemonset_targets(value: object) -> list[DaemonSetTarget] | None:
     return targets
 
 
-def check_options(resource_name: object, device_plugin: object) -> FleetOptions:
-    if not isinstance(resource_name, str) or not resource_name.strip():
-        raise OptionError(f"resource_name must be a non-empty string, got {resource_name!r}")
+def check_options(resource_names: object, device_plugin: object) -> FleetOptions:
+    """The check's options: `resource_names` is one resource or a list of them, the first the one the
+    findings speak of."""
+    names = [resource_names] if isinstance(resource_names, str) else resource_names
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n.strip() for n in names):
+        raise OptionError(f"resource_names must be a list of non-empty strings, got {resource_names!r}")
     try:
-        return options_from_params(resource_names=[resource_name.strip()], device_plugin=device_plugin)
+        return options_from_params(resource_names=[n.strip() for n in names], device_plugin=device_plugin)
     except OptionError as exc:
         raise OptionError(str(exc)) from None
 

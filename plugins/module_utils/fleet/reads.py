@@ -68,4 +68,4 @@ def missing_names_warning(names: list[str] | None, nodes: list[dict[str, Any]], 
         return None
     shown = ", ".join(missing[:MAX_WARNED_NAMES])
     more = f" and {len(missing) - MAX_WARNED_NAMES} more" if len(missing) > MAX_WARNED_NAMES else ""
-    return f"no such node{' matching label_selector' if selector else ''}: {shown}{more}"
+    return f"no such node{' matching label_selectors' if selector else ''}: {shown}{more}"

@@ -21,6 +21,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate import cli as validate_cli
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_pod_validate
+from tests.documented_options import spec_drift
 from tests.module_args import patch_module_args
 
 REPO = Path(__file__).resolve().parents[4]
@@ -56,13 +57,14 @@ def test_the_argument_spec_matches_the_documentation():
     doc = documented("DOCUMENTATION")
     spec = gpu_pod_validate.argument_spec()
     own = {name: value for name, value in spec.items() if name not in AUTH_ARG_SPEC}
-    assert set(own) == set(doc["options"])
-    for name, option in doc["options"].items():
-        assert own[name]["type"] == option["type"], name
-        assert own[name].get("default") == option.get("default"), name
-        assert own[name].get("elements") == option.get("elements"), name
-        assert own[name].get("choices") == option.get("choices"), name
-    assert doc["extends_documentation_fragment"] == ["kubegpu.scheduling.read_only", "kubegpu.scheduling.connection"]
+    assert spec_drift(gpu_pod_validate, own) == []
+    assert doc["extends_documentation_fragment"] == [
+        "kubegpu.scheduling.options.sources",
+        "kubegpu.scheduling.options.fail_on",
+        "kubegpu.scheduling.options.gpu_resources",
+        "kubegpu.scheduling.read_only",
+        "kubegpu.scheduling.connection",
+    ]
     read_only = yaml.safe_load(read_only_fragment.ModuleDocFragment.DOCUMENTATION)
     assert read_only["attributes"]["check_mode"]["support"] == "full"
     assert set(AUTH_ARG_SPEC) <= set(spec)
@@ -80,6 +82,7 @@ def test_every_rule_is_documented_and_returns_are_documented():
         "notes",
         "report_text",
         "admission",
+        "api_requests",
     }
     examples = documented("EXAMPLES")
     assert all(task["name"] for task in examples)
@@ -143,11 +146,12 @@ def test_skip_rules_gpu_resources_image_env_and_allow_annotation_are_applied():
         {
             "definition": definition,
             "fail_on": "never",
-            "gpu_resources": ["example.com/tpu"],
+            "resource_names": ["example.com/tpu"],
             "image_env": {"registry.example.com/t:*": {"NVIDIA_VISIBLE_DEVICES": "all"}},
         }
     )
     assert sorted(f["rule"] for f in configured["findings"]) == ["KGPU401", "KGPU501"]
+    assert "deprecations" not in configured
     _code, allowed = run_module(
         {
             "definition": definition,
@@ -159,6 +163,35 @@ def test_skip_rules_gpu_resources_image_env_and_allow_annotation_are_applied():
     )
     assert allowed["findings"] == []
     assert [(a["rule"], a["allowed_reason"]) for a in allowed["allowed"]] == [("KGPU501", "ci")]
+
+
+def test_the_earlier_name_gpu_resources_still_works_and_says_it_is_deprecated():
+    definition = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "t:1", "resources": {"requests": {"example.com/tpu": 1}}}]},
+    }
+    _code, result = run_module({"definition": definition, "fail_on": "never", "gpu_resources": ["example.com/tpu"]})
+    assert [f["rule"] for f in result["findings"]] == ["KGPU401"]
+    (deprecation,) = result["deprecations"]  # its shape differs between ansible-core 2.18 and 2.19
+    assert "Alias 'gpu_resources' is deprecated" in json.dumps(deprecation)
+    assert deprecation["version"] == "2.0.0"
+
+
+def test_the_default_resource_names_find_what_no_extra_names_find(in_fixtures):
+    """The built-in GPU resources always count: the group's default [nvidia.com/gpu], or any built-in name
+    given again, changes no finding of the corpus."""
+    corpus = ["bad", "good", "custom-resources", "not-checked"]
+    _code, default = run_module({"src": corpus, "fail_on": "never"})
+    _code, none = run_module({"src": corpus, "fail_on": "never", "resource_names": []})
+    _code, builtins = run_module(
+        {"src": corpus, "fail_on": "never", "resource_names": ["nvidia.com/gpu", "nvidia.com/mig-*", "amd.com/gpu"]}
+    )
+    assert default["findings"] and default["allowed"]
+    assert default["findings"] == none["findings"] == builtins["findings"]
+    assert default["allowed"] == none["allowed"] == builtins["allowed"]
+    assert default["summary"] == none["summary"] == builtins["summary"]
 
 
 def test_a_yaml_string_definition_gets_lines():
@@ -254,11 +287,14 @@ class FakeClient:
     def __init__(self, pods, objects):
         self.pods = pods
         self.objects = objects
+        self.request_count = 0
 
     def list_items(self, path):
+        self.request_count += 1
         return iter(self.pods if path.endswith("/pods") else [])
 
     def get(self, path):
+        self.request_count += 1
         if path not in self.objects:
             raise ClusterError("not found", 404)
         return self.objects[path]
@@ -328,6 +364,7 @@ def test_live_mode_finds_bypasses_in_running_pods_and_never_returns_secret_value
         for name in ("from-secret", "from-config", "allowed")
     ]
     assert SECRET_VALUE not in (tmp_path / "live.sarif").read_text()
+    assert result["api_requests"] >= 3  # the pod list, the Secret and the ConfigMap
 
 
 def test_live_mode_cluster_errors_fail_cleanly(monkeypatch):

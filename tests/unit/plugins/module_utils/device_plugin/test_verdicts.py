@@ -668,6 +668,17 @@ def test_custom_resource_name():
     assert result["healthy"] is True
 
 
+def test_several_resource_names_count_and_the_first_is_the_one_findings_speak_of():
+    options = check_options(["example.com/gpu", GPU], None)
+    node = make_node("a", gpus=4, labels={"nvidia.com/gpu.present": "true"}, extra_capacity={"example.com/gpu": "2"})
+    result = check([make_daemonset(status=healthy_status(1))], [node], [make_plugin_pod("a")], options=options)
+    assert result["nodes"][0]["capacity"] == 2 + 4
+    assert options.primary_resource == "example.com/gpu"
+    empty = make_node("b", labels={"nvidia.com/gpu.present": "true"})
+    result = check([make_daemonset(status=healthy_status(1))], [empty], [make_plugin_pod("b")], options=options)
+    assert "example.com/gpu" in " ".join(f["problem"] + f["remedy"] for f in result["findings"])
+
+
 def test_node_not_ready_is_a_warning():
     result = check([make_daemonset(status=healthy_status(1))], [gpu_node("a", ready=False)], [make_plugin_pod("a")])
     assert only(result, KIND_NODE_NOT_READY)["severity"] == WARNING
@@ -702,7 +713,9 @@ def test_unset_or_empty_daemonsets_option_means_discover(value):
 @pytest.mark.parametrize(
     "resource, plugin, message",
     [
-        ("", None, "resource_name must be a non-empty string"),
+        ("", None, "resource_names must be a list of non-empty strings"),
+        ([], None, "resource_names must be a list of non-empty strings"),
+        ([GPU, ""], None, "resource_names must be a list of non-empty strings"),
         (GPU, "x", "device_plugin must be a dictionary"),
         (GPU, {"label_selectors": ["a in (b"]}, "label selector"),
     ],
