@@ -20,15 +20,15 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.regist
 BEGIN = "<!-- kinds: generated from findings/catalogue.py -->"
 END = "<!-- end of kinds -->"
 CHECK_TITLES = {
-    "validator": "Validator (`gpu_pod_validate`, `gpu_admission_policy`): `rule`",
-    "device_plugin": "Device plugin and driver (`gpu_device_plugin_validate`): `kind`",
-    "fleet": "Fleet facts (`gpu_node_facts`): `kind` of `problems`",
-    "health": "Health view (`gpu_node_facts`): `kind` of `health.problems`",
+    "validator": "Validator (`gpu_pod_validate`, `gpu_admission_policy`)",
+    "device_plugin": "Device plugin and driver (`gpu_device_plugin_validate`)",
+    "fleet": "Fleet facts (`gpu_node_facts`, `problems`)",
+    "health": "Health view (`gpu_node_facts`, `health.problems`)",
     "placement": "Placement (`gpu_placement_info`)",
-    "plugin_config": "Device-plugin config (`gpu_plugin_config_validate`, `scripts/gpu-plugin-config-validate`): `kind`",
-    "plugin_deploy": "Device-plugin deployment (`gpu_device_plugin`): `kind`",
-    "quarantine": "Node quarantine (`gpu_node_quarantine`): `kind` of `findings`",
-    "release": "Release of quarantined nodes (`gpu_node_release`): `kind`",
+    "plugin_config": "Device-plugin config (`gpu_plugin_config_validate`, `scripts/gpu-plugin-config-validate`)",
+    "plugin_deploy": "Device-plugin deployment (`gpu_device_plugin`)",
+    "quarantine": "Node and device quarantine (`gpu_node_quarantine`, `gpu_device_quarantine`)",
+    "release": "Release of quarantined nodes (`gpu_node_release`)",
 }
 
 
@@ -40,8 +40,9 @@ def _row(kind: Kind, check: str) -> str:
     severities = [kind.severity] + [c.severity for c in kind.cases.values() if c.severity]
     also = [c for c in kind.checks if c != check]
     title = _cell(kind.title) + (f" (also {', '.join(also)})" if also else "")
-    name = f" `{kind.name}`" if kind.name else ""
-    return f"| `{kind.id}`{name} | {' or '.join(dict.fromkeys(severities))} | {title} |"
+    before = kind.name or (kind.id if kind.id != kind.finding_id else "")
+    name = f" `{before}`" if before else ""
+    return f"| `{kind.finding_id}`{name} | {' or '.join(dict.fromkeys(severities))} | {title} |"
 
 
 def kinds_markdown(registry: KindRegistry = KINDS) -> str:
@@ -51,7 +52,7 @@ def kinds_markdown(registry: KindRegistry = KINDS) -> str:
         kinds = registry.of_check(check)
         if not kinds:
             continue
-        lines += ["", f"### {CHECK_TITLES.get(check, check)}", "", "| id | severity | title |", "| --- | --- | --- |"]
+        lines += ["", f"### {CHECK_TITLES.get(check, check)}", "", "| id (name) | severity | title |", "| --- | --- | --- |"]
         lines += [_row(kind, check) for kind in kinds]
     return "\n".join([*lines, "", END])
 

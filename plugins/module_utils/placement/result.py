@@ -9,18 +9,13 @@ from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import legacy
 
 
 def finding_dict(hit: Hit) -> dict[str, Any]:
+    """A placement finding: the one shape, and its places (pool, pod) beside it as before."""
     finding = KINDS.finding(hit)
-    return {
-        "kind": finding.kind.id,
-        "severity": finding.severity,
-        "title": finding.kind.title,
-        "message": finding.message,
-        "remedy": finding.remedy,
-        **dict(finding.where),
-    }
+    return legacy(finding, **finding.where)
 
 
 def with_findings(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import legacy
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, severity_rank
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_mapping
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config import schema
@@ -114,15 +115,9 @@ def check_set(
 
 
 def finding_dict(hit: Hit) -> dict[str, Any]:
+    """A config finding: the one shape, and config, path and problem (the message) as before."""
     finding = KINDS.finding(hit)
-    return {
-        "severity": finding.severity,
-        "kind": finding.kind.id,
-        "config": finding.where.get("config"),
-        "path": finding.where.get("path"),
-        "problem": finding.message,
-        "remedy": finding.remedy,
-    }
+    return legacy(finding, config=finding.where.get("config"), path=finding.where.get("path"), problem=finding.message)
 
 
 def report_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -142,6 +137,21 @@ def sets_from_text(text: str, source: str, default: str | None = None) -> list[C
     return [
         config_set(doc, source if len(docs) == 1 else f"{source}[{index}]", default) for index, doc in enumerate(docs)
     ]
+
+
+def sets_from_definition(definition: Any, default: str | None = None, source: str = "definition") -> list[ConfigSet]:
+    """The config sets of what a file holds, given inline: a YAML string (which may hold several
+    documents), one object, or a list of objects, each a config, a ConfigMap or Helm values."""
+    if isinstance(definition, str):
+        return sets_from_text(definition, source, default)
+    if isinstance(definition, list):
+        docs = [doc for doc in definition if doc is not None]
+        if not docs:
+            return [ConfigSet({source: None}, default, source)]
+        if len(docs) > 1:
+            return [config_set(doc, f"{source}[{index}]", default) for index, doc in enumerate(docs)]
+        definition = docs[0]
+    return [config_set(definition, source, default)]
 
 
 def merged(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

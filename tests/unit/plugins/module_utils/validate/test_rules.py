@@ -791,6 +791,16 @@ def test_findings_carry_the_object_and_location():
     [finding] = check(pod(container(env=[("NVIDIA_VISIBLE_DEVICES", "all")]))).findings
     record = finding.to_dict()
     assert record == {
+        "id": "KGPU101",
+        "title": RULES["KGPU101"].title,
+        "where": {
+            "object": "Pod ns/p",
+            "source": "test.yaml",
+            "document": 0,
+            "line": 1,
+            "container": "main",
+            "path": "spec.containers[0].env[0].value",
+        },
         "rule": "KGPU101",
         "name": "visible-devices-without-gpu",
         "severity": "error",
