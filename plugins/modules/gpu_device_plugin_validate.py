@@ -369,7 +369,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.v
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.fail_on import (
     REPORT_ONLY_OPTION,
     effective_fail_on,
-    failing,
+    fails,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import CheckFailed
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
@@ -429,7 +429,8 @@ def main() -> None:
     module = api_module(argument_spec())
     with errors_fail(module):
         result = run(module)
-        if failing([f["severity"] for f in result["findings"]], effective_fail_on(module.params)):
+        fail_on = effective_fail_on(module.params)
+        if any(fails(f["severity"], fail_on) for f in result["findings"]):
             raise CheckFailed(result["report"], result=dict(changed=False, **result))
     module.exit_json(changed=False, **result)
 

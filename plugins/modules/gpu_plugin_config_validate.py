@@ -15,10 +15,11 @@ description:
     silently ignored and the capacity is not GPUs x replicas (a key it does not know, C(renameByDefault)
     under C(flags) instead of C(sharing.timeSlicing), C(rename), C(devices) and the C(resources) section,
     which these releases ignore).
-  - Reads a config, a set of named configs (the entries of the plugin's ConfigMap), or a file that holds
-    one or more YAML documents, each a config, a ConfigMap of configs, the values of the plugin's Helm
-    chart (C(config.map), C(config.default)) or those of the GPU Operator's (C(devicePlugin.config.data),
-    C(devicePlugin.config.default)).
+  - Reads a config (O(config)), a set of named configs (O(configs), the entries of the plugin's ConfigMap), or files
+    (O(src)) and inline documents (O(definition)) that hold one or more YAML documents, each a config, a ConfigMap of
+    configs, the values of the plugin's Helm chart (C(config.map), C(config.default)) or those of the GPU Operator's
+    (C(devicePlugin.config.data), C(devicePlugin.config.default)). Each file and each document is checked; the verdict
+    covers them all.
   - Finding kinds (RV(findings[].kind)), errors unless said otherwise. V(config_unparsable),
     V(config_unknown_version), V(config_unknown_key), V(config_misplaced_key), V(config_key_not_in_release),
     V(config_key_case) (warning), V(config_wrong_type), V(config_invalid_choice), V(config_missing_field),
@@ -27,25 +28,23 @@ description:
     V(config_mps_without_root), V(config_mps_mig_mixed), V(config_mps_fail_requests_ignored),
     V(config_mps_one_replica_per_container) (info), V(config_imex_channels), V(config_default_missing),
     V(config_mps_not_deployable).
-  - Fails when a finding is an error, unless O(report_only=true). The same checks run from the command
-    line as C(scripts/gpu-plugin-config-validate).
+  - Fails when a finding is an error, or of the severity O(fail_on) names; with O(fail_on=never) it only reports.
+    The same checks run from the command line as C(scripts/gpu-plugin-config-validate).
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
+  - kubegpu.scheduling.options.sources
+  - kubegpu.scheduling.options.fail_on
   - kubegpu.scheduling.read_only
 options:
   config:
     description:
-      - One config, as the plugin reads it from its file.
-    type: str
+      - One config, as the plugin reads it from its file (its text), or as a dictionary.
+    type: raw
   configs:
     description:
-      - Named configs, as the entries of the plugin's ConfigMap (name to config text).
+      - Named configs, as the entries of the plugin's ConfigMap (name to config text, or to a dictionary).
     type: dict
-  src:
-    description:
-      - A file of one or more YAML documents (see the description).
-    type: path
   default_config:
     description:
       - The config the plugin reads by default; it must be one of the configs.
@@ -64,9 +63,9 @@ options:
     default: false
   report_only:
     description:
-      - Never fail; return the verdict only.
+      - Never fail; return the verdict only. V(true) is the same as O(fail_on=never).
+      - Deprecated, removed in version 2.0.0 of kubegpu.scheduling; use O(fail_on=never) instead.
     type: bool
-    default: false
 requirements:
   - PyYAML
 seealso:
@@ -90,8 +89,13 @@ EXAMPLES = r"""
 - name: Check the GPU Operator values of a release, and report only
   kubegpu.scheduling.gpu_plugin_config_validate:
     src: gpu-operator-values.yaml
-    report_only: true
+    fail_on: never
   register: plugin_config
+
+- name: Check every config file of a folder, and fail on warnings too
+  kubegpu.scheduling.gpu_plugin_config_validate:
+    src: [device-plugin/configs/]
+    fail_on: warning
 """
 
 RETURN = r"""
@@ -155,12 +159,28 @@ report:
   elements: str
 """
 
+from collections import Counter
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import CheckFailed, OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.fail_on import (
+    REPORT_ONLY_OPTION,
+    effective_fail_on,
+    fails,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import SEVERITIES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
+    CheckFailed,
+    KubegpuError,
+    OptionError,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import errors_fail
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
+    FAIL_ON,
+    SOURCES,
+    module_options,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config import schema
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config.sources import (
     HAS_YAML,
@@ -168,41 +188,62 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config.s
     check_set,
     merged,
     report_lines,
+    sets_from_definition,
     sets_from_text,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import expand_sources, read_text
+
+ONE_OF = ("config", "configs", "src", "definition")
 
 
 def argument_spec() -> dict[str, Any]:
-    return dict(
-        config={"type": "str"},
-        configs={"type": "dict"},
-        src={"type": "path"},
-        default_config={"type": "str"},
-        release={"type": "str", "choices": list(schema.RELEASES), "default": schema.DEFAULT_RELEASE},
-        static_daemonset={"type": "bool", "default": False},
-        report_only={"type": "bool", "default": False},
+    return module_options(
+        dict(
+            config={"type": "raw"},
+            configs={"type": "dict"},
+            default_config={"type": "str"},
+            release={"type": "str", "choices": list(schema.RELEASES), "default": schema.DEFAULT_RELEASE},
+            static_daemonset={"type": "bool", "default": False},
+            report_only=dict(REPORT_ONLY_OPTION),
+        ),
+        (SOURCES, FAIL_ON),
     )
 
 
-def config_sets(module: AnsibleModule) -> list[ConfigSet]:
-    params = module.params
-    if params["src"]:
+def file_sets(paths: list[str], default: str | None) -> list[ConfigSet]:
+    """The config sets of each file that the paths, directories and globs of src name."""
+    files, errors = expand_sources(paths)
+    if errors:
+        raise OptionError(f"src: {errors[0].source}: {errors[0].message}")
+    sets = []
+    for path in files:
         try:
-            with open(params["src"], encoding="utf-8") as handle:
-                text = handle.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise OptionError(f"src: cannot read {params['src']}: {exc}") from None
-        return sets_from_text(text, params["src"], params["default_config"])
+            text = read_text(path)
+        except KubegpuError as exc:
+            raise OptionError(f"src: {path}: {exc.message}") from None
+        sets += sets_from_text(text, path, default)
+    return sets
+
+
+def config_sets(params: dict[str, Any]) -> list[ConfigSet]:
+    default = params["default_config"]
     if params["configs"] is not None:
-        return [ConfigSet({str(k): v for k, v in params["configs"].items()}, params["default_config"], "configs")]
-    return [ConfigSet({"config": params["config"]}, params["default_config"], "config")]
+        return [ConfigSet({str(k): v for k, v in params["configs"].items()}, default, "configs")]
+    if params["config"] is not None:
+        return [ConfigSet({"config": params["config"]}, default, "config")]
+    sets = file_sets(params["src"] or [], default)
+    if params["definition"] is not None:
+        sets += sets_from_definition(params["definition"], default)
+    if not sets:
+        raise OptionError("src names no file")
+    return sets
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec=argument_spec(),
-        mutually_exclusive=[("config", "configs", "src")],
-        required_one_of=[("config", "configs", "src")],
+        mutually_exclusive=[("config", "configs", "src"), ("config", "configs", "definition")],
+        required_one_of=[ONE_OF],
         supports_check_mode=True,
     )
     with errors_fail(module):
@@ -210,17 +251,22 @@ def main() -> None:
     module.exit_json(**result)
 
 
+def failure_message(findings: list[dict[str, Any]]) -> str:
+    counts = Counter(f["severity"] for f in findings)
+    found = " and ".join(f"{counts[s]} {s}(s)" for s in SEVERITIES if counts[s])
+    return f"{found} in the device-plugin config: " + "; ".join(report_lines(findings)[:5])
+
+
 def run(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
     if not HAS_YAML:
         raise OptionError(missing_required_lib("PyYAML"))
-    verdict = merged([check_set(s, params["release"], params["static_daemonset"]) for s in config_sets(module)])
+    verdict = merged([check_set(s, params["release"], params["static_daemonset"]) for s in config_sets(params)])
     result = dict(verdict, report=report_lines(verdict["findings"]), changed=False)
-    if not verdict["valid"] and not params["report_only"]:
-        errors = sum(f["severity"] == "error" for f in verdict["findings"])
-        raise CheckFailed(
-            f"{errors} error(s) in the device-plugin config: " + "; ".join(result["report"][:5]), result=result
-        )
+    fail_on = effective_fail_on(params)
+    failing = [f for f in verdict["findings"] if fails(f["severity"], fail_on)]
+    if failing:
+        raise CheckFailed(failure_message(failing), result=result)
     return result
 
 

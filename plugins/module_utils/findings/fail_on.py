@@ -6,7 +6,7 @@ some checks took before `fail_on` is deprecated; `report_only: true` means `fail
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import SEVERITIES, severity_rank
@@ -27,8 +27,8 @@ def effective_fail_on(params: Mapping[str, Any]) -> str:
     return NEVER if params.get("report_only") else str(params["fail_on"])
 
 
-def failing(severities: Iterable[str], fail_on: str) -> list[str]:
-    """The severities among `severities` that fail the task under `fail_on`."""
+def fails(severity: str, fail_on: str) -> bool:
+    """Whether a finding of `severity` fails the task under `fail_on`."""
     if fail_on not in SEVERITIES:
-        return []
-    return [s for s in severities if severity_rank(s) <= severity_rank(fail_on)]
+        return False
+    return severity_rank(severity) <= severity_rank(fail_on)
