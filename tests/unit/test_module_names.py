@@ -4,12 +4,13 @@ meta/runtime.yml, with a deprecation, and Ansible's own loader resolves it to a 
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import yaml
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = ROOT / "plugins" / "modules"
@@ -18,13 +19,10 @@ ROUTING = yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())["plugin_ro
 
 
 def documentation(path: Path) -> dict:
-    namespace: dict = {}
-    source = path.read_text()
-    start = source.index("DOCUMENTATION")
-    exec(
-        compile(source[start : source.index('"""', source.index('r"""', start) + 4) + 3], str(path), "exec"), namespace
-    )
-    return yaml.safe_load(namespace["DOCUMENTATION"])
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "DOCUMENTATION" for t in node.targets):
+            return yaml.safe_load(ast.literal_eval(node.value))
+    raise AssertionError(f"{path.name} has no DOCUMENTATION")
 
 
 def read_only_modules() -> list[str]:
