@@ -87,13 +87,13 @@ def start_api(nodes: int, pods: int, folder: Path) -> tuple[subprocess.Popen, Pa
 
 def measure_quarantine(kubeconfig: str, asked_count: int) -> dict[str, Any]:
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import client_from_params
-    from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import (
-        QuarantineOptions,
-        plan_quarantine,
-    )
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.apply import (
         checked_results,
         summarize,
+    )
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import (
+        QuarantineOptions,
+        plan_quarantine,
     )
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.reads import read_quarantine
     from bench import fleet_scale

@@ -11,7 +11,7 @@ description:
   - One cluster's part of the fleet report (M(kubegpu.scheduling.gpu_fleet_report),
     C(playbooks/fleet_report.yml)) from one module run and one read of the cluster - the fleet facts of
     M(kubegpu.scheduling.gpu_node_facts), the device-plugin check of
-    M(kubegpu.scheduling.gpu_device_plugin_validate) (as with C(report_only=true)) and the live pod audit of
+    M(kubegpu.scheduling.gpu_device_plugin_validate) (as with C(fail_on=never)) and the live pod audit of
     M(kubegpu.scheduling.gpu_pod_validate) (as with C(live=true, fail_on=never)), each with those modules'
     defaults.
   - With O(placement) (the default), also where GPU work fits, as M(kubegpu.scheduling.gpu_placement_info) finds it

@@ -279,70 +279,22 @@ diff:
   sample: [{before_header: devicetaintrule/x, after_header: devicetaintrule/x, before: "", after: "taint: ..."}]
 """
 
-from datetime import UTC, datetime
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import quarantine as kinds
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import plugin_finding
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
-    CheckFailed,
-    ClusterError,
-    OptionError,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
-    api_module,
-    exit_with_result,
-    module_client,
-    with_connection_options,
-)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import (
-    DEFAULT_MAX_SHARE,
-    check_share,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.apply import (
-    RuleCalls,
-    RuleOutcome,
-    apply_rules,
-    diff_entries,
-    failure_message,
-    plan_absent,
-    plan_present,
-    summarize,
-    users_to_evict,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.reads import (
-    DeviceReads,
-    create_rule,
-    delete_rule,
-    get_rule,
-    read_rules,
-    read_slices,
-    read_users,
-    switch_rule,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import check_text
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.apply import (
-    EvictionCalls,
-    EvictionSettings,
-    blocked_warning,
-    evict_pods,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.reads import (
-    delete_pod,
-    evict_pod,
-    eviction_client,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.run import run_device_quarantine
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import with_connection_options
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import EVICTION, GROUPS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import DEFAULT_MAX_SHARE
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.module import run_write_module
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import DEFAULT_QUARANTINED_BY
 
 DEVICE_OPTIONS = {name: {"type": "str", "required": True} for name in device.SELECTOR_FIELDS}
 
 
 def argument_spec() -> dict[str, Any]:
+    # evict and eviction_timeout as the eviction group declares them; force_delete is not taken here.
+    eviction = {name: dict(GROUPS[EVICTION][name]) for name in ("evict", "eviction_timeout")}
     return with_connection_options(
         dict(
             devices={"type": "list", "elements": "dict", "required": True, "options": DEVICE_OPTIONS},
@@ -350,96 +302,19 @@ def argument_spec() -> dict[str, Any]:
             reason={"type": "str"},
             quarantined_by={"type": "str", "default": DEFAULT_QUARANTINED_BY},
             taint_key={"type": "str", "default": device.DEFAULT_TAINT_KEY, "no_log": False},
-            evict={"type": "bool", "default": False},
-            eviction_timeout={"type": "int", "default": 300},
             simulation_timeout={"type": "int", "default": 30},
             max_share={"type": "float", "default": DEFAULT_MAX_SHARE},
+            **eviction,
         )
     )
 
 
-def owner(params: dict[str, Any]) -> dict[str, str]:
-    if params["state"] == "absent":
-        return {"who": "", "why": "", "when": ""}
-    for option in ("eviction_timeout", "simulation_timeout"):
-        if params[option] < 0:
-            raise OptionError(f"{option} must be 0 or more seconds, not {params[option]}")
-    return {
-        "who": check_text(params["quarantined_by"], "quarantined_by"),
-        "why": check_text(params["reason"], "reason"),
-        "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-
-
-def refused_result(unknown: list[str]) -> dict[str, Any]:
-    findings = [
-        plugin_finding(
-            KINDS.finding(Hit(kinds.DEVICE_NOT_PUBLISHED, {"device": text}, {"node": None, "subject": text}))
-        )
-        for text in unknown
-    ]
-    refused = [f"{text}: no ResourceSlice publishes this device" for text in unknown]
-    return {"changed": False, "refused": refused, "devices": [], "findings": findings, "writes": 0}
-
-
-def run(module: AnsibleModule) -> dict[str, Any]:
-    params = module.params
-    refs = device.parse_devices(params["devices"])
-    who = owner(params)
-    client = module_client(module)
-    reads = DeviceReads(slices=read_slices(client), rules=read_rules(client))
-    published = device.published_devices(reads.slices)
-    unknown = device.unknown_devices(refs, published) if params["state"] == "present" else []
-    if unknown:
-        refused = refused_result(unknown)
-        raise CheckFailed("refused, nothing written: " + "; ".join(refused["refused"]), result=refused)
-    if params["state"] == "present":
-        nodes = sorted({node for ref, node in published.items() if ref in refs and node})
-        read_users(client, reads, nodes)
-        plans = plan_present(refs, reads, check_share(params["max_share"]))
-    else:
-        plans = plan_absent(refs, reads)
-    bodies = {p.rule: device.rule_body(p.ref, params["taint_key"], "NoSchedule", who) for p in plans}
-    evictions = None
-    evicting = None
-    if module.check_mode:
-        outcomes = [RuleOutcome(p) for p in plans]
-    else:
-        calls = RuleCalls(
-            create=lambda body: create_rule(client, body),
-            get=lambda name: get_rule(client, name),
-            switch=lambda rule, effect: switch_rule(client, rule, effect),
-            delete=lambda name: delete_rule(client, name),
-        )
-        outcomes = apply_rules(plans, calls, bodies, params["simulation_timeout"], (ClusterError,))
-        if params["evict"]:
-            evicting = eviction_client(client)
-            eviction_calls = EvictionCalls(
-                evict=lambda pod: evict_pod(evicting, pod.namespace, pod.name),
-                delete=lambda pod: delete_pod(evicting, pod.namespace, pod.name),
-                errors=(ClusterError,),
-            )
-            settings = EvictionSettings(params["eviction_timeout"], False)
-            evictions = evict_pods(users_to_evict(outcomes), eviction_calls, settings)
-    summary = summarize(outcomes, evictions, params["simulation_timeout"], params["eviction_timeout"])
-    would_evict = module.check_mode and params["evict"] and bool(summary["to_evict"])
-    changed = bool(summary["created"] or summary["switched"] or summary["deleted"] or summary["evicted"] or would_evict)
-    result: dict[str, Any] = dict(summary, refused=[], changed=changed)
-    result["writes"] = client.write_count + (evicting.write_count if evicting is not None else 0)
-    if module._diff:
-        result["diff"] = diff_entries([o.plan for o in outcomes if o.done], params["taint_key"], who)
-    warning = blocked_warning(summary)
-    if warning:
-        module.warn(warning.replace("on quarantined nodes", "on quarantined devices"))
-    for finding in summary["findings"]:
-        if finding["kind"] in (kinds.DEVICE_RULE_FOREIGN, kinds.DEVICE_SIMULATION_MISSING):
-            module.warn(finding["problem"])
-    return result
-
-
 def main() -> None:
-    module = api_module(argument_spec(), required_if=[("state", "present", ("reason",))])
-    exit_with_result(module, run, failure_message)
+    run_write_module(
+        argument_spec(),
+        lambda module, client: run_device_quarantine(module.params, client, module.check_mode),
+        required_if=[("state", "present", ("reason",))],
+    )
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ author:
 extends_documentation_fragment:
   - kubegpu.scheduling.model_labels
   - kubegpu.scheduling.connection
+  - kubegpu.scheduling.options.node_selection
+  - kubegpu.scheduling.options.parallelism
 options:
   label_key:
     description:
@@ -47,15 +49,15 @@ options:
       - It is never read as a source of the model, even when it is listed in O(model_label_keys).
     type: str
     default: accelerator
-  label_selector:
+  label_selectors:
     description:
-      - Only consider nodes that match this label selector, for example V(node-role.kubernetes.io/gpu).
-    type: str
-  names:
-    description:
-      - Only consider the nodes with these names. Names that match no node are reported in RV(skipped_nodes).
+      - Only consider the nodes that match all of these label selectors, for example
+        V(node-role.kubernetes.io/gpu), as C(kubectl get nodes -l) takes them. Joined with C(,) into one selector.
+      - The earlier name O(label_selector) (one selector) is deprecated and will be removed in 2.0.0.
     type: list
     elements: str
+    default: []
+    aliases: [label_selector]
   value_overrides:
     description:
       - Label values to use instead of the model names, keyed by the model name as the source label
@@ -84,11 +86,6 @@ options:
       - Overwrite a label value on a GPU node that the collection did not set, and take it over.
     type: bool
     default: false
-  parallelism:
-    description:
-      - How many patches are in flight at once.
-    type: int
-    default: 16
 attributes:
   check_mode:
     support: full
@@ -126,7 +123,8 @@ EXAMPLES = r"""
     label_key: example.com/gpu-model
     model_label_keys:
       - aliyun.accelerator/nvidia_name
-    label_selector: alibabacloud.com/nodepool-id=np1234
+    label_selectors:
+      - alibabacloud.com/nodepool-id=np1234
 
 - name: Show what would change, per node
   kubegpu.scheduling.gpu_node_label:
@@ -262,118 +260,42 @@ diff:
 
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
-    CheckFailed,
-    ClusterError,
-    OptionError,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
-    api_module,
-    errors_fail,
-    module_client,
-    with_connection_options,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.apply import (
-    NodeResult,
-    apply_plans,
-    failure_message,
-    summarize,
-    warnings_for,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import with_connection_options
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
     DEFAULT_LABEL_KEY,
     MIXED_MODELS_CHOICES,
-    build_options,
-    missing_plans,
-    plan_node,
-    plan_nodes,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.reads import (
-    patch_node,
-    read_dra_models,
-    read_nodes,
-    reread_node,
-    with_dra_model,
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.run import run_labeling
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
+    NODE_SELECTION,
+    PARALLELISM,
+    module_options,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.module import run_write_module
 
-MAX_PARALLELISM = 256
+OWN_OPTIONS: dict[str, dict[str, Any]] = {
+    "label_key": {"type": "str", "default": DEFAULT_LABEL_KEY, "no_log": False},
+    "model_label_keys": {
+        "type": "list",
+        "elements": "str",
+        "default": list(DEFAULT_MODEL_LABEL_KEYS),
+        "no_log": False,
+    },
+    "value_overrides": {"type": "dict"},
+    "remove_from_non_gpu": {"type": "bool", "default": False},
+    "mixed_models": {"type": "str", "choices": list(MIXED_MODELS_CHOICES), "default": "skip"},
+    "force": {"type": "bool", "default": False},
+}
 
 
 def argument_spec() -> dict[str, Any]:
-    return with_connection_options(
-        dict(
-            label_key={"type": "str", "default": DEFAULT_LABEL_KEY, "no_log": False},
-            model_label_keys={
-                "type": "list",
-                "elements": "str",
-                "default": list(DEFAULT_MODEL_LABEL_KEYS),
-                "no_log": False,
-            },
-            label_selector={"type": "str"},
-            names={"type": "list", "elements": "str"},
-            value_overrides={"type": "dict"},
-            remove_from_non_gpu={"type": "bool", "default": False},
-            mixed_models={"type": "str", "choices": list(MIXED_MODELS_CHOICES), "default": "skip"},
-            force={"type": "bool", "default": False},
-            parallelism={"type": "int", "default": 16},
-        )
-    )
-
-
-def run(module: AnsibleModule) -> tuple[dict[str, Any], list[NodeResult]]:
-    params = module.params
-    options = build_options(
-        params["label_key"],
-        params["model_label_keys"],
-        params["value_overrides"],
-        params["remove_from_non_gpu"],
-        params["mixed_models"],
-        params["force"],
-    )
-    if not 1 <= params["parallelism"] <= MAX_PARALLELISM:
-        raise OptionError(f"parallelism must be between 1 and {MAX_PARALLELISM}, not {params['parallelism']}")
-    is_gpu = gpu_resource_matcher()
-    client = module_client(module)
-    nodes, missing = read_nodes(client, params["label_selector"], params["names"])
-    models, dra_warning = read_dra_models(client)
-    if dra_warning:
-        module.warn(dra_warning)
-    nodes = [node for node in (with_dra_model(n, models) for n in nodes) if node is not None]
-    plans = plan_nodes(nodes, options, is_gpu) + missing_plans(missing, params["label_selector"])
-    if module.check_mode:
-        results = [NodeResult(plan) for plan in plans]
-    else:
-        results = apply_plans(
-            plans,
-            send=lambda name, patch: patch_node(client, name, patch),
-            reread=lambda name: with_dra_model(reread_node(client, name), models),
-            replan=lambda node: plan_node(node, options, is_gpu),
-            parallelism=params["parallelism"],
-            errors=(ClusterError,),
-        )
-    summary = summarize(results, options.label_key)
-    diff = summary.pop("diff")
-    result: dict[str, Any] = dict(summary, changed=bool(summary["labeled"] or summary["unlabeled"]))
-    result["writes"] = client.write_count
-    if module._diff:
-        result["diff"] = diff
-    for warning in warnings_for(summary, options):
-        module.warn(warning)
-    return result, results
+    options = module_options(OWN_OPTIONS, (NODE_SELECTION, PARALLELISM), renamed={"label_selector": "label_selectors"})
+    return with_connection_options(options)
 
 
 def main() -> None:
-    module = api_module(argument_spec())
-    with errors_fail(module):
-        result, results = run(module)
-        problem = failure_message(results)
-        if problem:
-            raise CheckFailed(problem, result=result)
-    module.exit_json(**result)
+    run_write_module(argument_spec(), lambda module, client: run_labeling(module.params, client, module.check_mode))
 
 
 if __name__ == "__main__":

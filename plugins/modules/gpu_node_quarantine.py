@@ -8,7 +8,7 @@ module: gpu_node_quarantine
 short_description: Quarantine failed GPU nodes, and evict only their GPU pods
 version_added: 1.1.0
 description:
-  - Takes the nodes named in O(nodes) out of service for new work, the way an on-call runbook does it by hand,
+  - Takes the nodes named in O(names) out of service for new work, the way an on-call runbook does it by hand,
     in one task that can be dry-run with C(--check --diff) and audited on the node afterwards.
   - Each node is cordoned (C(spec.unschedulable)), unless it is already, and gets the collection's taint
     C(kubegpu.io/quarantine:NoSchedule), and the annotation C(kubegpu.io/quarantine-record), a JSON record of who
@@ -27,7 +27,7 @@ description:
     reported in RV(blocked) with the budget's name and a warning; it is never deleted unless O(force_delete=true).
   - The breaker never takes more than O(max_share) of a pool's GPUs out of service, counting the nodes already
     quarantined or cordoned. Pools are the GPU model and, with O(pool_by), the values of node labels such as a
-    node pool. Nodes are taken in the order of O(nodes); those that would go over are held back, in
+    node pool. Nodes are taken in the order of O(names); those that would go over are held back, in
     RV(held_back), with the pool and the numbers, and neither patched nor drained.
   - The taint is C(NoSchedule), never C(NoExecute), because a C(NoExecute) taint evicts pods past their budgets.
   - Reads one paginated list each of nodes, pods, PodDisruptionBudgets and the DRA objects
@@ -37,14 +37,18 @@ author:
 extends_documentation_fragment:
   - kubegpu.scheduling.model_labels
   - kubegpu.scheduling.connection
+  - kubegpu.scheduling.options.eviction
+  - kubegpu.scheduling.options.parallelism
 options:
-  nodes:
+  names:
     description:
       - The names of the nodes to quarantine, in the order the breaker takes them.
       - A name that matches no node is reported in RV(missing) and fails nothing.
+      - The earlier name O(nodes) is deprecated and will be removed in 2.0.0.
     type: list
     elements: str
     required: true
+    aliases: [nodes]
   reason:
     description:
       - Why the nodes are quarantined (an XID, a ticket), kept in the record on each node.
@@ -55,22 +59,6 @@ options:
       - Who quarantines them, kept in the record on each node.
     type: str
     default: kubegpu.scheduling
-  evict:
-    description:
-      - Evict the pods that hold GPUs on the nodes quarantined (now or before), through the Eviction API.
-      - Without it the nodes are cordoned and tainted only; their running pods stay.
-    type: bool
-    default: false
-  eviction_timeout:
-    description:
-      - Seconds to keep trying the evictions a PodDisruptionBudget refuses, from the first eviction on.
-    type: int
-    default: 300
-  force_delete:
-    description:
-      - Delete a pod its budget still keeps after O(eviction_timeout), past the budget.
-    type: bool
-    default: false
   max_share:
     description:
       - The largest share of a pool's GPUs out of service at once, quarantined or cordoned nodes included,
@@ -85,11 +73,6 @@ options:
     type: list
     elements: str
     default: [model]
-  parallelism:
-    description:
-      - How many patches, and how many evictions, are in flight at once.
-    type: int
-    default: 16
 attributes:
   check_mode:
     support: full
@@ -117,7 +100,7 @@ seealso:
 EXAMPLES = r"""
 - name: Show what quarantining a node would do, and send nothing
   kubegpu.scheduling.gpu_node_quarantine:
-    nodes: [gpu-node-17]
+    names: [gpu-node-17]
     reason: "XID 79 on GPU 3 (ticket OPS-1234)"
     quarantined_by: alice
     evict: true
@@ -127,7 +110,7 @@ EXAMPLES = r"""
 
 - name: Quarantine it and evict its GPU pods, waiting up to ten minutes for their budgets
   kubegpu.scheduling.gpu_node_quarantine:
-    nodes: [gpu-node-17]
+    names: [gpu-node-17]
     reason: "XID 79 on GPU 3 (ticket OPS-1234)"
     quarantined_by: alice
     evict: true
@@ -135,7 +118,7 @@ EXAMPLES = r"""
 
 - name: Quarantine failed nodes, at most a quarter of any node pool's GPUs at once
   kubegpu.scheduling.gpu_node_quarantine:
-    nodes: "{{ failed_nodes }}"
+    names: "{{ failed_nodes }}"
     reason: "node condition AcceleratedHardwareReady=False"
     max_share: 0.25
     pool_by: [model, cloud.google.com/gke-nodepool]
@@ -334,152 +317,43 @@ diff:
       after: "spec.unschedulable: true\nspec.taints: kubegpu.io/quarantine:NoSchedule\n..."
 """
 
-from datetime import UTC, datetime
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import options_from_params
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
-    ClusterError,
-    OptionError,
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import with_connection_options
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.run import run_quarantine
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
+    EVICTION,
+    GROUPS,
+    NODE_SELECTION,
+    PARALLELISM,
+    module_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
-    api_module,
-    exit_with_result,
-    module_client,
-    with_connection_options,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import (
-    DEFAULT_MAX_SHARE,
-    MODEL_DIMENSION,
-    check_share,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.plan import (
-    QuarantineOptions,
-    check_nodes,
-    check_text,
-    plan_quarantine,
-    replan_node,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.apply import (
-    EvictionCalls,
-    EvictionSettings,
-    apply_node_patches,
-    blocked_warning,
-    checked_results,
-    evict_pods,
-    failure_message,
-    pods_to_evict,
-    summarize,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.reads import (
-    delete_pod,
-    evict_pod,
-    eviction_client,
-    patch_node,
-    read_quarantine,
-    reread_node,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.breaker import DEFAULT_MAX_SHARE, MODEL_DIMENSION
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.module import run_write_module
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import DEFAULT_QUARANTINED_BY
 
-MAX_PARALLELISM = 256
+OWN_OPTIONS: dict[str, dict[str, Any]] = {
+    "names": dict(GROUPS[NODE_SELECTION]["names"], required=True),
+    "reason": {"type": "str", "required": True},
+    "quarantined_by": {"type": "str", "default": DEFAULT_QUARANTINED_BY},
+    "max_share": {"type": "float", "default": DEFAULT_MAX_SHARE},
+    "pool_by": {"type": "list", "elements": "str", "default": [MODEL_DIMENSION]},
+    "model_label_keys": {
+        "type": "list",
+        "elements": "str",
+        "default": list(DEFAULT_MODEL_LABEL_KEYS),
+        "no_log": False,
+    },
+}
 
 
 def argument_spec() -> dict[str, Any]:
-    return with_connection_options(
-        dict(
-            nodes={"type": "list", "elements": "str", "required": True},
-            reason={"type": "str", "required": True},
-            quarantined_by={"type": "str", "default": DEFAULT_QUARANTINED_BY},
-            evict={"type": "bool", "default": False},
-            eviction_timeout={"type": "int", "default": 300},
-            force_delete={"type": "bool", "default": False},
-            max_share={"type": "float", "default": DEFAULT_MAX_SHARE},
-            pool_by={"type": "list", "elements": "str", "default": [MODEL_DIMENSION]},
-            model_label_keys={
-                "type": "list",
-                "elements": "str",
-                "default": list(DEFAULT_MODEL_LABEL_KEYS),
-                "no_log": False,
-            },
-            parallelism={"type": "int", "default": 16},
-        )
-    )
-
-
-def build_options(params: dict[str, Any]) -> QuarantineOptions:
-    if not 1 <= params["parallelism"] <= MAX_PARALLELISM:
-        raise OptionError(f"parallelism must be between 1 and {MAX_PARALLELISM}, not {params['parallelism']}")
-    if params["eviction_timeout"] < 0:
-        raise OptionError(f"eviction_timeout must be 0 or more seconds, not {params['eviction_timeout']}")
-    pool_by = tuple(dict.fromkeys(k.strip() for k in params["pool_by"] if k.strip()))
-    if not pool_by:
-        raise OptionError("pool_by must name at least one dimension (model, or a node label key)")
-    return QuarantineOptions(
-        reason=check_text(params["reason"], "reason"),
-        quarantined_by=check_text(params["quarantined_by"], "quarantined_by"),
-        now=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        max_share=check_share(params["max_share"]),
-        pool_by=pool_by,
-        fleet=options_from_params(model_label_keys=params["model_label_keys"]),
-    )
-
-
-def run(module: AnsibleModule) -> dict[str, Any]:
-    params = module.params
-    asked = check_nodes(params["nodes"])
-    options = build_options(params)
-    client = module_client(module)
-    reads = read_quarantine(client, asked, options)
-    for note in reads.dra.notes if reads.dra is not None else ():
-        module.warn(note)
-    plan = plan_quarantine(asked, reads, options)
-    evictions = None
-    evicting = None
-    if module.check_mode:
-        results = checked_results(plan)
-    else:
-        results = apply_node_patches(
-            plan.nodes,
-            send=lambda name, patch: patch_node(client, name, patch),
-            reread=lambda name: reread_node(client, name, options),
-            replan=lambda node, node_plan: replan_node(node, node_plan, options),
-            parallelism=params["parallelism"],
-            errors=(ClusterError,),
-        )
-        if params["evict"]:
-            evicting = eviction_client(client)
-            calls = EvictionCalls(
-                evict=lambda pod: evict_pod(evicting, pod.namespace, pod.name),
-                delete=lambda pod: delete_pod(evicting, pod.namespace, pod.name),
-                errors=(ClusterError,),
-            )
-            settings = EvictionSettings(params["eviction_timeout"], params["force_delete"], params["parallelism"])
-            evictions = evict_pods(pods_to_evict(results), calls, settings)
-    summary = summarize(plan, results, evictions, params["eviction_timeout"])
-    diff = summary.pop("diff")
-    # In check mode, pods to evict are a change the real run would make.
-    would_evict = module.check_mode and params["evict"] and bool(summary["to_evict"])
-    changed = bool(summary["quarantined"] or summary["evicted"] or summary["deleted"] or would_evict)
-    result: dict[str, Any] = dict(summary, changed=changed)
-    result["writes"] = client.write_count + (evicting.write_count if evicting is not None else 0)
-    if module._diff:
-        result["diff"] = diff
-    warning = blocked_warning(summary)
-    if warning:
-        module.warn(warning)
-    for name in summary["missing"]:
-        module.warn(f"no such node: {name}")
-    for held in summary["held_back"]:
-        module.warn(f"node {held['node']} held back by the breaker: {held['reason']}")
-    return result
+    return with_connection_options(module_options(OWN_OPTIONS, (EVICTION, PARALLELISM), renamed={"nodes": "names"}))
 
 
 def main() -> None:
-    module = api_module(argument_spec())
-    exit_with_result(module, run, failure_message)
+    run_write_module(argument_spec(), lambda module, client: run_quarantine(module.params, client, module.check_mode))
 
 
 if __name__ == "__main__":

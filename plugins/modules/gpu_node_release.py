@@ -34,13 +34,16 @@ author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
   - kubegpu.scheduling.connection
+  - kubegpu.scheduling.options.parallelism
 options:
-  nodes:
+  names:
     description:
       - The nodes to release, by name. Names that match no node are listed in RV(missing) with a warning.
+      - The earlier name O(nodes) is deprecated and will be removed in 2.0.0.
     type: list
     elements: str
     required: true
+    aliases: [nodes]
   proof:
     description:
       - The proof pod. What is not given is the sample workload's (the C(sample_workload) role's defaults).
@@ -91,11 +94,6 @@ options:
       - How many lines from the end of a proof pod's log the result keeps.
     type: int
     default: 20
-  parallelism:
-    description:
-      - How many nodes are proven at once.
-    type: int
-    default: 8
 attributes:
   check_mode:
     support: full
@@ -119,19 +117,19 @@ seealso:
 EXAMPLES = r"""
 - name: Show what releasing two nodes would do (proof pods, what is removed, what stays)
   kubegpu.scheduling.gpu_node_release:
-    nodes: [gpu-a100-3, gpu-a100-7]
+    names: [gpu-a100-3, gpu-a100-7]
   check_mode: true
   diff: true
 
 - name: Release them once the sample workload succeeds on each
   kubegpu.scheduling.gpu_node_release:
-    nodes: [gpu-a100-3, gpu-a100-7]
+    names: [gpu-a100-3, gpu-a100-7]
     proof_timeout: 900
   register: release
 
 - name: Prove with a short CUDA job on one GPU instead of the sample
   kubegpu.scheduling.gpu_node_release:
-    nodes: [gpu-h100-1]
+    names: [gpu-h100-1]
     proof:
       image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
       command: [/cuda-samples/vectorAdd]
@@ -202,7 +200,7 @@ not_ours:
       reason: "gpu-a100-5: it carries the taint kubegpu.io/quarantine:NoSchedule but no
         kubegpu.io/quarantine-record annotation; left as it is"
 missing:
-  description: Names in O(nodes) that match no node.
+  description: Names in O(names) that match no node.
   returned: always
   type: list
   elements: str
@@ -281,133 +279,66 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
-    ClusterError,
-    OptionError,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
-    api_module,
-    exit_with_result,
-    module_client,
-    with_connection_options,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod import lifecycle
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod.outcome import log_tail
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import with_connection_options
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.apply import PodCalls
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
     DEFAULT_LOG_LINES,
     DEFAULT_PROOF_TIMEOUT,
     PROOF_NAMESPACE,
-    ReleasePlan,
-    Verdict,
-    build_proof_options,
-    missing_plan,
-    plan_release,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.reads import (
-    patch_node,
-    read_nodes,
-    reread_node,
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.run import run_release
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
+    GROUPS,
+    NODE_SELECTION,
+    PARALLELISM,
+    module_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.run import (
-    NodeCalls,
-    NodeResult,
-    PodCalls,
-    failure_message,
-    planned,
-    release_all,
-    summarize,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod import lifecycle
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod.outcome import log_tail
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.module import run_write_module
 
-MAX_PARALLELISM = 64
+OWN_OPTIONS: dict[str, dict[str, Any]] = {
+    "names": dict(GROUPS[NODE_SELECTION]["names"], required=True),
+    "proof": {
+        "type": "dict",
+        "options": {
+            "image": {"type": "str"},
+            "command": {"type": "list", "elements": "str"},
+            "resource": {"type": "str", "default": "nvidia.com/gpu"},
+            "gpus": {"type": "int"},
+            "tolerations": {"type": "list", "elements": "dict"},
+            "annotations": {"type": "dict"},
+        },
+    },
+    "proof_timeout": {"type": "int", "default": DEFAULT_PROOF_TIMEOUT},
+    "namespace": {"type": "str", "default": PROOF_NAMESPACE},
+    "log_lines": {"type": "int", "default": DEFAULT_LOG_LINES},
+}
 
 
 def argument_spec() -> dict[str, Any]:
-    return with_connection_options(
-        dict(
-            nodes={"type": "list", "elements": "str", "required": True},
-            proof={
-                "type": "dict",
-                "options": {
-                    "image": {"type": "str"},
-                    "command": {"type": "list", "elements": "str"},
-                    "resource": {"type": "str", "default": "nvidia.com/gpu"},
-                    "gpus": {"type": "int"},
-                    "tolerations": {"type": "list", "elements": "dict"},
-                    "annotations": {"type": "dict"},
-                },
-            },
-            proof_timeout={"type": "int", "default": DEFAULT_PROOF_TIMEOUT},
-            namespace={"type": "str", "default": PROOF_NAMESPACE},
-            log_lines={"type": "int", "default": DEFAULT_LOG_LINES},
-            parallelism={"type": "int", "default": 8},
-        )
-    )
+    return with_connection_options(module_options(OWN_OPTIONS, (PARALLELISM,), renamed={"nodes": "names"}))
 
 
-def check_params(params: dict[str, Any]) -> None:
-    if not params["nodes"] or not all(params["nodes"]):
-        raise OptionError("nodes must name at least one node, and no name may be empty")
-    if params["proof_timeout"] < 1:
-        raise OptionError(f"proof_timeout must be at least 1 second, not {params['proof_timeout']}")
-    if params["log_lines"] < 0:
-        raise OptionError(f"log_lines must not be negative, not {params['log_lines']}")
-    if not 1 <= params["parallelism"] <= MAX_PARALLELISM:
-        raise OptionError(f"parallelism must be between 1 and {MAX_PARALLELISM}, not {params['parallelism']}")
-
-
-def pod_calls(module: AnsibleModule, client: Any, timeout: float) -> PodCalls:
-    lines = module.params["log_lines"]
+def pod_calls(module: AnsibleModule, client: KubeClient) -> PodCalls:
+    """The proof pods' I/O through the pod lifecycle of module_utils/pod/."""
+    timeout, lines = module.params["proof_timeout"], module.params["log_lines"]
     return PodCalls(
         read=lambda namespace, name: lifecycle.read_pod(client, namespace, name),
         create=lambda body: lifecycle.create_pod(client, body["metadata"]["namespace"], body, timeout),
         delete=lambda namespace, name: lifecycle.delete_and_wait(client, namespace, name, timeout),
         logs=lambda namespace, name: log_tail(client, namespace, name, lines, module.warn) if lines else [],
         wait=lifecycle.wait_for,
+        ensure_namespace=lambda namespace: lifecycle.ensure_namespace(client, namespace),
     )
 
 
-def run(module: AnsibleModule) -> dict[str, Any]:
-    params = module.params
-    check_params(params)
-    options = build_proof_options(params["proof"], params["namespace"])
-    client = module_client(module)
-    nodes, missing = read_nodes(client, params["nodes"])
-    decided: dict[str, ReleasePlan] = {n.name: plan_release(n, options) for n in nodes}
-    decided.update({name: missing_plan(name) for name in missing})
-    plans = [decided[name] for name in dict.fromkeys(params["nodes"])]
-    results: list[NodeResult]
-    if module.check_mode:
-        results = planned(plans)
-    else:
-        if any(p.verdict is Verdict.RELEASE for p in plans):
-            lifecycle.ensure_namespace(client, options.namespace)
-        results = release_all(
-            plans,
-            pod_calls(module, client, params["proof_timeout"]),
-            NodeCalls(
-                send=lambda name, patch: patch_node(client, name, patch),
-                reread=lambda name: reread_node(client, name),
-                replan=lambda node: plan_release(node, options),
-            ),
-            params["proof_timeout"],
-            parallelism=params["parallelism"],
-            errors=(ClusterError,),
-        )
-    summary = summarize(results, module.check_mode)
-    diff = summary.pop("diff")
-    result: dict[str, Any] = dict(summary, changed=bool(summary["released"]), writes=client.write_count)
-    if module._diff:
-        result["diff"] = diff
-    for entry in summary["not_ours"]:
-        module.warn(entry["reason"])
-    if summary["missing"]:
-        module.warn("no such node: " + ", ".join(summary["missing"]))
-    return result
-
-
 def main() -> None:
-    module = api_module(argument_spec())
-    exit_with_result(module, run, failure_message)
+    run_write_module(
+        argument_spec(),
+        lambda module, client: run_release(module.params, client, module.check_mode, pod_calls(module, client)),
+    )
 
 
 if __name__ == "__main__":

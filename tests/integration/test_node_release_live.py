@@ -24,17 +24,17 @@ from collections.abc import Iterator
 import pytest
 from conftest import GPU, LocalCluster, run_ansible_module, wait_until
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
+    PROOF_APP,
+    PROOF_NAMESPACE,
+    SAMPLE_TOLERATIONS,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
     DEFAULT_QUARANTINED_BY,
     QUARANTINE_TAINT,
     RECORD_ANNOTATION,
     Record,
     record_annotation,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
-    PROOF_APP,
-    PROOF_NAMESPACE,
-    SAMPLE_TOLERATIONS,
 )
 from tests.cluster import fleet as fleet_file
 

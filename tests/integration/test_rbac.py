@@ -27,11 +27,11 @@ from conftest import LocalCluster, ansible_env, run_ansible_module, wait_until, 
 from test_device_quarantine_runbook_live import free_device
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device as device_plan
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import RECORD_ANNOTATION
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
     PROOF_NAMESPACE,
     SAMPLE_TOLERATIONS,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import RECORD_ANNOTATION
 from tests.cluster import versions
 
 pytestmark = [pytest.mark.cluster, pytest.mark.every_release]

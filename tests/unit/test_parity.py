@@ -58,6 +58,7 @@ from ansible_collections.kubegpu.scheduling.plugins.modules import (
     gpu_node_label,
     gpu_pod_validate,
 )
+from tests.documented_options import documented_options
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
@@ -137,7 +138,7 @@ def test_gpu_node_facts_documents_the_default_selectors():
     plugin = documented["device_plugin"]["suboptions"]["label_selectors"]["default"]
     assert plugin == list(DEFAULT_DEVICE_PLUGIN_SELECTORS)
     assert documented["exempt_pod_selectors"]["default"] == list(DEFAULT_EXEMPT_POD_SELECTORS)
-    assert documented["resource_names"]["default"] == [NVIDIA_GPU]
+    assert documented_options(gpu_node_facts)["resource_names"]["default"] == [NVIDIA_GPU]
 
 
 def test_gpu_pod_validate_documents_the_allow_annotation():

@@ -297,5 +297,5 @@ def plan_nodes(nodes: Iterable[CompactNode], options: LabelingOptions, is_gpu: C
 
 
 def missing_plans(names: list[str], selector: str | None) -> list[NodePlan]:
-    reason = "no such node" + (" matching label_selector" if selector else "")
+    reason = "no such node" + (" matching label_selectors" if selector else "")
     return [NodePlan(name, Outcome.SKIP, None, None, reason=reason) for name in names]

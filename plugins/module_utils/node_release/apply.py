@@ -39,13 +39,15 @@ _LOGGED_PHASES = ("Running", *FINISHED_POD_PHASES)
 @dataclass(frozen=True)
 class PodCalls:
     """The proof pod's I/O: read (None when gone), create, delete (returns once it is gone), the
-    tail of its log, and a poll `wait(probe, done, timeout) -> (last value, done in time)`."""
+    tail of its log, a poll `wait(probe, done, timeout) -> (last value, done in time)`, and the
+    namespace of the proof pods made when it is missing."""
 
     read: Callable[[str, str], dict[str, Any] | None]
     create: Callable[[dict[str, Any]], object]
     delete: Callable[[str, str], object]
     logs: Callable[[str, str], list[str]]
     wait: Callable[[Callable[[], Any], Callable[[Any], bool], float], tuple[Any, bool]]
+    ensure_namespace: Callable[[str], object] = lambda _namespace: None
 
 
 @dataclass(frozen=True)

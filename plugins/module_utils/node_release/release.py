@@ -25,6 +25,7 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import release as kinds
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import legacy
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import json_pointer
@@ -405,13 +406,6 @@ def proof_hit(node: str, pod: str, outcome: ProofOutcome, timeout: float) -> Hit
 
 
 def finding_dict(hit: Hit) -> dict[str, Any]:
-    """A finding in the shape gpu_node_release returns."""
+    """A finding of the release: the one shape, and its places (node, pod) beside it as before."""
     finding = KINDS.finding(hit)
-    return {
-        "kind": finding.id,
-        "severity": finding.severity,
-        "title": finding.title,
-        "message": finding.message,
-        "remedy": finding.remedy,
-        **dict(finding.where),
-    }
+    return legacy(finding, **finding.where)

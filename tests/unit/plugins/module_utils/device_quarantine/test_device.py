@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device as plan
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 
 REF = plan.DeviceRef("gpu.nvidia.com", "dra-h100", "gpu-1")
 OWNER = {"who": "oncall", "why": "XID 79 on gpu-1", "when": "2026-12-03T10:00:00Z"}

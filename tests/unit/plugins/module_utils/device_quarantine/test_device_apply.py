@@ -5,10 +5,10 @@ and the device's users (with their budgets) the ones handed to the evictions."""
 
 from __future__ import annotations
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import apply as run
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.reads import DeviceReads
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.evictions import project_budget, project_pod
 
 REF = device.DeviceRef("gpu.nvidia.com", "dra-h100", "gpu-1")

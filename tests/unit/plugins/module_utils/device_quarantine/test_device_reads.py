@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.reads import read_rules
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
 
 
 class Lists:

@@ -13,13 +13,6 @@ import yaml
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import release as kinds
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
-    QUARANTINE_TAINT,
-    QUARANTINE_TOLERATION,
-    RECORD_ANNOTATION,
-    Record,
-    record_annotation,
-)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
     PROOF_NODE_ANNOTATION,
     SAMPLE_COMMAND,
@@ -38,6 +31,13 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.re
     proof_hit,
     proof_pod,
     proof_pod_name,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
+    QUARANTINE_TAINT,
+    QUARANTINE_TOLERATION,
+    RECORD_ANNOTATION,
+    Record,
+    record_annotation,
 )
 
 REPO = Path(__file__).resolve().parents[5]

@@ -7,24 +7,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import release as kinds
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
-    QUARANTINE_TAINT,
-    RECORD_ANNOTATION,
-    Record,
-    record_annotation,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
-    ProofOptions,
-    ReleaseNode,
-    plan_release,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.run import (
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.apply import (
     NodeCalls,
     PodCalls,
     failure_message,
     planned,
     release_all,
     summarize,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
+    ProofOptions,
+    ReleaseNode,
+    plan_release,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
+    QUARANTINE_TAINT,
+    RECORD_ANNOTATION,
+    Record,
+    record_annotation,
 )
 
 RECORD = record_annotation(Record("on-call", "XID 79", "2026-12-03T10:00:00Z", cordoned=True))
