@@ -10,6 +10,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
+from ansible.module_utils.common import warnings
 import yaml
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds.plugin_config import KINDS
@@ -25,6 +26,7 @@ SCRIPT = REPO / "scripts" / "gpu-plugin-config-validate"
 
 
 def run_module(args):
+    warnings._global_deprecations.clear()  # gathered per process; each run stands for one
     out = io.StringIO()
     with patch_module_args(args), redirect_stdout(out), pytest.raises(SystemExit) as exited:
         gpu_plugin_config_validate.main()
