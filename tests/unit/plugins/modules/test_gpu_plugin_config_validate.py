@@ -10,8 +10,8 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.common import warnings
 import yaml
+from ansible.module_utils.common import warnings
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds.plugin_config import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config import cli

@@ -12,8 +12,8 @@ from xml.etree import ElementTree
 
 import jsonschema
 import pytest
-from ansible.module_utils.common import warnings
 import yaml
+from ansible.module_utils.common import warnings
 
 from ansible_collections.kubegpu.scheduling.plugins.doc_fragments import read_only as read_only_fragment
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube import module as api_module
