@@ -271,6 +271,10 @@ writes:
   returned: always
   type: int
   sample: 3
+api_requests:
+  description: The API requests sent, reads and writes, retries included.
+  returned: always
+  type: int
 diff:
   description: Per rule that changes, its selector, taint and owner before and after.
   returned: in diff mode

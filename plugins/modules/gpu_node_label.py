@@ -244,6 +244,10 @@ writes:
   returned: always
   type: int
   sample: 2
+api_requests:
+  description: The API requests sent, reads and writes, retries included.
+  returned: always
+  type: int
 diff:
   description:
     - Per node that changes, the label before and after as C(key=value) lines (empty when absent).

@@ -303,6 +303,10 @@ writes:
   returned: always
   type: int
   sample: 2
+api_requests:
+  description: The API requests sent, reads and writes, retries included.
+  returned: always
+  type: int
 diff:
   description:
     - Per node that changes, its cordon, taints and quarantine record before and after.

@@ -266,6 +266,10 @@ writes:
   returned: always
   type: int
   sample: 3
+api_requests:
+  description: The API requests sent, reads and writes, retries included.
+  returned: always
+  type: int
 diff:
   description:
     - Per node released, its cordon, taints and quarantine record before and after, as lines.

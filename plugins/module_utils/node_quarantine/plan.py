@@ -66,10 +66,6 @@ OUTCOME_UNCHANGED = "unchanged"
 OUTCOME_HELD = "held"
 OUTCOME_MISSING = "missing"
 
-LEFT_DAEMONSET = "DaemonSet pod: its controller puts it back on the node"
-LEFT_MIRROR = "mirror pod of a static pod: the API cannot evict it"
-LEFT_TERMINATING = "already being deleted"
-
 
 @dataclass(frozen=True)
 class QuarantineOptions:
@@ -291,15 +287,7 @@ def split_gpu_pods(
         gpus = dict(pod.gpus) or dict(holders.get((pod.namespace, pod.name), {}))
         if not gpus:
             continue
-        reason = (
-            LEFT_MIRROR
-            if pod.mirror
-            else LEFT_DAEMONSET
-            if pod.daemonset
-            else LEFT_TERMINATING
-            if pod.terminating
-            else ""
-        )
+        reason = pod.left_because
         if reason:
             left[pod.node].append(LeftPod(pod.ref, gpus, reason))
         else:

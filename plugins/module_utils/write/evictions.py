@@ -22,6 +22,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.regist
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import plugin_finding
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import is_static_pod
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import pod_gpus
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube import plain
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
     ClusterError,
@@ -29,14 +30,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors imp
     error_status,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
-    as_list,
-    as_mapping,
-    as_text,
-    object_parts,
-    optional_int,
-    string_map,
-)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import FINISHED_POD_PHASES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.retries import backoff_delay
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.selectors import (
@@ -64,6 +57,10 @@ SEVERAL_BUDGETS = "more than one PodDisruptionBudget"
 _OBJECT_ONLY = frozenset({400, 404, 409, 422, TOO_MANY_REQUESTS})
 MAX_EVICTION_BACKOFF = 5.0
 
+LEFT_DAEMONSET = "DaemonSet pod: its controller puts it back on the node"
+LEFT_MIRROR = "mirror pod of a static pod: the API cannot evict it"
+LEFT_TERMINATING = "already being deleted"
+
 
 # --- the pods and their budgets ------------------------------------------------------------------
 
@@ -89,6 +86,15 @@ class CompactPod(PodName):
     daemonset: bool
     mirror: bool
     terminating: bool
+
+    @property
+    def left_because(self) -> str:
+        """Why the pod is not evicted, as `kubectl drain` leaves it; empty when it is evicted."""
+        if self.mirror:
+            return LEFT_MIRROR
+        if self.daemonset:
+            return LEFT_DAEMONSET
+        return LEFT_TERMINATING if self.terminating else ""
 
 
 @dataclass(frozen=True)
@@ -142,33 +148,33 @@ class PodEviction(PodName):
 def project_pod(item: object, nodes: frozenset[str], is_gpu: Callable[[str], bool]) -> CompactPod | None:
     """The fields of a pod on one of `nodes` that quarantine needs; None for any other pod and for
     finished pods, so a fleet's list costs little more than a look at each pod's node."""
-    pod = as_mapping(item)
-    spec = as_mapping(pod.get("spec"))
+    pod = plain.as_mapping(item)
+    spec = plain.as_mapping(pod.get("spec"))
     node = spec.get("nodeName")
     if node not in nodes:
         return None
-    metadata = as_mapping(pod.get("metadata"))
-    status = as_mapping(pod.get("status"))
+    metadata = plain.as_mapping(pod.get("metadata"))
+    status = plain.as_mapping(pod.get("status"))
     name = metadata.get("name")
     if not isinstance(name, str) or not name or status.get("phase") in FINISHED_POD_PHASES:
         return None
-    owners = [as_mapping(o) for o in as_list(metadata.get("ownerReferences"))]
-    kinds = [as_text(o.get("kind")) for o in owners]
+    owners = [plain.as_mapping(o) for o in plain.as_list(metadata.get("ownerReferences"))]
+    kinds = [plain.as_text(o.get("kind")) for o in owners]
     return CompactPod(
-        namespace=sys.intern(as_text(metadata.get("namespace"))),
+        namespace=sys.intern(plain.as_text(metadata.get("namespace"))),
         name=name,
         node=str(node),
-        labels=string_map(metadata.get("labels")),
+        labels=plain.string_map(metadata.get("labels")),
         # GPUs a DeviceClass serves from a DRA claim for an extended resource are in the limits too.
         gpus=pod_gpus(spec, is_gpu),
         daemonset="DaemonSet" in kinds,
-        mirror=is_static_pod(string_map(metadata.get("annotations")), kinds),
+        mirror=is_static_pod(plain.string_map(metadata.get("annotations")), kinds),
         terminating=metadata.get("deletionTimestamp") is not None,
     )
 
 
 def project_budget(item: object) -> Budget | None:
-    parts = object_parts(item)
+    parts = plain.object_parts(item)
     if parts is None:
         return None
     name, metadata, spec, status = parts
@@ -182,13 +188,16 @@ def project_budget(item: object) -> Budget | None:
             # policy/v1: an empty selector selects every pod of the namespace; one that cannot be
             # read here is taken to select every pod too, so it is never overlooked.
             selects_all = True
-    generation, observed = optional_int(metadata.get("generation")), optional_int(status.get("observedGeneration"))
+    generation, observed = (
+        plain.optional_int(metadata.get("generation")),
+        plain.optional_int(status.get("observedGeneration")),
+    )
     return Budget(
-        namespace=as_text(metadata.get("namespace")),
+        namespace=plain.as_text(metadata.get("namespace")),
         name=name,
         selector=selector,
         selects_all=selects_all,
-        disruptions_allowed=optional_int(status.get("disruptionsAllowed")) or 0,
+        disruptions_allowed=plain.optional_int(status.get("disruptionsAllowed")) or 0,
         current=observed is not None and (generation is None or observed >= generation),
     )
 

@@ -169,9 +169,9 @@ def test_only_gpu_pods_on_the_node_are_evicted_and_system_pods_are_left_with_the
     assert [p.ref for p in node.evict] == ["ml/gpumem", "ml/shared", "ml/train"]
     assert node.evict[2].gpus == {"nvidia.com/gpu": 2}
     assert [(p.ref, p.reason) for p in node.left] == [
-        ("ml/leaving", q.LEFT_TERMINATING),
-        ("ml/plugin", q.LEFT_DAEMONSET),
-        ("ml/static", q.LEFT_MIRROR),
+        ("ml/leaving", ev.LEFT_TERMINATING),
+        ("ml/plugin", ev.LEFT_DAEMONSET),
+        ("ml/static", ev.LEFT_MIRROR),
     ]
 
 
