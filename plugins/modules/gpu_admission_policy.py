@@ -28,8 +28,13 @@ description:
     ClusterServingRuntime, LLMInferenceService and LLMInferenceServiceConfig (inline pod specs);
     C(nvidia.com) DynamoGraphDeployment and DynamoComponentDeployment (v1alpha1 builds the main container
     from the component's fields); C(trainer.kubeflow.org) TrainJob.
-  - Applies them with server-side apply, idempotently (a dry-run apply tells whether anything would
-    change), or renders them to files for GitOps with O(render_to), without contacting the cluster.
+  - Applies them with server-side apply and the field manager C(kubegpu-admission-policy), idempotently (each
+    object is read and compared with its rendering first, and only objects that would change are sent), or
+    renders them to files for GitOps with O(render_to), without contacting the cluster.
+  - Every object carries the label C(app.kubernetes.io/managed-by=kubegpu.scheduling) and the digest of its
+    rendering. When an object of one of the module's names exists without that label, nothing is written and
+    the task fails naming it; O(state=absent) deletes only objects with the label and names the others in
+    RV(left_alone).
   - Reports the API server's type-checking warnings of each policy and the actions it is in force with.
   - Admission cannot see an image's environment nor the contents of C(envFrom) sources; the mutating
     policy (O(mutating=true)) neutralises both, the live audit of M(kubegpu.scheduling.gpu_pod_validate)
@@ -42,10 +47,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: Only reads and dry-run applies are sent; the result says what would change.
+    description: Only reads are sent; the result says what would change.
   diff_mode:
     support: full
-    description: Shows each changed object before and after.
+    description: Shows each changed object before (the cluster's values of the fields the module sets) and after.
 options:
   state:
     description:
@@ -155,34 +160,49 @@ files:
   returned: with O(render_to)
   type: list
   elements: str
+left_alone:
+  description: With O(state=absent), objects of the module's names that the collection did not make, left as they are.
+  returned: with O(state=absent)
+  type: list
+  elements: str
+changed:
+  description: Whether an object (or file, with O(render_to)) was created, changed or deleted (or would be, in check mode).
+  returned: always
+  type: bool
+writes:
+  description: The write requests sent to the API server; 0 in check mode, with O(render_to), and when nothing changes.
+  returned: always
+  type: int
+api_requests:
+  description: The API requests sent, reads and writes, retries included.
+  returned: always
+  type: int
+diff:
+  description:
+    - Per object that changes, the cluster's values of the fields the module sets before, and the module's after;
+      of an object deleted, what it was.
+    - Ansible's diff callback prints it and removes it from the result.
+  returned: in diff mode
+  type: list
+  elements: dict
 """
 
-import os  # noqa: E402
-from dataclasses import replace  # noqa: E402
 from typing import Any  # noqa: E402
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission import (  # noqa: E402
-    policy,
-    reads,
-    reconcile,
-)
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.policy import ENFORCEMENTS  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.run import rendered, run  # noqa: E402
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (  # noqa: E402
-    api_module,
-    errors_fail,
-    module_client,
     with_connection_options,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.module import run_write_module  # noqa: E402
 
 
 def argument_spec() -> dict[str, Any]:
     return with_connection_options(
         dict(
             state=dict(type="str", choices=["present", "absent"], default="present"),
-            enforcement=dict(type="str", choices=list(policy.ENFORCEMENTS), default="warn"),
-            warnings_enforcement=dict(type="str", choices=list(policy.ENFORCEMENTS), default="warn"),
+            enforcement=dict(type="str", choices=list(ENFORCEMENTS), default="warn"),
+            warnings_enforcement=dict(type="str", choices=list(ENFORCEMENTS), default="warn"),
             exempt_namespaces=dict(type="list", elements="str"),
             extra_exempt_namespaces=dict(type="list", elements="str", default=[]),
             mutating=dict(type="bool", default=False),
@@ -191,82 +211,8 @@ def argument_spec() -> dict[str, Any]:
     )
 
 
-def settings_of(params: dict[str, Any]) -> policy.AdmissionSettings:
-    exempt = params["exempt_namespaces"]
-    return policy.AdmissionSettings(
-        enforcement=params["enforcement"],
-        warnings_enforcement=params["warnings_enforcement"],
-        exempt_namespaces=tuple(exempt) if exempt is not None else policy.default_exempt_namespaces(),
-        extra_exempt_namespaces=tuple(params["extra_exempt_namespaces"]),
-        mutating=params["mutating"],
-    )
-
-
-def render(module: AnsibleModule, objects: list[dict[str, Any]], directory: str) -> dict[str, Any]:
-    import yaml  # pylint: disable=import-outside-toplevel
-
-    files, changes = [], []
-    for obj in objects:
-        path = os.path.join(directory, f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml")
-        text = yaml.safe_dump(obj, sort_keys=False, width=1000)
-        files.append(path)
-        try:
-            with open(path, encoding="utf-8") as handle:
-                same = handle.read() == text
-        except FileNotFoundError:
-            same = False
-        if same:
-            continue
-        changes.append(policy.object_key(obj))
-        if not module.check_mode:
-            os.makedirs(directory, exist_ok=True)
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(text)
-    return {"changed": bool(changes), "changes": changes, "files": files}
-
-
-def present(module: AnsibleModule, client: Any, objects: list[dict[str, Any]], stale: list[dict[str, Any]]) -> dict:
-    result, diffs = reconcile.present(client, objects, stale, module.check_mode)
-    for name, warnings in result["type_checking"].items():
-        for warning in warnings:
-            module.warn(f"ValidatingAdmissionPolicy {name}: type checking: {warning}")
-    if module._diff and diffs:  # pylint: disable=protected-access
-        result["diff"] = diffs
-    return result
-
-
-def run(module: AnsibleModule) -> dict[str, Any]:
-    params = module.params
-    settings = settings_of(params)
-    objects = policy.admission_objects(settings)
-    everything = policy.admission_objects(replace(settings, mutating=True))
-    base = {"objects": [policy.object_key(o) for o in objects], "exempt_namespaces": list(settings.exempt_namespaces)}
-    if params["render_to"] and params["state"] == "present":
-        return {**base, **render(module, objects, params["render_to"])}
-    client = module_client(module)
-    if params["state"] == "absent":
-        return {
-            **base,
-            "objects": [policy.object_key(o) for o in everything],
-            **reconcile.absent(client, everything, module.check_mode),
-        }
-    reads.require_apis(client, settings.mutating)
-    kept = {policy.object_key(o) for o in objects}
-    stale = [o for o in everything if policy.object_key(o) not in kept]
-    if stale and not settings.mutating:
-        # The mutating API may not be served; then nothing of it can be left to remove.
-        try:
-            reads.require_apis(client, True)
-        except ClusterError:
-            stale = []
-    return {**base, **present(module, client, objects, list(reversed(stale)))}
-
-
 def main() -> None:
-    module = api_module(argument_spec())
-    with errors_fail(module):
-        result = run(module)
-    module.exit_json(**result)
+    run_write_module(argument_spec(), run, offline=rendered)
 
 
 if __name__ == "__main__":

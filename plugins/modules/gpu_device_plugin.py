@@ -26,9 +26,9 @@ description:
   - Each object is compared with the cluster's first; only objects that would change are sent, with
     server-side apply and the field manager C(kubegpu-device-plugin). A rerun that changes nothing sends no
     write.
-  - A change of release, config or options is rolled out node by node by the DaemonSet controller; the module
-    then waits (up to O(wait_timeout) seconds) until every targeted node runs a Ready plugin pod of the
-    current template and advertises GPU capacity again (the resources the config advertises).
+  - A change of release, config or options is rolled out node by node by the DaemonSet controller; with O(wait)
+    the module then waits (up to O(wait_timeout) seconds) until every targeted node runs a Ready plugin pod of
+    the current template and advertises GPU capacity again (the resources the config advertises).
   - O(state=absent) deletes the objects the module makes that carry the collection's label in O(namespace),
     and leaves anyone else's.
   - Finding kinds (RV(findings[].kind)), errors unless said otherwise. V(deploy_config_invalid),
@@ -38,6 +38,7 @@ author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
   - kubegpu.scheduling.connection
+  - kubegpu.scheduling.options.waiting
 options:
   state:
     description:
@@ -89,16 +90,6 @@ options:
       - Deploy GPU Feature Discovery's DaemonSet too, on the same nodes, reading the same config.
     type: bool
     default: false
-  wait:
-    description:
-      - Wait for the rollout.
-    type: bool
-    default: true
-  wait_timeout:
-    description:
-      - How long to wait for the rollout, in seconds.
-    type: int
-    default: 300
 attributes:
   check_mode:
     support: full
@@ -226,149 +217,91 @@ left_alone:
   returned: with O(state=absent)
   type: list
   elements: str
+changed:
+  description: Whether an object was created, changed or deleted (or would be, in check mode).
+  returned: always
+  type: bool
 writes:
   description: The write requests sent; 0 in check mode and when nothing changes.
   returned: always
   type: int
+api_requests:
+  description: The API requests sent, reads and writes, pages and retries included.
+  returned: always
+  type: int
+diff:
+  description:
+    - Per object that changes, the cluster's values of the fields the module sets before, and the module's after;
+      of an object deleted, what it was.
+    - Ansible's diff callback prints it and removes it from the result.
+  returned: in diff mode
+  type: list
+  elements: dict
 """
 
 from typing import Any  # noqa: E402
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.reads import read_cluster  # noqa: E402
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.targets import (  # noqa: E402
     check_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS  # noqa: E402
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit  # noqa: E402
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import (  # noqa: E402
-    plugin_finding,
-)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU  # noqa: E402
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (  # noqa: E402
-    CheckFailed,
-    OptionError,
-)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (  # noqa: E402
-    api_module,
-    errors_fail,
-    module_client,
     with_connection_options,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (  # noqa: E402
+    WAITING,
+    module_options,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config.sources import (  # noqa: E402
-    HAS_YAML,
     ConfigSet,
     check_set,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy import reconcile  # noqa: E402
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.manifests import (  # noqa: E402
     DEFAULT_DRA_NODE_LABEL,
     DEFAULT_MAX_UNAVAILABLE,
     DEFAULT_NAMESPACE,
     DEFAULT_PRIORITY_CLASS,
-    build_deploy_options,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.releases import (  # noqa: E402
     DEFAULT_RELEASE,
     RELEASES,
 )
-
-CONFIG_NAME = "config"
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.run import (  # noqa: E402
+    CONFIG_NAME,
+    Checks,
+    runner,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.module import run_write_module  # noqa: E402
 
 
 def argument_spec() -> dict[str, Any]:
-    return with_connection_options(
-        dict(
-            state={"type": "str", "choices": ["present", "absent"], "default": "present"},
-            version={"type": "str", "choices": list(RELEASES), "default": DEFAULT_RELEASE},
-            namespace={"type": "str", "default": DEFAULT_NAMESPACE},
-            node_selector={"type": "dict"},
-            dra_node_label={"type": "str", "default": DEFAULT_DRA_NODE_LABEL},
-            priority_class={"type": "str", "default": DEFAULT_PRIORITY_CLASS},
-            max_unavailable={"type": "raw", "default": DEFAULT_MAX_UNAVAILABLE},
-            config={"type": "raw"},
-            feature_discovery={"type": "bool", "default": False},
-            wait={"type": "bool", "default": True},
-            wait_timeout={"type": "int", "default": 300},
-        )
+    own = dict(
+        state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+        version={"type": "str", "choices": list(RELEASES), "default": DEFAULT_RELEASE},
+        namespace={"type": "str", "default": DEFAULT_NAMESPACE},
+        node_selector={"type": "dict"},
+        dra_node_label={"type": "str", "default": DEFAULT_DRA_NODE_LABEL},
+        priority_class={"type": "str", "default": DEFAULT_PRIORITY_CLASS},
+        max_unavailable={"type": "raw", "default": DEFAULT_MAX_UNAVAILABLE},
+        config={"type": "raw"},
+        feature_discovery={"type": "bool", "default": False},
     )
+    return with_connection_options(module_options(own, (WAITING,)))
 
 
-def config_text(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, dict):
-        import yaml  # pylint: disable=import-outside-toplevel
-
-        return yaml.safe_dump(value, sort_keys=False)
-    raise OptionError(f"config must be the config file's text or a dictionary, not {type(value).__name__}")
+def config_verdict(text: str, version: str) -> dict[str, Any]:
+    """The config check of gpu_plugin_config_validate, for the release and the static DaemonSet."""
+    return check_set(ConfigSet({CONFIG_NAME: text}, None, CONFIG_NAME), version, static_manifest=True)
 
 
-def checked_config(text: str | None, version: str) -> dict[str, Any] | None:
-    """What the plugin advertises with the config; a CheckFailed, before any request, when it has an error."""
-    if text is None:
-        return None
-    verdict = check_set(ConfigSet({CONFIG_NAME: text}, None, CONFIG_NAME), version, static_manifest=True)
-    if verdict["valid"]:
-        return verdict["configs"].get(CONFIG_NAME)
-    hits = [
-        Hit("deploy_config_invalid", f, {"subject": CONFIG_NAME})
-        for f in verdict["findings"]
-        if f["severity"] == "error"
-    ]
-    findings = [plugin_finding(KINDS.finding(hit)) for hit in hits]
-    raise CheckFailed(
-        "config refused, nothing applied: " + "; ".join(f["problem"] for f in findings[:5]),
-        result={"changed": False, "writes": 0, "findings": findings, "config_findings": verdict["findings"]},
-    )
-
-
-def run(module: AnsibleModule) -> reconcile.Outcome:
-    params = module.params
-    if params["state"] == "absent":
-        options = build_deploy_options(namespace=params["namespace"])
-        return reconcile.absent(module_client(module), options.namespace, module.check_mode)
-    if not HAS_YAML:
-        raise OptionError(missing_required_lib("PyYAML"))
-    text = config_text(params["config"])
-    summary = checked_config(text, params["version"])
-    options = build_deploy_options(
-        **{k: params[k] for k in ("version", "namespace", "node_selector", "dra_node_label", "priority_class")},
-        max_unavailable=params["max_unavailable"],
-        config=text,
-        feature_discovery=params["feature_discovery"],
-    )
-    if params["wait_timeout"] < 0:
-        raise OptionError(f"wait_timeout must be 0 or more seconds, not {params['wait_timeout']}")
-    client = module_client(module)
-    check = check_options(NVIDIA_GPU, None)
-    outcome = reconcile.present(
-        client,
-        options,
-        summary,
-        lambda: read_cluster(client, None, check).plugin_pods,
-        module.check_mode,
-        params["wait_timeout"] if params["wait"] else None,
-    )
-    if summary is not None:
-        outcome.result["config"] = summary
-    return outcome
+def plugin_pods(client: Any) -> list[dict[str, Any]]:
+    """The device-plugin pods the check of gpu_device_plugin_validate finds."""
+    return read_cluster(client, None, check_options(NVIDIA_GPU, None)).plugin_pods
 
 
 def main() -> None:
-    module = api_module(argument_spec())
-    with errors_fail(module):
-        outcome = run(module)
-        result = dict(outcome.result)
-        for warning in outcome.warnings:
-            module.warn(warning)
-        if module._diff and outcome.diffs:  # pylint: disable=protected-access
-            result["diff"] = outcome.diffs
-        if outcome.failures:
-            result["findings"] = outcome.failures
-            raise CheckFailed("; ".join(f["problem"] for f in outcome.failures[:5]), result=result)
-    module.exit_json(**result)
+    run_write_module(argument_spec(), runner(Checks(config_verdict, plugin_pods)))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ description:
     otherwise the task fails and leaves the pod as it is.
   - Whether the existing pod matches is decided by a digest of the requested manifest kept in the
     C(kubegpu.io/manifest-sha256) annotation, so server-side defaults never count as a change.
+  - "With O(wait), the task waits until the pod runs (or completes), and with O(state=absent) until it is gone,
+    for up to O(wait_timeout) seconds. On timeout the message names the scheduler's reason, for example
+    C(0/9 nodes are available: 9 Insufficient nvidia.com/gpu)."
   - Validate the manifest first with M(kubegpu.scheduling.gpu_pod_validate); the
     C(sample_workload) role does both.
 version_added: 1.0.0
@@ -23,6 +26,7 @@ author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
   - kubegpu.scheduling.connection
+  - kubegpu.scheduling.options.waiting
 attributes:
   check_mode:
     support: full
@@ -33,9 +37,10 @@ attributes:
 options:
   definition:
     description:
-      - The Pod, as a mapping (C(apiVersion=v1), C(kind=Pod), C(metadata.name), C(spec)).
+      - The Pod (C(apiVersion=v1), C(kind=Pod), C(metadata.name), C(spec)), as a mapping or as a YAML string
+        that holds that one mapping.
       - Required when O(state=present).
-    type: dict
+    type: raw
   name:
     description:
       - Name of the pod to remove when O(state=absent) and no O(definition) is given.
@@ -60,17 +65,6 @@ options:
       - Delete and create the pod again when its manifest changed.
     type: bool
     default: false
-  wait:
-    description:
-      - Wait until the pod runs (or completes), and until it is gone when O(state=absent).
-    type: bool
-    default: true
-  wait_timeout:
-    description:
-      - "Seconds to wait. On timeout the message names the scheduler's reason, for example
-        C(0/9 nodes are available: 9 Insufficient nvidia.com/gpu)."
-    type: int
-    default: 120
   logs:
     description:
       - Read the pod's logs once it runs and return them in RV(logs).
@@ -162,109 +156,62 @@ logs:
   type: list
   elements: str
   sample: ["Accuracy at step 999: 0.9703"]
+changed:
+  description: Whether the pod was created, recreated or deleted (or would be, in check mode).
+  returned: always
+  type: bool
+writes:
+  description: The write requests sent (creations and deletions); 0 in check mode and when nothing changes.
+  returned: always
+  type: int
+api_requests:
+  description: The API requests sent, reads and writes, retries included.
+  returned: always
+  type: int
+diff:
+  description:
+    - The digest of the manifest the existing pod was created from before, and the requested manifest after.
+    - Ansible's diff callback prints it and removes it from the result.
+  returned: in diff mode, when the pod changes
+  type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from typing import Any  # noqa: E402
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (  # noqa: E402
-    CheckFailed,
-    OptionError,
-)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (  # noqa: E402
-    api_module,
-    errors_fail,
-    module_client,
     with_connection_options,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod import lifecycle, outcome  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (  # noqa: E402
+    GROUPS,
+    SOURCES,
+    WAITING,
+    module_options,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.pod.run import run  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.module import run_write_module  # noqa: E402
 
 
-def argument_spec() -> dict:
-    return with_connection_options(
-        dict(
-            definition={"type": "dict"},
-            name={"type": "str"},
-            namespace={"type": "str"},
-            state={"type": "str", "choices": ["present", "absent"], "default": "present"},
-            create_namespace={"type": "bool", "default": False},
-            recreate={"type": "bool", "default": False},
-            wait={"type": "bool", "default": True},
-            wait_timeout={"type": "int", "default": 120},
-            logs={"type": "bool", "default": True},
-            log_lines={"type": "int", "default": 100},
-            model_label_keys={"type": "list", "elements": "str", "no_log": False},
-        )
+def argument_spec() -> dict[str, Any]:
+    own = dict(
+        definition=dict(GROUPS[SOURCES]["definition"]),
+        name={"type": "str"},
+        namespace={"type": "str"},
+        state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+        create_namespace={"type": "bool", "default": False},
+        recreate={"type": "bool", "default": False},
+        logs={"type": "bool", "default": True},
+        log_lines={"type": "int", "default": 100},
+        model_label_keys={"type": "list", "elements": "str", "no_log": False},
     )
-
-
-def remove(module: AnsibleModule, client) -> dict:
-    params = module.params
-    definition = params["definition"] or {}
-    name = params["name"] or (definition.get("metadata") or {}).get("name")
-    if not name:
-        raise OptionError("state=absent needs name or definition.metadata.name")
-    namespace = params["namespace"] or (definition.get("metadata") or {}).get("namespace") or "default"
-    existing = lifecycle.read_pod(client, namespace, name)
-    if existing is None:
-        return {"changed": False, "action": "absent"}
-    if not module.check_mode:
-        if params["wait"]:
-            lifecycle.delete_and_wait(client, namespace, name, params["wait_timeout"])
-        else:
-            client.delete(lifecycle.pod_path(namespace, name))
-    return {"changed": True, "action": "delete"}
-
-
-def diff_of(existing: dict | None, definition: dict) -> dict:
-    namespace, name = definition["metadata"]["namespace"], definition["metadata"]["name"]
-    before = (existing or {}).get("metadata", {}).get("annotations", {}).get(lifecycle.DIGEST_ANNOTATION)
-    return {
-        "before_header": f"pod {namespace}/{name}",
-        "after_header": f"pod {namespace}/{name}",
-        "before": {"manifest-sha256": before} if existing else {},
-        "after": definition,
-    }
-
-
-def apply(module: AnsibleModule, client) -> dict:
-    params = module.params
-    definition = lifecycle.checked_definition(params["definition"], params["namespace"])
-    name, namespace = definition["metadata"]["name"], definition["metadata"]["namespace"]
-    digest = lifecycle.manifest_digest(definition)
-    existing = lifecycle.read_pod(client, namespace, name)
-    action = lifecycle.plan_present(existing, digest, params["recreate"])
-    if action == "conflict":
-        raise CheckFailed(
-            f"pod {namespace}/{name} exists with a different manifest and a pod's spec cannot be changed; "
-            "set recreate=true to delete and create it again",
-            result={"action": action},
-        )
-    result: dict = {"changed": action != "unchanged", "action": action}
-    if module._diff and action != "unchanged":
-        result["diff"] = diff_of(existing, definition)
-    if module.check_mode:
-        return result
-    if params["create_namespace"] and action == "create":
-        lifecycle.ensure_namespace(client, namespace)
-    if action == "recreate":
-        lifecycle.delete_and_wait(client, namespace, name, params["wait_timeout"])
-    if action in ("create", "recreate"):
-        lifecycle.create_pod(client, namespace, lifecycle.with_digest(definition, digest), params["wait_timeout"])
-    watch = outcome.Watch(
-        params["wait"], params["wait_timeout"], params["logs"], params["log_lines"], params["model_label_keys"]
-    )
-    return outcome.follow(client, definition, watch, result, module.warn)
+    return with_connection_options(module_options(own, (WAITING,)))
 
 
 def main() -> None:
-    module = api_module(
+    run_write_module(
         argument_spec(),
+        run,
         required_if=[("state", "present", ["definition"]), ("state", "absent", ["name", "definition"], True)],
     )
-    with errors_fail(module):
-        client = module_client(module)
-        result = apply(module, client) if module.params["state"] == "present" else remove(module, client)
-    module.exit_json(**result)
 
 
 if __name__ == "__main__":

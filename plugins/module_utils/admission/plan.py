@@ -1,7 +1,7 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Pure decisions of the admission module: what of an object is compared, whether the policies
-are in force, and what the API server's type checking warns about."""
+"""Pure decisions of the admission module: which APIs it needs, whether the policies are in force,
+and what the API server's type checking warns about. What an apply would change is write/owned.py's."""
 
 from __future__ import annotations
 
@@ -19,19 +19,6 @@ RESOURCES = {
 }
 VALIDATING_RESOURCES = ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
 MUTATING_RESOURCES = ("mutatingadmissionpolicies", "mutatingadmissionpolicybindings")
-
-
-def comparable(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """What the module owns of an object: its labels and spec (server defaults included, as a
-    dry-run apply returns them, so that live and wanted compare alike)."""
-    if obj is None:
-        return None
-    metadata = as_mapping(obj.get("metadata"))
-    meta = {"name": metadata.get("name"), "labels": metadata.get("labels")}
-    kept: dict[str, Any] = {"kind": obj.get("kind"), "metadata": meta}
-    if "spec" in obj:
-        kept["spec"] = obj["spec"]
-    return kept
 
 
 def missing_apis(served: list[str], mutating: bool) -> list[str]:

@@ -29,7 +29,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severi
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import BUILTIN_CATALOGUE
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import GPU_SYSTEM_NAMESPACES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import VISIBLE_DEVICES, VOID
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.managed import MANAGED_BY
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.owned import marked
 
 API_GROUP = "admissionregistration.k8s.io"
 API_VERSION = f"{API_GROUP}/v1"
@@ -104,7 +104,7 @@ def passes_expression(rule: Kind) -> str:
 
 
 def _metadata(name: str) -> dict[str, Any]:
-    return {"name": name, "labels": dict(MANAGED_BY)}
+    return {"name": name}
 
 
 def _resource_rules() -> list[dict[str, Any]]:
@@ -222,7 +222,8 @@ def mutating_binding(settings: AdmissionSettings) -> dict[str, Any]:
 
 
 def admission_objects(settings: AdmissionSettings) -> list[dict[str, Any]]:
-    """Everything to apply, in order: each policy before its binding."""
+    """Everything to apply, in order: each policy before its binding, each with the collection's mark
+    (the managed-by label and the digest of its rendering)."""
     objects: list[dict[str, Any]] = []
     for name, severity, enforcement in (
         (POLICY_NAME, ERROR, settings.enforcement),
@@ -231,10 +232,4 @@ def admission_objects(settings: AdmissionSettings) -> list[dict[str, Any]]:
         objects += [validating_policy(name, admission_rules(severity)), binding(name, enforcement, settings)]
     if settings.mutating:
         objects += [mutating_policy(settings), mutating_binding(settings)]
-    return objects
-
-
-def object_key(obj: dict[str, Any]) -> str:
-    metadata = obj["metadata"]
-    where = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
-    return f"{obj['kind']} {where}{metadata['name']}"
+    return [marked(obj) for obj in objects]

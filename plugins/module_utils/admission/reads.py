@@ -1,12 +1,13 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the admission module reads and writes: the served admission APIs, each object as it is,
-a dry-run server-side apply to tell whether it would change, the apply itself and the deletion."""
+"""What the admission module reads: the served admission APIs, a policy until the API server has
+type-checked it, and which of the collection's policies are in force. Its objects are read and
+written as write/owned.py reads and writes the collection's objects, under OWNER."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.plan import (
@@ -18,17 +19,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.plan 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.policy import (
     API_VERSION,
     VALIDATING_POLICY_NAMES,
-    object_key,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.owned import Owner, read
 
-FIELD_MANAGER = "kubegpu-admission-policy"
-
-
-def object_path(obj: dict[str, Any]) -> str:
-    return api_path(API_VERSION, RESOURCES[obj["kind"]], obj["metadata"]["name"])
+OWNER = Owner("kubegpu-admission-policy", RESOURCES)
 
 
 def require_apis(client: KubeClient, mutating: bool) -> None:
@@ -48,32 +44,21 @@ def require_apis(client: KubeClient, mutating: bool) -> None:
         )
 
 
-def read_object(client: KubeClient, obj: dict[str, Any]) -> dict[str, Any] | None:
-    with error_context(f"cannot read {object_key(obj)}"):
-        return client.find(object_path(obj))
-
-
-def apply_object(client: KubeClient, obj: dict[str, Any], *, dry_run: bool) -> dict[str, Any]:
-    with error_context(f"cannot apply {object_key(obj)}"):
-        return client.apply(object_path(obj), obj, FIELD_MANAGER, dry_run=dry_run)
-
-
-def delete_object(client: KubeClient, obj: dict[str, Any]) -> bool:
-    """Delete; False when it was not there."""
-    with error_context(f"cannot delete {object_key(obj)}"):
-        return client.delete(object_path(obj)) is not None
-
-
 def wait_type_checked(
-    client: KubeClient, policy: dict[str, Any], ready: Callable[[dict[str, Any]], bool], timeout: float = 10
+    client: KubeClient, policy: Mapping[str, Any], ready: Callable[[dict[str, Any]], bool], timeout: float = 10
 ) -> dict[str, Any] | None:
     """The policy once the API server has type-checked it (or as it is when the time is up)."""
     deadline = time.monotonic() + timeout
     while True:
-        live = read_object(client, policy)
+        live = read(client, OWNER, policy)
         if live is None or ready(live) or time.monotonic() > deadline:
             return live
         time.sleep(0.5)
+
+
+def stub(kind: str, name: str) -> dict[str, Any]:
+    """Enough of an admission object to read it by."""
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name}}
 
 
 def read_enforcement(client: KubeClient) -> dict[str, Any]:
@@ -83,9 +68,8 @@ def read_enforcement(client: KubeClient) -> dict[str, Any]:
         require_apis(client, mutating=False)
         live = {}
         for policy in VALIDATING_POLICY_NAMES:
-            stub = {"kind": "ValidatingAdmissionPolicy", "metadata": {"name": policy}}
-            stub_binding = {"kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": policy}}
-            live[policy] = (read_object(client, stub), read_object(client, stub_binding))
+            stubs = [stub(kind, policy) for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")]
+            live[policy] = (read(client, OWNER, stubs[0]), read(client, OWNER, stubs[1]))
     except ClusterError as exc:
         return enforcement_unknown(exc.message)
     return enforcement_status(live)

@@ -4,15 +4,13 @@
 Feature Discovery's, optionally) with the deployment's options, and the plugin's config as a
 ConfigMap mounted as its --config-file. Pure: options in, plain dicts out.
 
-Every object carries the collection's managed-by label (what tells it from anyone else's) and the
-digest of what was rendered (an annotation), so that comparing the rendered object with the one on
-the cluster also tells when a field was dropped from the rendering.
+Every object carries the collection's mark (write/owned.py's `marked`: the managed-by label and the
+digest of what was rendered), so that it is told from anyone else's and a field dropped from the
+rendering still changes it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.r
     RELEASES,
     Release,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.owned import digest, marked
 
 DEFAULT_NAMESPACE = "kube-system"  # where NVIDIA's static manifest puts the plugin
 # The label GPU Feature Discovery's own manifest selects GPU nodes by (its "forced" term), which the
@@ -51,7 +50,6 @@ CONFIG_VOLUME = "device-plugin-config"
 CONFIG_FILE_ENV = "CONFIG_FILE"
 # The plugin reads its config only when it starts: a new config must restart the pods.
 CONFIG_DIGEST_ANNOTATION = "kubegpu.io/plugin-config-sha256"
-RENDERED_DIGEST_ANNOTATION = "kubegpu.io/rendered-sha256"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$")
@@ -130,18 +128,6 @@ def build_deploy_options(**params: Any) -> DeployOptions:
     )
 
 
-def digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def _marked(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object with the managed-by label and the digest of everything else that was rendered."""
-    metadata = obj["metadata"]
-    metadata["labels"] = {**metadata.get("labels", {}), **MANAGED_BY}
-    metadata["annotations"] = {**metadata.get("annotations", {}), RENDERED_DIGEST_ANNOTATION: digest(obj)}
-    return obj
-
-
 def config_map(options: DeployOptions) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -200,16 +186,16 @@ def _deployed(published: dict[str, Any], container: str, options: DeployOptions)
 
 
 def device_plugin_daemonset(options: DeployOptions) -> dict[str, Any]:
-    return _marked(_deployed(options.release.device_plugin(), DEVICE_PLUGIN_CONTAINER, options))
+    return marked(_deployed(options.release.device_plugin(), DEVICE_PLUGIN_CONTAINER, options))
 
 
 def feature_discovery_daemonset(options: DeployOptions) -> dict[str, Any]:
-    return _marked(_deployed(options.release.feature_discovery(), FEATURE_DISCOVERY_CONTAINER, options))
+    return marked(_deployed(options.release.feature_discovery(), FEATURE_DISCOVERY_CONTAINER, options))
 
 
 def rendered_objects(options: DeployOptions) -> list[dict[str, Any]]:
     """What state=present applies, in order: the config before the DaemonSets that mount it."""
-    objects = [_marked(config_map(options))] if options.config is not None else []
+    objects = [marked(config_map(options))] if options.config is not None else []
     objects.append(device_plugin_daemonset(options))
     if options.feature_discovery:
         objects.append(feature_discovery_daemonset(options))
@@ -228,11 +214,6 @@ def removable_objects(namespace: str) -> list[dict[str, Any]]:
         }
         for o in made
     ]
-
-
-def object_key(obj: Mapping[str, Any]) -> str:
-    metadata = obj["metadata"]
-    return f"{obj['kind']} {metadata.get('namespace')}/{metadata['name']}"
 
 
 def plugin_placement(options: DeployOptions) -> dict[str, Any]:

@@ -1,19 +1,13 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Pure decisions of the device-plugin deployment: what a server-side apply of the rendered objects
-would change on the cluster, what may not be touched, which nodes the plugin targets and whether
-another device plugin already serves them, and whether a rollout is done.
-
-A server-side apply changes an object when a field the rendering sets holds another value on the
-cluster (fields the API server defaults or other managers set are not the rendering's), or when the
-rendering dropped a field it set before, which the digest annotation of manifests.py tells.
-"""
+"""Pure decisions of the device-plugin deployment: which nodes the plugin targets and whether
+another device plugin already serves them, the findings of objects not ours, the capacity expected,
+and whether a rollout is done. What an apply would change is write/owned.py's."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
@@ -23,11 +17,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plug
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import label_gpu_count
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.managed import (
-    MANAGED_BY_LABEL,
-    MANAGER,
-    is_managed,
-)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import placement_mismatches
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
@@ -36,95 +25,16 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
     string_map,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.quantity import gpu_count
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.manifests import object_key
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.owned import MARK
 
-CREATE, UPDATE, UNCHANGED, DELETE, ABSENT = "create", "update", "unchanged", "delete", "absent"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 POD_TEMPLATE_GENERATION = "pod-template-generation"  # the label the DaemonSet controller puts on its pods
 
 
-@dataclass(frozen=True)
-class ObjectPlan:
-    key: str
-    action: str
-    desired: Mapping[str, Any] | None
-    live: Mapping[str, Any] | None
-    differences: tuple[str, ...] = ()
-
-    @property
-    def writes(self) -> bool:
-        return self.action in (CREATE, UPDATE, DELETE)
-
-    def diff(self) -> dict[str, Any]:
-        """Ansible's diff of the object: the cluster's values of the rendered fields, and the rendering."""
-        before = pruned(self.live, self.desired) if self.desired is not None else self.live
-        after = self.desired if self.action != DELETE else None
-        return {"before_header": self.key, "after_header": self.key, "before": before or {}, "after": after or {}}
-
-
-def _empty(value: Any) -> bool:
-    return isinstance(value, (list, dict)) and not value
-
-
-def differences(desired: Any, live: Any, path: str = "") -> list[str]:
-    """The paths of the rendered fields whose value the cluster does not hold; the API server leaves
-    out empty lists and maps, so those match a missing field."""
-    if isinstance(desired, Mapping):
-        if not isinstance(live, Mapping):
-            return [path or "(object)"]
-        found = []
-        for key, value in desired.items():
-            if key not in live and _empty(value):
-                continue
-            found += differences(value, live.get(key), f"{path}.{key}" if path else str(key))
-        return found
-    if isinstance(desired, list):
-        if not isinstance(live, list) or len(live) != len(desired):
-            return [path]
-        return [p for index, item in enumerate(desired) for p in differences(item, live[index], f"{path}[{index}]")]
-    return [] if desired == live else [path]
-
-
-def pruned(live: Any, desired: Any) -> Any:
-    """The live object cut to the shape of the rendered one (what the rendering sets)."""
-    if isinstance(desired, Mapping) and isinstance(live, Mapping):
-        return {key: pruned(live[key], value) for key, value in desired.items() if key in live}
-    if isinstance(desired, list) and isinstance(live, list):
-        return [pruned(item, desired[i]) if i < len(desired) else item for i, item in enumerate(live)]
-    return live
-
-
-def not_owned_hit(live: Mapping[str, Any]) -> Hit:
-    key = object_key(live)
-    return Hit("deploy_not_owned", {"subject": key, "label": f"{MANAGED_BY_LABEL}={MANAGER}"}, {"subject": key})
-
-
-def plan_present(
-    desired: Sequence[Mapping[str, Any]], live: Mapping[str, Mapping[str, Any] | None]
-) -> tuple[list[ObjectPlan], list[Hit]]:
-    """Per rendered object: create, update or unchanged; and a hit for each one of its name that the
-    collection did not make (then nothing may be applied)."""
-    plans, hits = [], []
-    for obj in desired:
-        key = object_key(obj)
-        current = live.get(key)
-        if current is None:
-            plans.append(ObjectPlan(key, CREATE, obj, None))
-            continue
-        if not is_managed(current):
-            hits.append(not_owned_hit(current))
-        changed = tuple(differences(obj, current))
-        plans.append(ObjectPlan(key, UPDATE if changed else UNCHANGED, obj, current, changed))
-    return plans, hits
-
-
-def plan_absent(live: Mapping[str, Mapping[str, Any] | None]) -> list[ObjectPlan]:
-    """Delete the collection's objects that exist; anyone else's are left (ABSENT: nothing to do)."""
-    return [
-        ObjectPlan(key, DELETE if is_managed(current) else ABSENT, None, current)
-        for key, current in live.items()
-        if current is not None
-    ]
+def not_owned_hits(keys: Iterable[str]) -> list[Hit]:
+    """A hit per object of the deployment's names that the collection did not make (write/owned.py
+    refuses to write them)."""
+    return [Hit("deploy_not_owned", {"subject": key, "label": MARK}, {"subject": key}) for key in keys]
 
 
 def targeted_nodes(nodes: Iterable[Mapping[str, Any]], placement: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -1,13 +1,13 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the device-plugin deployment reads and writes: the namespace, each of its objects as it
-is, one paginated list of nodes, the plugin's pods, a server-side apply with the collection's field
-manager, a deletion, and the wait for a rollout (plan.py judges each look)."""
+"""What the device-plugin deployment reads: the namespace, one paginated list of nodes, the plugin's
+pods, and the wait for a rollout (plan.py judges each look). Its objects are read and written as
+write/owned.py reads and writes the collection's objects, under OWNER."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
@@ -19,22 +19,14 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import node_taints
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_mapping, string_map
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.manifests import (
-    object_key,
-    pod_selector,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.manifests import pod_selector
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.plan import (
     rollout_waiting,
     targeted_nodes,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.owned import Owner, object_key, read
 
-FIELD_MANAGER = "kubegpu-device-plugin"
-RESOURCES = {"DaemonSet": "daemonsets", "ConfigMap": "configmaps"}
-
-
-def object_path(obj: Mapping[str, Any]) -> str:
-    metadata = obj["metadata"]
-    return api_path(obj["apiVersion"], RESOURCES[obj["kind"]], metadata["name"], namespace=metadata["namespace"])
+OWNER = Owner("kubegpu-device-plugin", {"DaemonSet": "daemonsets", "ConfigMap": "configmaps"})
 
 
 def require_namespace(client: KubeClient, namespace: str) -> None:
@@ -45,25 +37,6 @@ def require_namespace(client: KubeClient, namespace: str) -> None:
         if exc.status == 404:
             raise OptionError(f"namespace: {namespace!r} does not exist; create it first") from None
         raise
-
-
-def read_object(client: KubeClient, obj: Mapping[str, Any]) -> dict[str, Any] | None:
-    with error_context(f"cannot read {object_key(obj)}"):
-        return client.find(object_path(obj))
-
-
-def read_objects(client: KubeClient, objects: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any] | None]:
-    return {object_key(obj): read_object(client, obj) for obj in objects}
-
-
-def apply_object(client: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
-    with error_context(f"cannot apply {object_key(obj)}"):
-        return client.apply(object_path(obj), obj, FIELD_MANAGER)
-
-
-def delete_object(client: KubeClient, obj: Mapping[str, Any]) -> None:
-    with error_context(f"cannot delete {object_key(obj)}"):
-        client.delete(object_path(obj))
 
 
 def compact_node(item: object) -> dict[str, Any] | None:
@@ -115,7 +88,7 @@ def wait_rollout(
     deadline = time.monotonic() + timeout
     while True:
         nodes = targeted_nodes(read_nodes(client), placement)
-        waiting = rollout_waiting(read_object(client, daemonset), read_pods(client, daemonset), nodes, summary)
+        waiting = rollout_waiting(read(client, OWNER, daemonset), read_pods(client, daemonset), nodes, summary)
         if not waiting or time.monotonic() >= deadline:
             return waiting, nodes
         sleep(1.0)

@@ -2,13 +2,13 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The device plugin brought to the cluster: everything read and decided first, refused as a whole
 when an object of its name is someone else's or another device plugin serves its nodes, then only the
-objects that would change applied (server-side apply) and the rollout waited for; or the
-collection's objects removed. In check mode nothing is written."""
+objects that would change applied and the rollout waited for; or the collection's objects removed.
+The objects are written as write/owned.py writes the collection's objects; what is this feature's is
+which objects, in which order, the nodes it targets and the rollout. In check mode nothing is written."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
@@ -20,50 +20,35 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy i
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.manifests import (
     DeployOptions,
     device_plugin_daemonset,
-    object_key,
     plugin_placement,
     pod_selector,
     removable_objects,
     rendered_objects,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.plan import (
-    ObjectPlan,
     expected_capacity,
-    plan_absent,
-    plan_present,
+    not_owned_hits,
     served_hits,
     targeted_nodes,
 )
-
-
-@dataclass
-class Outcome:
-    """A run's result (the module's return values), the diffs, and the findings that fail it."""
-
-    result: dict[str, Any]
-    diffs: list[dict[str, Any]] = field(default_factory=list)
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.reads import OWNER
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write import owned
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.module import WriteRun
 
 
 def findings_of(hits: Sequence[Hit]) -> list[dict[str, Any]]:
     return [plugin_finding(KINDS.finding(hit)) for hit in hits]
 
 
+def failure_of(findings: Sequence[Mapping[str, Any]]) -> str | None:
+    """The message a run fails with: the first findings' problems; None without findings."""
+    return "; ".join(f["problem"] for f in findings[:5]) or None
+
+
 def _placement_text(placement: Mapping[str, Any]) -> str:
     parts = [f"{k}={v}" for k, v in sorted(placement["node_selector"].items())]
     parts += [" and ".join(map(describe_expression, term)) for term in placement["affinity_terms"]]
     return "; ".join(parts)
-
-
-def _write(client: KubeClient, plans: Sequence[ObjectPlan], check_mode: bool) -> None:
-    for plan in plans:
-        if check_mode or not plan.writes:
-            continue
-        if plan.desired is not None:
-            reads.apply_object(client, dict(plan.desired))
-        elif plan.live is not None:
-            reads.delete_object(client, plan.live)
 
 
 def _rollout(
@@ -82,8 +67,16 @@ def _rollout(
             "namespace": metadata["namespace"],
             "selector": pod_selector(daemonset),
         }
-        hits.append(Hit("deploy_rollout_incomplete", fields, {"subject": object_key(daemonset)}))
+        hits.append(Hit("deploy_rollout_incomplete", fields, {"subject": owned.object_key(daemonset)}))
     return {"done": not waiting, "waiting": waiting}, hits, nodes
+
+
+def _no_target_warnings(options: DeployOptions, targeted: Sequence[Mapping[str, Any]]) -> list[str]:
+    if targeted:
+        return []
+    label = ",".join(f"{k}={v}" for k, v in sorted(options.node_selector.items()))
+    hit = Hit("deploy_no_target_nodes", {"placement": _placement_text(plugin_placement(options)), "label": label})
+    return [f["problem"] for f in findings_of([hit])]
 
 
 def present(
@@ -93,55 +86,42 @@ def present(
     plugin_pods: Callable[[], list[dict[str, Any]]],
     check_mode: bool,
     wait_timeout: float | None,
-) -> Outcome:
+) -> WriteRun:
     """state=present. ``plugin_pods`` reads the device-plugin pods the device-plugin check finds;
     ``wait_timeout`` None: no wait for the rollout."""
     reads.require_namespace(client, options.namespace)
     desired = rendered_objects(options)
-    plans, hits = plan_present(desired, reads.read_objects(client, desired))
-    placement = plugin_placement(options)
-    targeted = targeted_nodes(reads.read_nodes(client), placement)
+    plans = owned.plan(client, OWNER, desired)
+    hits = not_owned_hits(owned.keys_of(plans, owned.NOT_OURS))
+    targeted = targeted_nodes(reads.read_nodes(client), plugin_placement(options))
     names = [n["name"] for n in targeted]
     daemonset = device_plugin_daemonset(options)["metadata"]["name"]
     hits += served_hits(names, plugin_pods(), options.namespace, daemonset)
     result: dict[str, Any] = {
-        "changed": False,
         "changes": [],
-        "objects": [object_key(o) for o in desired],
+        "objects": [owned.object_key(o) for o in desired],
         "release": options.release.version,
         "image": options.release.image,
         "targeted_nodes": names,
     }
     if hits:
-        return Outcome(dict(result, writes=client.write_count), failures=findings_of(hits))
-    warnings = []
-    if not targeted:
-        label = ",".join(f"{k}={v}" for k, v in sorted(options.node_selector.items()))
-        hit = Hit("deploy_no_target_nodes", {"placement": _placement_text(placement), "label": label})
-        warnings = [f["problem"] for f in findings_of([hit])]
-    _write(client, plans, check_mode)
-    changes = [p for p in plans if p.writes]
-    result.update(changed=bool(changes), changes=[p.key for p in changes])
-    failures: list[dict[str, Any]] = []
+        refused = findings_of(hits)
+        return WriteRun({**result, "findings": refused}, False, failure=failure_of(refused))
+    warnings = _no_target_warnings(options, targeted)
+    owned.write(client, OWNER, plans, check_mode)
+    changes = owned.changed(plans)
+    result["changes"] = [p.key for p in changes]
+    findings: list[dict[str, Any]] = []
     if wait_timeout is not None and not check_mode:
         result["rollout"], rollout_hits, targeted = _rollout(client, options, summary, wait_timeout)
-        failures = findings_of(rollout_hits)
+        findings = findings_of(rollout_hits)
     result["capacity"] = [expected_capacity(n, summary) for n in targeted]
-    result["writes"] = client.write_count
-    return Outcome(result, [p.diff() for p in changes], failures, warnings)
+    if findings:
+        result["findings"] = findings
+    diff = [p.diff() for p in changes]
+    return WriteRun(result, bool(changes), diff, warnings, failure_of(findings))
 
 
-def absent(client: KubeClient, namespace: str, check_mode: bool) -> Outcome:
+def absent(client: KubeClient, namespace: str, check_mode: bool) -> WriteRun:
     """state=absent: the collection's objects in the namespace deleted; anyone else's left, and named."""
-    plans = plan_absent(reads.read_objects(client, removable_objects(namespace)))
-    _write(client, plans, check_mode)
-    removed = [p for p in plans if p.writes]
-    left = [p.key for p in plans if not p.writes]
-    result = {
-        "changed": bool(removed),
-        "changes": [p.key for p in removed],
-        "left_alone": left,
-        "writes": client.write_count,
-    }
-    warnings = [f"{key} was not made by this collection: left as it is" for key in left]
-    return Outcome(result, [p.diff() for p in removed], warnings=warnings)
+    return owned.remove(client, OWNER, removable_objects(namespace), check_mode)

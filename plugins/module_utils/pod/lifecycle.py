@@ -56,11 +56,16 @@ def with_digest(definition: dict, digest: str) -> dict:
     return {**definition, "metadata": {**metadata, "annotations": annotations}}
 
 
+def digest_of(pod: Mapping[str, Any] | None) -> str | None:
+    """The digest of the manifest an existing pod was created from, as its annotation keeps it."""
+    return ((pod or {}).get("metadata", {}).get("annotations") or {}).get(DIGEST_ANNOTATION)
+
+
 def plan_present(existing: Mapping[str, Any] | None, digest: str, recreate: bool) -> str:
     """create | unchanged | recreate | conflict."""
     if existing is None:
         return "create"
-    if (existing.get("metadata", {}).get("annotations") or {}).get(DIGEST_ANNOTATION) == digest:
+    if digest_of(existing) == digest:
         return "unchanged"
     return "recreate" if recreate else "conflict"
 
@@ -102,12 +107,8 @@ def pod_path(namespace: str, name: str | None = None, subresource: str | None = 
 
 
 def read_pod(client: KubeClient, namespace: str, name: str) -> dict | None:
-    try:
-        return client.get(pod_path(namespace, name))
-    except ClusterError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    """The pod as the cluster holds it; None when it is gone."""
+    return client.find(pod_path(namespace, name))
 
 
 def ensure_namespace(client: KubeClient, namespace: str) -> None:

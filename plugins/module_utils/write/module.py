@@ -56,17 +56,23 @@ def write_result(module: AnsibleModule, done: WriteRun, client: KubeClient | Non
 def run_write_module(
     argument_spec: dict[str, Any],
     run: Callable[[AnsibleModule, KubeClient], WriteRun],
+    *,
+    offline: Callable[[AnsibleModule], WriteRun | None] | None = None,
     **module_kwargs: Any,
 ) -> None:
     """Build the module, run it and exit: `exit_json` with the result, or `fail_json` with the
-    failure's message and the result beside it. An error raised on the way carries the counts too."""
+    failure's message and the result beside it. An error raised on the way carries the counts too.
+    `offline`, where given, runs first: a WriteRun from it is the run, done without a client (no
+    cluster needs to be configured, such as rendering to files); None goes on to `run`."""
     module = api_module(argument_spec, **module_kwargs)
     client: KubeClient | None = None
     with errors_fail(module):
         try:
             check_ranges(module.params)
-            client = module_client(module)
-            done = run(module, client)
+            done = offline(module) if offline is not None else None
+            if done is None:
+                client = module_client(module)
+                done = run(module, client)
         except KubegpuError as exc:
             if client is not None:
                 exc.result = {**counted(client), **exc.result}

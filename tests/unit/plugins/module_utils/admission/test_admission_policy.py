@@ -21,13 +21,21 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analys
     gpu_host_path,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import RULES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.owned import (
+    NOT_OURS,
+    RENDERED_DIGEST_ANNOTATION,
+    UNCHANGED,
+    UPDATE,
+    object_key,
+    plan_apply,
+)
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_admission_policy as module
 
 DECIDED_AT_ADMISSION = {"KGPU101", "KGPU102", "KGPU103", "KGPU201", "KGPU202", "KGPU601", "KGPU602", "KGPU603"}
 
 
 def objects(**settings):
-    return {policy.object_key(o): o for o in policy.admission_objects(policy.AdmissionSettings(**settings))}
+    return {object_key(o): o for o in policy.admission_objects(policy.AdmissionSettings(**settings))}
 
 
 def referenced_variables(expression):
@@ -274,19 +282,32 @@ def test_missing_apis_name_the_resources():
     assert plan.missing_apis(served, mutating=True) == ["mutatingadmissionpolicies", "mutatingadmissionpolicybindings"]
 
 
-def test_comparable_keeps_what_the_module_owns():
-    live = {
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": "a", "resourceVersion": "7", "labels": {}, "managedFields": []},
-        "spec": {"policyName": "a"},
-        "status": {},
-    }
-    assert plan.comparable(live) == {
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": "a", "labels": {}},
-        "spec": {"policyName": "a"},
-    }
-    assert plan.comparable(None) is None
+def as_stored(obj):
+    """An admission object as the API server returns it: server fields and defaults added."""
+    stored = json.loads(json.dumps(obj))
+    stored["metadata"].update(uid="u", resourceVersion="7", generation=1, managedFields=[{"manager": "m"}])
+    stored["spec"].setdefault("failurePolicy", "Fail")
+    stored["status"] = {"observedGeneration": 1}
+    return stored
+
+
+def test_objects_carry_the_mark_and_compare_unchanged_as_stored():
+    rendered = policy.admission_objects(policy.AdmissionSettings(mutating=True))
+    for obj in rendered:
+        assert obj["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "kubegpu.scheduling"}
+        assert RENDERED_DIGEST_ANNOTATION in obj["metadata"]["annotations"]
+    live = {object_key(o): as_stored(o) for o in rendered}
+    assert {p.action for p in plan_apply(rendered, live)} == {UNCHANGED}
+    denying = policy.admission_objects(policy.AdmissionSettings(enforcement="deny", mutating=True))
+    changed = [p.key for p in plan_apply(denying, live) if p.action == UPDATE]
+    assert changed == [f"ValidatingAdmissionPolicyBinding {policy.POLICY_NAME}"]
+
+
+def test_an_object_of_our_name_without_the_mark_is_not_ours():
+    (first, *_rest) = policy.admission_objects(policy.AdmissionSettings())
+    foreign = as_stored(first)
+    del foreign["metadata"]["labels"]
+    assert [p.action for p in plan_apply([first], {object_key(first): foreign})] == [NOT_OURS]
 
 
 def test_module_documents_its_defaults_and_the_role_follows():

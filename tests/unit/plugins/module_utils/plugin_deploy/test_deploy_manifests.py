@@ -8,14 +8,16 @@ import pytest
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.managed import MANAGED_BY, is_managed
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.placement import placement_mismatches
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy import manifests
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.manifests import (
     CONFIG_DIGEST_ANNOTATION,
-    RENDERED_DIGEST_ANNOTATION,
     build_deploy_options,
     plugin_placement,
     removable_objects,
     rendered_objects,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.owned import (
+    RENDERED_DIGEST_ANNOTATION,
+    object_key,
 )
 
 TIME_SLICED = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n"
@@ -120,11 +122,11 @@ def test_bad_options_are_refused_with_their_name(options, named):
 
 
 def test_absent_knows_every_object_present_may_make():
-    keys = [manifests.object_key(o) for o in removable_objects("gpu")]
+    keys = [object_key(o) for o in removable_objects("gpu")]
     assert keys == [
         "DaemonSet gpu/nvidia-device-plugin-daemonset",
         "DaemonSet gpu/gpu-feature-discovery",
         "ConfigMap gpu/nvidia-device-plugin-config",
     ]
     made = rendered_objects(build_deploy_options(namespace="gpu", config=TIME_SLICED, feature_discovery=True))
-    assert {manifests.object_key(o) for o in made} == set(keys)
+    assert {object_key(o) for o in made} == set(keys)

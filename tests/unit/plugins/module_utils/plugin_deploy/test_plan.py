@@ -1,5 +1,6 @@
-"""What an apply would change, what is refused, which nodes are targeted and served, and when a
-rollout is done: pure decisions over the objects as the API server returns them."""
+"""What an apply of the deployment's objects would change (write/owned.py's plans over them), what is
+refused, which nodes are targeted and served, and when a rollout is done: pure decisions over the
+objects as the API server returns them."""
 
 from __future__ import annotations
 
@@ -8,22 +9,27 @@ import copy
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.manifests import (
     build_deploy_options,
-    object_key,
     plugin_placement,
     rendered_objects,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.plan import (
-    CREATE,
-    DELETE,
-    UNCHANGED,
-    UPDATE,
-    differences,
     expected_capacity,
-    plan_absent,
-    plan_present,
+    not_owned_hits,
     rollout_waiting,
     served_hits,
     targeted_nodes,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.owned import (
+    CREATE,
+    DELETE,
+    LEFT_ALONE,
+    NOT_OURS,
+    UNCHANGED,
+    UPDATE,
+    keys_of,
+    object_key,
+    plan_apply,
+    plan_delete,
 )
 
 POOL = {"example.com/pool": "t"}
@@ -51,11 +57,11 @@ def as_stored(obj: dict) -> dict:
 def test_an_object_as_stored_is_unchanged_and_an_upgrade_changes_the_image():
     old = rendered_objects(build_deploy_options(version="v0.17.4", node_selector=POOL))
     live = {object_key(o): as_stored(o) for o in old}
-    plans, hits = plan_present(old, live)
-    assert [p.action for p in plans] == [UNCHANGED] and hits == []
+    plans = plan_apply(old, live)
+    assert [p.action for p in plans] == [UNCHANGED]
     new = rendered_objects(build_deploy_options(version="v0.18.2", node_selector=POOL))
-    plans, hits = plan_present(new, live)
-    assert [p.action for p in plans] == [UPDATE] and hits == []
+    plans = plan_apply(new, live)
+    assert [p.action for p in plans] == [UPDATE]
     changed = plans[0].differences
     assert "spec.template.spec.containers[0].image" in changed
     assert any(path.endswith("rendered-sha256") for path in changed)
@@ -66,16 +72,16 @@ def test_a_dropped_field_is_a_change_through_the_digest():
     live = {object_key(with_priority): as_stored(with_priority)}
     without = rendered_objects(build_deploy_options(priority_class=""))[0]
     assert "priorityClassName" not in without["spec"]["template"]["spec"]
-    (plan,), _hits = plan_present([without], live)
+    (plan,) = plan_apply([without], live)
     assert plan.action == UPDATE and plan.differences == ("metadata.annotations.kubegpu.io/rendered-sha256",)
 
 
 def test_a_missing_object_is_created_and_a_drifted_one_updated():
     (daemonset,) = rendered_objects(build_deploy_options())
-    assert plan_present([daemonset], {})[0][0].action == CREATE
+    assert plan_apply([daemonset], {})[0].action == CREATE
     drifted = as_stored(daemonset)
     drifted["spec"]["template"]["spec"]["tolerations"] = []
-    (plan,), _hits = plan_present([daemonset], {object_key(daemonset): drifted})
+    (plan,) = plan_apply([daemonset], {object_key(daemonset): drifted})
     assert plan.action == UPDATE and plan.differences == ("spec.template.spec.tolerations",)
     assert plan.diff()["before"]["spec"]["template"]["spec"]["tolerations"] == []
 
@@ -84,25 +90,21 @@ def test_an_object_of_the_same_name_made_by_someone_else_is_refused():
     (daemonset,) = rendered_objects(build_deploy_options())
     foreign = as_stored(daemonset)
     del foreign["metadata"]["labels"]["app.kubernetes.io/managed-by"]
-    _plans, (hit,) = plan_present([daemonset], {object_key(daemonset): foreign})
+    plans = plan_apply([daemonset], {object_key(daemonset): foreign})
+    assert [p.action for p in plans] == [NOT_OURS]
+    (hit,) = not_owned_hits(keys_of(plans, NOT_OURS))
     finding = KINDS.finding(hit)
-    assert finding.id == "deploy_not_owned" and "kube-system/nvidia-device-plugin-daemonset" in finding.message
+    assert finding.kind.id == "deploy_not_owned" and "kube-system/nvidia-device-plugin-daemonset" in finding.message
 
 
 def test_absent_deletes_only_what_the_collection_made():
     ours, theirs = (as_stored(o) for o in rendered_objects(build_deploy_options(config="version: v1\n")))
     del theirs["metadata"]["labels"]["app.kubernetes.io/managed-by"]
-    plans = plan_absent({object_key(ours): ours, object_key(theirs): theirs, "DaemonSet x/gone": None})
+    plans = plan_delete({object_key(ours): ours, object_key(theirs): theirs, "DaemonSet x/gone": None})
     assert [(p.key, p.action) for p in plans] == [
         (object_key(ours), DELETE),
-        (object_key(theirs), "absent"),
+        (object_key(theirs), LEFT_ALONE),
     ]
-
-
-def test_differences_ignore_what_the_server_adds_and_empty_lists_it_leaves_out():
-    assert differences({"a": {"b": [1, {"c": 2}]}, "e": []}, {"a": {"b": [1, {"c": 2, "d": 3}]}, "z": 1}) == []
-    assert differences({"a": [1, 2]}, {"a": [1]}) == ["a"]
-    assert differences({"a": {"b": 1}}, {"a": {"b": 2}}) == ["a.b"]
 
 
 NODES = [
@@ -144,7 +146,7 @@ def test_another_deployment_on_a_targeted_node_is_refused_and_ours_is_not():
     assert served_hits(["pool-0"], pods, "mine", "nvidia-device-plugin-daemonset") == []
     (hit,) = served_hits(["pool-0", "other"], pods, "mine", "nvidia-device-plugin-daemonset")
     finding = KINDS.finding(hit)
-    assert finding.id == "deploy_already_served" and "NVIDIA GPU Operator" in finding.message
+    assert finding.kind.id == "deploy_already_served" and "NVIDIA GPU Operator" in finding.message
     assert "gpu-operator/op" in finding.message and hit.where["node"] == "other"
     (hit,) = served_hits(["pool-0"], pods, "elsewhere", "nvidia-device-plugin-daemonset")
     assert "NVIDIA device plugin, static DaemonSet" in KINDS.finding(hit).message

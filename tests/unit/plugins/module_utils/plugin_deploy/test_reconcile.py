@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy import reconcile
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_deploy.manifests import build_deploy_options
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.module import WriteRun
 
 POOL = {"example.com/pool": "t"}
 NODE = {"metadata": {"name": "gpu-0", "labels": POOL}, "spec": {}, "status": {"capacity": {"nvidia.com/gpu": "8"}}}
@@ -58,7 +59,7 @@ def cluster(**extra: dict[str, Any]) -> MemoryApi:
     return MemoryApi({"/api/v1/namespaces/gpu": {"metadata": {"name": "gpu"}}, "/api/v1/nodes/gpu-0": NODE, **extra})
 
 
-def present(api: MemoryApi, check_mode: bool = False, pods: list | None = None, **options: Any) -> reconcile.Outcome:
+def present(api: MemoryApi, check_mode: bool = False, pods: list | None = None, **options: Any) -> WriteRun:
     chosen = build_deploy_options(**{"namespace": "gpu", "node_selector": POOL, **options})
     return reconcile.present(api, chosen, None, lambda: pods or [], check_mode, None)  # type: ignore[arg-type]
 
@@ -74,10 +75,10 @@ def test_a_first_run_applies_then_a_rerun_sends_nothing():
         f"apply {CM_PATH} as kubegpu-device-plugin",
         f"apply {DS_PATH} as kubegpu-device-plugin",
     ]
-    assert outcome.result["changed"] is True and outcome.result["targeted_nodes"] == ["gpu-0"]
-    assert outcome.result["writes"] == 2 and len(outcome.diffs) == 2
+    assert outcome.changed is True and outcome.result["targeted_nodes"] == ["gpu-0"]
+    assert api.write_count == 2 and len(outcome.diff or []) == 2
     again = present(api, config="version: v1\n")
-    assert again.result["changed"] is False and again.result["writes"] == 2 and len(api.written) == 2
+    assert again.changed is False and again.diff == [] and len(api.written) == 2
 
 
 def test_check_mode_sends_no_write_and_says_what_would_change():
@@ -90,12 +91,14 @@ def test_another_plugin_on_the_nodes_or_an_object_not_ours_writes_nothing():
     api = cluster()
     pods = [{"node": "gpu-0", "namespace": "gpu-operator", "name": "p", "daemonset": "d", "deployment": "gpu-operator"}]
     outcome = present(api, pods=pods)
-    assert api.written == [] and [f["kind"] for f in outcome.failures] == ["deploy_already_served"]
+    assert api.written == [] and [f["kind"] for f in outcome.result["findings"]] == ["deploy_already_served"]
+    assert outcome.failure and outcome.changed is False
     foreign = cluster(
         **{DS_PATH: {"kind": "DaemonSet", "metadata": {"name": "nvidia-device-plugin-daemonset", "namespace": "gpu"}}}
     )
     outcome = present(foreign)
-    assert foreign.written == [] and [f["kind"] for f in outcome.failures] == ["deploy_not_owned"]
+    assert foreign.written == [] and [f["kind"] for f in outcome.result["findings"]] == ["deploy_not_owned"]
+    assert "app.kubernetes.io/managed-by=kubegpu.scheduling" in (outcome.failure or "")
 
 
 def test_a_missing_namespace_is_named():
@@ -121,4 +124,5 @@ def test_absent_deletes_the_collections_objects_only():
         "DaemonSet gpu/nvidia-device-plugin-daemonset",
     ]
     assert outcome.result["left_alone"] == ["DaemonSet gpu/gpu-feature-discovery"] and gfd in api.objects
+    assert outcome.warnings == ["DaemonSet gpu/gpu-feature-discovery was not made by this collection: left as it is"]
     assert api.written[-2:] == [f"delete {DS_PATH}", f"delete {CM_PATH}"]
