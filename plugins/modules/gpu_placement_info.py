@@ -28,9 +28,9 @@ description:
     GPU node matches names the values of its keys that exist.
   - >-
     B(What-if.) With O(src) or O(definition) (manifests read as M(kubegpu.scheduling.gpu_pod_validate) reads them),
-    each GPU pod template of the manifests (Deployments, Jobs, the custom
-    resources the validator reads, ResourceClaimTemplates among them for claims) is weighed against the fleet as it
-    is now, each object on its own: whether its replicas (or a Job's parallelism) fit, where, and if not why.
+    each GPU pod template of the manifests (Deployments, Jobs, the custom resources the validator reads,
+    ResourceClaimTemplates among them for claims) is weighed against the fleet as it is now, each object on its own:
+    whether its replicas (or a Job's parallelism) fit, where, and if not why.
   - It models the default scheduler's NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit and
     DynamicResources (whole devices) filters. It cannot know what another scheduler (C(schedulerName)) or preemption
     would do, nor evaluates host ports, volumes, topology spread or inter-pod affinity; it says so in a finding or a
