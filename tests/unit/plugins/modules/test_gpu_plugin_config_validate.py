@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible.module_utils.common import warnings
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds.plugin_config import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config import cli
@@ -19,6 +18,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config.s
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_plugin_config_validate
 from tests.documented_options import spec_drift
 from tests.module_args import patch_module_args
+from tests.module_deprecations import as_module_process
 
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "plugin_config"
@@ -26,9 +26,8 @@ SCRIPT = REPO / "scripts" / "gpu-plugin-config-validate"
 
 
 def run_module(args):
-    warnings._global_deprecations.clear()  # gathered per process; each run stands for one
     out = io.StringIO()
-    with patch_module_args(args), redirect_stdout(out), pytest.raises(SystemExit) as exited:
+    with as_module_process(), patch_module_args(args), redirect_stdout(out), pytest.raises(SystemExit) as exited:
         gpu_plugin_config_validate.main()
     return exited.value.code, json.loads(out.getvalue())
 

@@ -13,7 +13,6 @@ from xml.etree import ElementTree
 import jsonschema
 import pytest
 import yaml
-from ansible.module_utils.common import warnings
 
 from ansible_collections.kubegpu.scheduling.plugins.doc_fragments import read_only as read_only_fragment
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube import module as api_module
@@ -24,6 +23,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules 
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_pod_validate
 from tests.documented_options import spec_drift
 from tests.module_args import patch_module_args
+from tests.module_deprecations import as_module_process
 
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "manifests"
@@ -35,9 +35,8 @@ def run_module(args, *, check_mode=False):
     """Run the module in process; returns (exit code, result)."""
     if check_mode:
         args = {**args, "_ansible_check_mode": True}
-    warnings._global_deprecations.clear()  # gathered per process; each run stands for one
     out = io.StringIO()
-    with patch_module_args(args), redirect_stdout(out), pytest.raises(SystemExit) as exited:
+    with as_module_process(), patch_module_args(args), redirect_stdout(out), pytest.raises(SystemExit) as exited:
         gpu_pod_validate.main()
     return exited.value.code, json.loads(out.getvalue())
 

@@ -9,7 +9,6 @@ from contextlib import redirect_stdout
 from typing import Any
 
 import pytest
-from ansible.module_utils.common import warnings
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects
 from ansible_collections.kubegpu.scheduling.plugins.modules import (
@@ -22,6 +21,7 @@ from ansible_collections.kubegpu.scheduling.plugins.modules import (
 )
 from tests.documented_options import spec_drift
 from tests.module_args import patch_module_args
+from tests.module_deprecations import as_module_process
 
 
 class Client:
@@ -29,10 +29,8 @@ class Client:
 
 
 def run_module(module: Any, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    # AnsibleModule gathers deprecations for its process; each run here stands for a process of its own.
-    warnings._global_deprecations.clear()
     out = io.StringIO()
-    with patch_module_args(args), redirect_stdout(out), pytest.raises(SystemExit) as exited:
+    with as_module_process(), patch_module_args(args), redirect_stdout(out), pytest.raises(SystemExit) as exited:
         module.main()
     return exited.value.code, json.loads(out.getvalue())
 
