@@ -165,6 +165,11 @@ left_alone:
   returned: with O(state=absent)
   type: list
   elements: str
+not_ours:
+  description: The objects of the module's names that exist without the collection's label, when the task fails on them.
+  returned: when the task fails on them
+  type: list
+  elements: str
 changed:
   description: Whether an object (or file, with O(render_to)) was created, changed or deleted (or would be, in check mode).
   returned: always
