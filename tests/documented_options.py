@@ -17,7 +17,7 @@ COMPARED = ("type", "default", "elements", "choices", "aliases")
 
 def fragment_options(name: str) -> dict[str, Any]:
     """The options a fragment of this collection documents, by its name in extends_documentation_fragment."""
-    fragment, _, variable = name[len(COLLECTION) :].partition(".")
+    fragment, _dot, variable = name[len(COLLECTION) :].partition(".")
     holder = importlib.import_module(f"{FRAGMENTS}.{fragment}").ModuleDocFragment
     return yaml.safe_load(getattr(holder, (variable or "documentation").upper())).get("options") or {}
 
