@@ -64,7 +64,7 @@ def test_a_patch_refused_again_unchanged_fails_with_the_first_answer():
 
 
 def test_a_node_that_keeps_changing_stops_after_the_bounded_attempts():
-    failures = {"a": [ClusterError("changed", 409) for _ in range(MAX_CONFLICT_ATTEMPTS)]}
+    failures = {"a": [ClusterError("changed", 409)] * MAX_CONFLICT_ATTEMPTS}
     sent: list[str] = []
     result = patch_node(Plan("a", [{"op": "x"}]), calls(failures, sent=sent))
     assert result.outcome is Patched.KEPT_CHANGING and result.attempts == MAX_CONFLICT_ATTEMPTS
