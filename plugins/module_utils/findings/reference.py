@@ -52,7 +52,13 @@ def kinds_markdown(registry: KindRegistry = KINDS) -> str:
         kinds = registry.of_check(check)
         if not kinds:
             continue
-        lines += ["", f"### {CHECK_TITLES.get(check, check)}", "", "| id (name) | severity | title |", "| --- | --- | --- |"]
+        lines += [
+            "",
+            f"### {CHECK_TITLES.get(check, check)}",
+            "",
+            "| id (name) | severity | title |",
+            "| --- | --- | --- |",
+        ]
         lines += [_row(kind, check) for kind in kinds]
     return "\n".join([*lines, "", END])
 

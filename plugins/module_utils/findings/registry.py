@@ -11,9 +11,9 @@ The kinds themselves are in ``findings/kinds/``, one module per check; ``KINDS``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-import re
 from string import Formatter
 from typing import Any
 
