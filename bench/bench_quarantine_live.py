@@ -141,7 +141,7 @@ def main() -> int:
         sys.path.insert(0, str(ROOT / "tests" / "integration"))
         from conftest import ansible_env  # the environment the integration tests run ansible in
 
-        module_args = {"nodes": gpu_nodes, "reason": "bench", "evict": True, "max_share": 1.0, "eviction_timeout": 60}
+        module_args = {"names": gpu_nodes, "reason": "bench", "evict": True, "max_share": 1.0, "eviction_timeout": 60}
         before = writes(api)
         started = time.monotonic()
         done = subprocess.run(

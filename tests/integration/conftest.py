@@ -43,7 +43,7 @@ CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
     "gpu_device_plugin": {"state": "absent", "namespace": "kubegpu-never-made"},
     "gpu_placement_info": {},
     # A node that does not exist: reads only.
-    "gpu_node_quarantine": {"nodes": ["never-created"], "reason": "connection check"},
+    "gpu_node_quarantine": {"names": ["never-created"], "reason": "connection check"},
     # Release of a device no rule names: reads only.
     "gpu_device_quarantine": {
         "devices": [{"driver": "gpu.nvidia.com", "pool": "never", "device": "none"}],

@@ -201,7 +201,7 @@ def test_check_fails_on_the_broken_nodes_with_the_right_reasons(cluster: LocalCl
 
 
 def test_daemonset_status_and_request_count(cluster: LocalCluster):
-    succeeded, result = run_module(cluster, {"report_only": True})
+    succeeded, result = run_module(cluster, {"fail_on": "never"})
     assert succeeded and result["changed"] is False
     plugin = cluster.fleet["device_plugin"]
     [daemonset] = result["daemonsets"]
@@ -218,7 +218,7 @@ def test_daemonset_status_and_request_count(cluster: LocalCluster):
 
 
 def test_ack_nodes_are_healthy_through_their_static_pods(cluster: LocalCluster):
-    succeeded, result = run_module(cluster, {"report_only": True})
+    succeeded, result = run_module(cluster, {"fail_on": "never"})
     assert succeeded
     static_nodes = ack.static_nodes(cluster.fleet)
     assert static_nodes, "the fleet has ACK nodes with the static pod"
@@ -248,15 +248,15 @@ def test_ack_nodes_are_healthy_through_their_static_pods(cluster: LocalCluster):
 
 
 def test_check_mode_gives_the_same_verdict(cluster: LocalCluster):
-    _code, normal = run_module(cluster, {"report_only": True})
-    succeeded, checked = run_module(cluster, {"report_only": True}, "--check")
+    _code, normal = run_module(cluster, {"fail_on": "never"})
+    succeeded, checked = run_module(cluster, {"fail_on": "never"}, "--check")
     assert succeeded and checked["changed"] is False
     assert errors(checked) == errors(normal) == expected_errors(cluster)
 
 
 def test_named_daemonset_that_does_not_exist_is_an_error(cluster: LocalCluster):
     succeeded, result = run_module(
-        cluster, {"report_only": True, "daemonsets": [{"namespace": "gpu-operator", "name": "absent"}]}
+        cluster, {"fail_on": "never", "daemonsets": [{"namespace": "gpu-operator", "name": "absent"}]}
     )
     assert succeeded
     assert ("DaemonSet gpu-operator/absent", "daemonset_missing") in {
@@ -289,7 +289,7 @@ def test_plugin_pod_not_ready_is_reported_on_that_node_only(cluster: LocalCluste
         what="the DaemonSet to count the pod not Ready",
     )
 
-    _code, result = run_module(cluster, {"report_only": True})
+    _code, result = run_module(cluster, {"fail_on": "never"})
     new = errors(result) - expected_errors(cluster)
     assert new == {(node, "device_plugin_not_ready"), (None, "daemonset_pods_not_ready")}
     finding = next(f for f in result["findings"] if f["kind"] == "device_plugin_not_ready")

@@ -177,14 +177,20 @@ def test_the_pod_no_node_can_allocate_is_a_problem(cluster: LocalCluster):
     message = next(c["message"] for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
     assert "cannot allocate all claims" in message
     result = facts(cluster)
-    problems = [p for p in result["problems"] if p["kind"] == "gpu_claims_unallocatable"]
+    problems = [p for p in result["problems"] if p["id"] == "fleet.gpu_claims_unallocatable"]
+    reason = f"{cluster.fleet['pod_namespace']}/{pending['name']}: {message}"
     assert problems == [
         {
             "node": None,
+            "id": "fleet.gpu_claims_unallocatable",
+            "severity": problems[0]["severity"],
+            "title": "GPU pod Pending: no node can allocate its claims",
+            "message": reason,
+            "remedy": problems[0]["remedy"],
+            "where": {"pod": f"{cluster.fleet['pod_namespace']}/{pending['name']}"},
             "kind": "gpu_claims_unallocatable",
             "problem": "GPU pod Pending: no node can allocate its claims",
-            "reason": f"{cluster.fleet['pod_namespace']}/{pending['name']}: {message}",
-            "remedy": problems[0]["remedy"],
+            "reason": reason,
         }
     ]
 
@@ -304,7 +310,7 @@ def test_device_taint_rules_count_where_served_and_are_named_in_a_note_where_not
 
 @pytest.mark.every_release
 def test_no_device_plugin_missing_on_a_healthy_dra_node(cluster: LocalCluster):
-    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_device_plugin_validate", {"report_only": True})
+    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_device_plugin_validate", {"fail_on": "never"})
     assert status == "SUCCESS", result.get("msg")
     dra_nodes = dra_node_names(cluster)
     assert [f for f in result["findings"] if f["node"] in dra_nodes] == []
@@ -356,7 +362,7 @@ def test_a_kubelet_plugin_not_ready_shows_on_that_node_only(cluster: LocalCluste
     assert [(p["node"], p["kind"]) for p in result["problems"] if p["node"] in dra_node_names(cluster)] == [
         (node, "dra_plugin_not_ready")
     ]
-    _status, check, _done = run_ansible_module(cluster.kubeconfig, "gpu_device_plugin_validate", {"report_only": True})
+    _status, check, _done = run_ansible_module(cluster.kubeconfig, "gpu_device_plugin_validate", {"fail_on": "never"})
     dra_findings = {(f["node"], f["kind"]) for f in check["findings"] if f["node"] in dra_node_names(cluster)}
     assert dra_findings == {(node, "dra_kubelet_plugin_not_ready")}
 

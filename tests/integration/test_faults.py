@@ -347,7 +347,7 @@ def test_apiserver_stopped_while_labeling_leaves_no_half_label_and_a_rerun_conve
     apiserver = OwnApiServer(cluster, tmp_path)
     kubeconfig = admin_kubeconfig_with(cluster, tmp_path / "kubeconfig", server=apiserver.server)
     nodes = create_extra_nodes(cluster, 300, foreign=10)
-    args = {"label_selector": nodes.selector, "parallelism": 1}
+    args = {"label_selectors": [nodes.selector], "parallelism": 1}
     process = None
     try:
         apiserver.start()
@@ -389,13 +389,13 @@ def test_apiserver_stopped_while_labeling_leaves_no_half_label_and_a_rerun_conve
         assert labeled < set(nodes.expected), "every node was labeled: the API server stopped too late"
 
         apiserver.start()
-        rerun = run_module("gpu_node_label", {"label_selector": nodes.selector}, kubeconfig)
+        rerun = run_module("gpu_node_label", {"label_selectors": [nodes.selector]}, kubeconfig)
         assert not rerun.failed, brief(rerun)
         assert set(rerun.result["labeled"]) == set(nodes.expected) - labeled
         assert {c["node"] for c in rerun.result["conflicts"]} == nodes.foreign_owned
         assert assert_consistent(cluster, nodes, complete=True) == set(nodes.expected)
 
-        third = run_module("gpu_node_label", {"label_selector": nodes.selector}, kubeconfig)
+        third = run_module("gpu_node_label", {"label_selectors": [nodes.selector]}, kubeconfig)
         assert not third.failed, brief(third)
         assert third.result["changed"] is False and third.result["writes"] == 0
         print(
@@ -649,7 +649,7 @@ def test_throttled_runs_converge_with_bounded_retries(
             for _round in range(2):
                 runs["facts"].append(until_converged(cluster, "gpu_node_facts", {}, kubeconfig, reruns))
             timings["facts"] = time.monotonic() - started
-            label_args = {"label_selector": nodes.selector, "parallelism": 2}
+            label_args = {"label_selectors": [nodes.selector], "parallelism": 2}
             runs["label"] = [until_converged(cluster, "gpu_node_label", label_args, kubeconfig, reruns, nodes)]
             again = until_converged(cluster, "gpu_node_label", label_args, kubeconfig, reruns, nodes)
             timings["label"] = time.monotonic() - started
@@ -710,7 +710,7 @@ def test_labeling_converges_while_another_writer_changes_the_same_nodes(cluster:
     try:
         writer.start()
         wait_until(lambda: len(written) == len(names), timeout=60, what="the other writer to touch every node")
-        run = run_module("gpu_node_label", {"label_selector": nodes.selector, "parallelism": 4}, cluster.kubeconfig)
+        run = run_module("gpu_node_label", {"label_selectors": [nodes.selector], "parallelism": 4}, cluster.kubeconfig)
         stop.set()
         writer.join(timeout=30)
         assert not run.failed, brief(run)
@@ -723,7 +723,7 @@ def test_labeling_converges_while_another_writer_changes_the_same_nodes(cluster:
         current = listed_extra(cluster, nodes)
         for name, value in written.items():
             assert current[name]["labels"].get("example.com/churn") == value, f"{name}: the other writer's label"
-        third = run_module("gpu_node_label", {"label_selector": nodes.selector}, cluster.kubeconfig)
+        third = run_module("gpu_node_label", {"label_selectors": [nodes.selector]}, cluster.kubeconfig)
         assert not third.failed and third.result["writes"] == 0, brief(third)
         print(
             f"\nthe other writer patched {writes[0]} times; labeling sent {run.result['writes']} writes "

@@ -166,7 +166,7 @@ def test_value_overrides_and_removal_from_nodes_without_gpus(unlabeled_nodes: Lo
 
 def test_a_label_selector_limits_the_nodes(unlabeled_nodes: LocalCluster):
     cluster = unlabeled_nodes
-    result = run_module(cluster, {"label_selector": "ack.node.gpu.schedule=default", "parallelism": 2})
+    result = run_module(cluster, {"label_selectors": ["ack.node.gpu.schedule=default"], "parallelism": 2})
 
     ack = sorted(s["name"] for s in cluster.fleet["nodes"] if s["labels"].get("ack.node.gpu.schedule") == "default")
     assert ack and sorted(result["labeled"]) == ack

@@ -220,7 +220,7 @@ def test_quarantine_plans_in_check_mode_what_it_then_does_evicting_only_gpu_pods
         before_nodes = {n: cluster.get(f"/api/v1/nodes/{n}") for n in names}
 
         args = {
-            "nodes": [healthy, cordoned, held, f"q-{run}-absent"],
+            "names": [healthy, cordoned, held, f"q-{run}-absent"],
             "reason": "XID 79 (live test)",
             "quarantined_by": "oncall-test",
             "evict": True,

@@ -176,7 +176,7 @@ def nodes(cluster: LocalCluster, proof_namespace: None) -> Iterator[dict[str, st
 
 
 def release(cluster: LocalCluster, nodes: list[str], proof: dict, *flags: str) -> tuple[str, dict]:
-    args = {"nodes": nodes, "proof": proof, "proof_timeout": 60}
+    args = {"names": nodes, "proof": proof, "proof_timeout": 60}
     status, result, done = run_ansible_module(cluster.kubeconfig, "gpu_node_release", args, *flags)
     assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     return status, result

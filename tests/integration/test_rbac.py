@@ -482,7 +482,7 @@ def test_node_release_passes_with_its_role_alone(cluster: LocalCluster, identiti
         status, result, _done = run_ansible_module(
             cluster.kubeconfig,
             "gpu_node_quarantine",
-            {"nodes": [name], "reason": "rbac test", "max_share": 1.0},
+            {"names": [name], "reason": "rbac test", "max_share": 1.0},
         )
         assert status == "CHANGED", result
         quarantined = cluster.get(f"/api/v1/nodes/{name}")

@@ -26,7 +26,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.regist
     CHECK_FLEET,
     Hit,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import fleet_problem
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import fleet_problem, where_of
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra import (
     SOURCE_DEVICE_PLUGIN,
     SOURCE_DRA,
@@ -74,12 +74,17 @@ PROBLEM_CLAIMS_UNALLOCATABLE = fleet_kinds.CLAIMS_UNALLOCATABLE
 PROBLEM_TEXT = {kind.id: kind.title for kind in KINDS.of_check(CHECK_FLEET)}
 
 
-def _problem(kind: str, options: FleetOptions, case: str = "", **fields: Any) -> dict[str, str]:
+def _problem(kind: str, options: FleetOptions, case: str = "", **fields: Any) -> dict[str, Any]:
     """The fleet problem of a hit of ``kind``: its text, the reason it was found and the remedy."""
     if case == "" and CHECK_DEVICE_PLUGIN in KINDS[kind].checks:
         case = FLEET_CASE
     hit = Hit(kind, {"resource": options.primary_resource, **fields}, case=case)
     return fleet_problem(KINDS.finding(hit))
+
+
+def _on(node: str | None, problem: Mapping[str, Any], **where: Any) -> dict[str, Any]:
+    """A problem of the fleet's list: the node it is on first (None for the cluster), and in its ``where``."""
+    return {"node": node, **problem, "where": where_of({**problem["where"], "node": node, **where})}
 
 
 def _resource_table(node: Mapping[str, Any], allocated: Mapping[str, int], options: FleetOptions) -> dict[str, dict]:
@@ -309,10 +314,10 @@ def _cluster_problems(
     problems: list[dict[str, Any]] = []
     for pod in unallocatable_pods(pending, dra):
         problem = _problem(PROBLEM_CLAIMS_UNALLOCATABLE, options, pod=namespaced_name(pod), message=pod["message"])
-        problems.append({"node": None, **problem})
+        problems.append(_on(None, problem, pod=namespaced_name(pod)))
     for node, missing in sorted(dra.missing.items(), key=lambda pair: pair[0] or ""):
         if node is None or node not in node_names:
-            problems.append({"node": node, **_problem(PROBLEM_DRA_DEVICE_GONE, options, devices="; ".join(missing))})
+            problems.append(_on(node, _problem(PROBLEM_DRA_DEVICE_GONE, options, devices="; ".join(missing))))
     return problems
 
 
@@ -374,7 +379,7 @@ def summarise(
         "models": _model_totals(facts),
         "totals": _fleet_totals(facts),
         "nodes_without_capacity": [f["name"] for f in facts if f["capacity"] == 0],
-        "problems": [{"node": f["name"], **problem} for f in facts for problem in f["problems"]]
+        "problems": [_on(f["name"], problem) for f in facts for problem in f["problems"]]
         + _cluster_problems(pending, fleet, node_names, options),
         "health": health_counts(facts),
         "dra": _dra_summary(dra),
