@@ -16,20 +16,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.regist
 FINDING_KEYS = ("id", "severity", "title", "message", "remedy", "where")
 # Where a finding hit: the node, the DRA device or pool, the object (Kind namespace/name, or the
 # kind's subject such as a DaemonSet), the pod, the config or file with its path and line, the container.
-WHERE_KEYS = (
-    "node",
-    "device",
-    "pool",
-    "object",
-    "subject",
-    "pod",
-    "config",
-    "source",
-    "document",
-    "path",
-    "line",
-    "container",
-)
+WHERE_KEYS = tuple("node device pool object subject pod config source document path line container".split())
 
 
 def where_of(where: Mapping[str, Any]) -> dict[str, Any]:
