@@ -14,9 +14,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.regist
 
 # The keys of every finding, in this order; `where` holds the keys of WHERE_KEYS that apply.
 FINDING_KEYS = ("id", "severity", "title", "message", "remedy", "where")
-# Where a finding hit: the node, the DRA device or pool, the object (Kind namespace/name, or the
-# kind's subject such as a DaemonSet), the pod, the config or file with its path and line, the container.
-WHERE_KEYS = tuple("node device pool object subject pod config source document path line container".split())
+# Where a finding hit: on the cluster (the node, the DRA device or pool, the object as Kind namespace/name
+# or the kind's subject such as a DaemonSet, the pod), and in a file (the config or file, the document,
+# the path and line in it, the container).
+CLUSTER_PLACES = ("node", "device", "pool", "object", "subject", "pod")
+FILE_PLACES = ("config", "source", "document", "path", "line", "container")
+WHERE_KEYS = CLUSTER_PLACES + FILE_PLACES
 
 
 def where_of(where: Mapping[str, Any]) -> dict[str, Any]:
