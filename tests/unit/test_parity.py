@@ -31,6 +31,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
     DEFAULT_EXEMPT_POD_SELECTORS,
+    DEFAULT_PLUGIN_RELEASE,
+    PLUGIN_RELEASES,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health import HEALTH_KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health_table import (
@@ -261,3 +263,13 @@ def test_docs_findings_holds_the_tables_generated_from_the_registry():
 
 def test_every_validator_kind_is_a_row_of_the_readme_rule_table():
     assert set(readme_rule_rows()) == {k.id for k in KINDS.of_check(CHECK_VALIDATOR)}
+
+
+def test_the_device_plugin_releases_are_one_table_everywhere():
+    spec = role_spec("device_plugin")["device_plugin_version"]
+    assert (spec["choices"], spec["default"]) == (list(PLUGIN_RELEASES), DEFAULT_PLUGIN_RELEASE)
+    assert role_defaults("device_plugin")["device_plugin_version"] == DEFAULT_PLUGIN_RELEASE
+    module_spec = gpu_device_plugin.argument_spec()["version"]
+    assert (module_spec["choices"], module_spec["default"]) == (list(PLUGIN_RELEASES), DEFAULT_PLUGIN_RELEASE)
+    usage = (REPO / "scripts" / "gpu-plugin-config-validate").read_text()
+    assert f"[--release {DEFAULT_PLUGIN_RELEASE}]" in usage

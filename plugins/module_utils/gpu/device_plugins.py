@@ -14,6 +14,11 @@ MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 ACK_STATIC_MANIFEST = "/etc/kubernetes/manifests/nvidia-device-plugin.yml"
 REGISTERED_LOG_LINE = "Registered device plugin for 'nvidia.com/gpu' with Kubelet"
+# The releases of NVIDIA's device plugin the collection knows, oldest first, and the one it takes by default:
+# gpu_device_plugin deploys their published manifests (plugin_deploy/releases.py), gpu_plugin_config_validate
+# checks configs against their schema (plugin_config/schema.py); the device_plugin role's default and choices follow.
+PLUGIN_RELEASES = ("v0.17.4", "v0.18.2")
+DEFAULT_PLUGIN_RELEASE = PLUGIN_RELEASES[-1]
 
 
 @dataclass(frozen=True)

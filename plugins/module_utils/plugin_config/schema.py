@@ -19,9 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
+    DEFAULT_PLUGIN_RELEASE,
+    PLUGIN_RELEASES,
+)
+
 VERSION = "v1"
-RELEASES = ("v0.17.4", "v0.18.2")
-DEFAULT_RELEASE = "v0.18.2"
+RELEASES = PLUGIN_RELEASES
+DEFAULT_RELEASE = DEFAULT_PLUGIN_RELEASE
 
 # The value types, in the words of the findings.
 STRING = "a string"

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import DEFAULT_PLUGIN_RELEASE
+
 REPOSITORY = "NVIDIA/k8s-device-plugin"
 DEVICE_PLUGIN_PATH = "deployments/static/nvidia-device-plugin.yml"
 FEATURE_DISCOVERY_PATH = "deployments/static/gpu-feature-discovery-daemonset.yaml"
@@ -141,7 +143,7 @@ RELEASES: Mapping[str, Release] = {
     "v0.17.4": Release("v0.17.4", "fd56a747defe15333adce40fcd3a06ffb129251b", (("FAIL_ON_INIT_ERROR", "false"),)),
     "v0.18.2": Release("v0.18.2", "fb1242add205d8563f9c604b8ba239607b4083e6", ()),
 }
-DEFAULT_RELEASE = "v0.18.2"
+DEFAULT_RELEASE = DEFAULT_PLUGIN_RELEASE
 
 
 def release_of(version: str) -> Release:
