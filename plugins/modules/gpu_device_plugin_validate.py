@@ -143,7 +143,7 @@ EXAMPLES = r"""
 
 - name: Show the report
   ansible.builtin.debug:
-    msg: "{{ plugin_check.report.splitlines() }}"
+    msg: "{{ plugin_check.report }}"
 
 - name: Gather driver facts on the GPU hosts
   kubegpu.scheduling.gpu_host_facts:
@@ -295,38 +295,6 @@ findings:
   returned: always
   type: list
   elements: dict
-  contains:
-    severity:
-      description: V(error) (fails the task), V(warning) or V(info).
-      type: str
-    kind:
-      description:
-        - A stable name of the problem, its id in the collection's registry of finding kinds.
-        - "Kinds: V(no_gpu_nodes), V(no_device_plugin_deployed), V(several_device_plugin_deployments),
-          V(dra_objects_not_readable), V(daemonset_missing), V(daemonset_generation_not_observed),
-          V(daemonset_selects_no_node), V(daemonset_pods_not_scheduled),
-          V(daemonset_rollout_incomplete), V(daemonset_pods_not_ready), V(daemonset_pods_not_available),
-          V(daemonset_pods_misscheduled), V(node_not_ready), V(no_device_plugin_pod),
-          V(several_device_plugin_pods), V(device_plugin_not_ready), V(device_plugin_restarting),
-          V(no_gpu_capacity), V(allocatable_below_capacity), V(gpu_count_differs_from_labels),
-          V(no_dra_kubelet_plugin_pod), V(dra_kubelet_plugin_not_ready), V(dra_no_resource_slices),
-          V(host_facts_failed), V(host_not_a_node), V(host_gpus_not_advertised), V(driver_not_found),
-          V(nvidia_smi_failed), V(host_gpu_count_differs_from_capacity), V(toolkit_config_not_found),
-          V(toolkit_config_unreadable), V(toolkit_accepts_visible_devices_env),
-          V(toolkit_volume_mounts_disabled) (docs/findings.md has their severities and titles)."
-      type: str
-    node:
-      description: The node (or host) concerned; null for a DaemonSet or the cluster.
-      type: str
-    subject:
-      description: The object concerned, for example C(node gpu-3) or C(DaemonSet kube-system/nvidia-device-plugin).
-      type: str
-    problem:
-      description: What is wrong.
-      type: str
-    remedy:
-      description: What to do.
-      type: str
   sample:
     - severity: error
       kind: no_device_plugin_pod
@@ -337,6 +305,46 @@ findings:
         the DaemonSet kube-system/nvidia-device-plugin-daemonset does not select this node: its nodeSelector
         requires nvidia.com/gpu.deploy.device-plugin=true. Fix: kubectl label node gfd-a100-noplugin
         nvidia.com/gpu.deploy.device-plugin=true --overwrite
+  contains:
+    id:
+      description: >-
+        The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>)
+        (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.
+      type: str
+    severity:
+      description: >-
+        V(error), V(warning) or V(info): one scale for every check.
+      type: str
+    title:
+      description: What the kind is, in a line.
+      type: str
+    message:
+      description: What was found here.
+      type: str
+    remedy:
+      description: What to do.
+      type: str
+    where:
+      description: >-
+        The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)), C(subject), C(pod),
+        C(config), C(source), C(document), C(path), C(line), C(container).
+      type: dict
+    kind:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(id)): the name the kind was declared with (docs/findings.md).
+      type: str
+    node:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(where.node)): the node, or null.
+      type: str
+    subject:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(where.subject)): what the finding is about.
+      type: str
+    problem:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(message)): what is wrong.
+      type: str
 counts:
   description: >-
     GPU nodes, DaemonSets and plugin pods seen, DRA GPU nodes, DRA DaemonSets and kubelet-plugin pods, and
@@ -346,9 +354,15 @@ counts:
   sample: {gpu_nodes: 10, daemonsets: 1, plugin_pods: 7, dra_nodes: 2, dra_daemonsets: 1, dra_plugin_pods: 2,
            error: 3, warning: 0, info: 0}
 report:
-  description: The readable report - which node, what is wrong, what to do.
+  description:
+    - The readable report as a list of lines - which node, what is wrong, what to do.
+    - One line per item, as every module's C(report) is (it was one string before).
   returned: always
-  type: str
+  type: list
+  elements: str
+  sample:
+    - "GPU device plugin check FAILED: 1 error, 0 warnings (2 GPU nodes, 1 DaemonSet, 1 plugin pod)"
+    - "Deployment: NVIDIA device plugin (upstream)"
 api_requests:
   description: The number of API requests sent, pages and retries included.
   returned: always
@@ -431,7 +445,7 @@ def main() -> None:
         result = run(module)
         fail_on = effective_fail_on(module.params)
         if any(fails(f["severity"], fail_on) for f in result["findings"]):
-            raise CheckFailed(result["report"], result=dict(changed=False, **result))
+            raise CheckFailed("\n".join(result["report"]), result=dict(changed=False, **result))
     module.exit_json(changed=False, **result)
 
 

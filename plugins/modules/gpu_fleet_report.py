@@ -120,8 +120,14 @@ totals:
   type: dict
   sample: {clusters: 2, clusters_failed: 0, nodes: 13, capacity: 51, allocatable: 50, allocated: 9, free: 42, unhealthy: 1,
            problems: 12, bypass_findings: 4}
+data:
+  description:
+    - The report's data model, as written to the JSON file (see C(docs/fleet-report.schema.json)).
+    - Its readable form is the Markdown file.
+  returned: always
+  type: dict
 report:
-  description: The report's data model, as written to the JSON file (see C(docs/fleet-report.schema.json)).
+  description: Deprecated, removed in 2.0.0; the same data model as RV(data), read it there.
   returned: always
   type: dict
 """
@@ -170,6 +176,7 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         "written": written,
         "failed_clusters": report["failed_clusters"],
         "totals": report["totals"],
+        "data": report,
         "report": report,
     }
     if module._diff:  # pylint: disable=protected-access

@@ -389,14 +389,62 @@ ansible_facts:
               sample: {labels: [nvidia.com/gpu.product=Tesla-T4], capacity: [capacity nvidia.com/gpu=4], dra_devices: 0}
             health:
               description:
-                - The node's C(status), V(healthy), V(degraded) or V(failed), and C(problems), each with a C(kind), its
-                  C(severity) (V(degraded), V(failed)), the C(problem), the C(reason) and a C(remedy).
+                - The node's C(status), V(healthy), V(degraded) or V(failed), and C(problems), each in the one shape of a
+                  finding with the C(status) it gives the node.
                 - "Kinds: V(gpu_health_condition), V(gpu_health_taint), V(gpus_withdrawn), V(gpus_below_expected),
                   V(gpu_plugin_not_ready), V(gpu_devices_tainted)."
               type: dict
               sample: {status: degraded, problems: [{kind: gpus_withdrawn, severity: degraded,
                        problem: GPUs withdrawn by the device plugin,
                        reason: "nvidia.com/gpu: capacity 8, allocatable 6 (2 withdrawn)", remedy: "..."}]}
+              contains:
+                status:
+                  description: V(healthy), V(degraded) or V(failed).
+                  type: str
+                problems:
+                  description: The node's health problems, in the one shape of a finding.
+                  type: list
+                  elements: dict
+                  contains:
+                    id:
+                      description: >-
+                        The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>)
+                        (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.
+                      type: str
+                    severity:
+                      description: >-
+                        V(error), V(warning) or V(info): one scale for every check.
+                      type: str
+                    title:
+                      description: What the kind is, in a line.
+                      type: str
+                    message:
+                      description: What was found here.
+                      type: str
+                    remedy:
+                      description: What to do.
+                      type: str
+                    where:
+                      description: >-
+                        The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)),
+                        C(subject), C(pod), C(config), C(source), C(document), C(path), C(line), C(container).
+                      type: dict
+                    status:
+                      description: The health it gives the node, V(degraded) or V(failed), apart from its C(severity).
+                      type: str
+                    kind:
+                      description: >-
+                        Deprecated, removed in 2.0.0 (use C(id)): the name the kind was declared with
+                        (docs/findings.md).
+                      type: str
+                    problem:
+                      description: >-
+                        Deprecated, removed in 2.0.0 (use C(title)): what the problem is.
+                      type: str
+                    reason:
+                      description: >-
+                        Deprecated, removed in 2.0.0 (use C(message)): why it was found.
+                      type: str
             problems:
               description: The node's problems, each with a stable C(kind), the C(problem), the C(reason) and a
                 C(remedy).
@@ -406,6 +454,42 @@ ansible_facts:
                         reason: "capacity 4, allocatable 3: 1 GPU(s) marked unhealthy by the device plugin",
                         remedy: "find the GPU with nvidia-smi -q on the node and repair or replace it, then restart the
                                  device-plugin pod: a GPU stays unhealthy until the plugin restarts"}]
+              contains:
+                id:
+                  description: >-
+                    The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>)
+                    (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.
+                  type: str
+                severity:
+                  description: >-
+                    V(error), V(warning) or V(info): one scale for every check.
+                  type: str
+                title:
+                  description: What the kind is, in a line.
+                  type: str
+                message:
+                  description: What was found here.
+                  type: str
+                remedy:
+                  description: What to do.
+                  type: str
+                where:
+                  description: >-
+                    The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)),
+                    C(subject), C(pod), C(config), C(source), C(document), C(path), C(line), C(container).
+                  type: dict
+                kind:
+                  description: >-
+                    Deprecated, removed in 2.0.0 (use C(id)): the name the kind was declared with (docs/findings.md).
+                  type: str
+                problem:
+                  description: >-
+                    Deprecated, removed in 2.0.0 (use C(title)): what the problem is.
+                  type: str
+                reason:
+                  description: >-
+                    Deprecated, removed in 2.0.0 (use C(message)): why it was found.
+                  type: str
         models:
           description: >-
             Totals per model (V(unknown) for GPU nodes whose labels and devices name none), both sources added, and per
@@ -450,6 +534,46 @@ ansible_facts:
               remedy: >-
                 GPU pods on this node share GPUs (ACK GPU sharing): for whole, exclusive GPUs run them in a node
                 pool labeled ack.node.gpu.schedule=default
+          contains:
+            id:
+              description: >-
+                The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>)
+                (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.
+              type: str
+            severity:
+              description: >-
+                V(error), V(warning) or V(info): one scale for every check.
+              type: str
+            title:
+              description: What the kind is, in a line.
+              type: str
+            message:
+              description: What was found here.
+              type: str
+            remedy:
+              description: What to do.
+              type: str
+            where:
+              description: >-
+                The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)), C(subject),
+                C(pod), C(config), C(source), C(document), C(path), C(line), C(container).
+              type: dict
+            node:
+              description: >-
+                Deprecated, removed in 2.0.0 (use C(where.node)): the node, or null.
+              type: str
+            kind:
+              description: >-
+                Deprecated, removed in 2.0.0 (use C(id)): the name the kind was declared with (docs/findings.md).
+              type: str
+            problem:
+              description: >-
+                Deprecated, removed in 2.0.0 (use C(title)): what the problem is.
+              type: str
+            reason:
+              description: >-
+                Deprecated, removed in 2.0.0 (use C(message)): why it was found.
+              type: str
         health:
           description: How many GPU nodes are V(healthy), V(degraded) and V(failed) (each node's C(health.status)).
           returned: always
@@ -487,6 +611,13 @@ ansible_facts:
           returned: always
           type: int
           sample: 5
+api_requests:
+  description: >-
+    API requests the run made, the same as C(ansible_facts.gpu_fleet.api_requests), at the top level of the
+    result as every module that talks to the API returns it.
+  returned: always
+  type: int
+  sample: 5
 """
 
 from dataclasses import replace
@@ -587,7 +718,7 @@ def main() -> None:
     module = api_module(argument_spec())
     with errors_fail(module):
         facts = run(module)
-    module.exit_json(changed=False, ansible_facts={"gpu_fleet": facts})
+    module.exit_json(changed=False, ansible_facts={"gpu_fleet": facts}, api_requests=facts["api_requests"])
 
 
 if __name__ == "__main__":

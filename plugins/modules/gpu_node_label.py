@@ -239,6 +239,10 @@ counts:
   returned: always
   type: dict
   sample: {labeled: 2, unlabeled: 0, unchanged: 6, conflicts: 0, skipped: 1, failed: 0, not_attempted: 0}
+changed:
+  description: Whether a node's label was set or removed (or would be, in check mode).
+  returned: always
+  type: bool
 writes:
   description: The number of write requests sent, retries included; 0 in check mode and when nothing changes.
   returned: always

@@ -270,25 +270,6 @@ findings:
   returned: always
   type: list
   elements: dict
-  contains:
-    severity:
-      description: error, warning or info.
-      type: str
-    kind:
-      description: The finding kind.
-      type: str
-    node:
-      description: The node.
-      type: str
-    subject:
-      description: The pod (C(namespace/name)) or the pool it concerns, or null.
-      type: str
-    problem:
-      description: What was found.
-      type: str
-    remedy:
-      description: What to do about it.
-      type: str
   sample:
     - severity: error
       kind: quarantine.eviction_blocked_by_budget
@@ -297,6 +278,50 @@ findings:
       problem: "serve/llm-0 stays on gpu-node-17: PodDisruptionBudget serve/llm allowed no disruption within 300s (...)"
       remedy: "Let the budget allow a disruption (scale the workload up, or wait for its other pods to be Ready) and
         run again; force_delete: true deletes the pod past its budget after the timeout"
+  contains:
+    id:
+      description: >-
+        The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>)
+        (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.
+      type: str
+    severity:
+      description: >-
+        V(error), V(warning) or V(info): one scale for every check.
+      type: str
+    title:
+      description: What the kind is, in a line.
+      type: str
+    message:
+      description: What was found here.
+      type: str
+    remedy:
+      description: What to do.
+      type: str
+    where:
+      description: >-
+        The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)), C(subject), C(pod),
+        C(config), C(source), C(document), C(path), C(line), C(container).
+      type: dict
+    kind:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(id)): the name the kind was declared with (docs/findings.md).
+      type: str
+    node:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(where.node)): the node, or null.
+      type: str
+    subject:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(where.subject)): what the finding is about.
+      type: str
+    problem:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(message)): what is wrong.
+      type: str
+changed:
+  description: Whether a node was cordoned, tainted or recorded, or a pod evicted or deleted (or would be, in check mode).
+  returned: always
+  type: bool
 writes:
   description: The number of write requests sent (patches, evictions with their retries, deletions); 0 in check mode
     and on a rerun that finds everything done.

@@ -285,30 +285,29 @@ findings:
   type: list
   elements: dict
   contains:
-    rule:
-      description: The rule id.
+    id:
+      description: >-
+        The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>)
+        (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.
       type: str
-      sample: KGPU101
-    name:
-      description: The rule name.
-      type: str
-      sample: visible-devices-without-gpu
     severity:
-      description: V(error) or V(warning).
+      description: >-
+        V(error), V(warning) or V(info): one scale for every check.
       type: str
-      sample: error
-    kind:
-      description: The kind of the object.
+    title:
+      description: What the kind is, in a line.
       type: str
-      sample: Deployment
-    namespace:
-      description: Its namespace; empty when the manifest names none.
+    message:
+      description: What was found here.
       type: str
-      sample: ml-team
-    object_name:
-      description: Its name.
+    remedy:
+      description: What to do.
       type: str
-      sample: trainer
+    where:
+      description: >-
+        The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)), C(subject), C(pod),
+        C(config), C(source), C(document), C(path), C(line), C(container).
+      type: dict
     container:
       description: The container, or null for findings about the pod.
       type: str
@@ -317,12 +316,6 @@ findings:
       description: The JSON path of the offending field from the document root.
       type: str
       sample: spec.template.spec.containers[0].env[2].value
-    message:
-      description: What is wrong, quoting the API server's message where it would reject the object.
-      type: str
-    remedy:
-      description: How to fix it.
-      type: str
     source:
       description: The file, V(definition), or V(cluster).
       type: str
@@ -335,6 +328,27 @@ findings:
       description: The line of the offending field (or of the document) where known.
       type: int
       sample: 42
+    rule:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(id)): the rule's code.
+      type: str
+    name:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(title)): the rule's name.
+      type: str
+    kind:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(where.object)): the kind of the object.
+      type: str
+    namespace:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(where.object)): the object's namespace; empty when the manifest names
+        none.
+      type: str
+    object_name:
+      description: >-
+        Deprecated, removed in 2.0.0 (use C(where.object)): the object's name.
+      type: str
 allowed:
   description: Findings on objects that carry the allow annotation, each with C(allowed_reason).
   returned: always
@@ -350,7 +364,7 @@ errors:
   returned: always
   type: list
   elements: dict
-summary:
+counts:
   description: Counts of findings by severity and by rule, and of what was checked.
   returned: always
   type: dict
@@ -366,8 +380,32 @@ summary:
     objects_checked: 120
     documents: 130
     files: 12
+summary:
+  description: Deprecated, removed in 2.0.0; the same counts as RV(counts), read them there.
+  returned: always
+  type: dict
+  sample:
+    findings: 3
+    by_severity: {error: 2, warning: 1}
+    by_rule:
+      KGPU101: {name: visible-devices-without-gpu, severity: error, count: 2, allowed: 0}
+      KGPU302: {name: privileged-container, severity: warning, count: 1, allowed: 0}
+    allowed: 1
+    not_checked: 4
+    load_errors: 0
+    objects_checked: 120
+    documents: 130
+    files: 12
+report:
+  description: The readable report as a list of lines (object, rule, path, message, remedy), ending with the summary line.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "manifests/train.yaml:12: error KGPU101 Deployment train container 'main': ..."
+    - 1 error in 3 pod specs from 1 file
 report_text:
-  description: The findings as readable lines (object, rule, path, message, remedy), ending with the summary line.
+  description: Deprecated, removed in 2.0.0; the same lines as RV(report), read them there.
   returned: always
   type: list
   elements: str
@@ -543,11 +581,15 @@ def validate_and_report(module: AnsibleModule) -> dict[str, Any]:
     report, admission, requests = validate(module)
     write_reports(params, report)
     summary = summarize(report)
+    lines = format_text(report, summary).splitlines()
+    fields = result_fields(report)
     result = dict(
-        result_fields(report),
+        fields,
+        counts=fields["summary"],
         notes=report.notes,
         changed=False,
-        report_text=format_text(report, summary).splitlines(),
+        report=lines,
+        report_text=lines,
         api_requests=requests,
     )
     if admission is not None:

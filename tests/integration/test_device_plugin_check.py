@@ -187,7 +187,7 @@ def test_check_fails_on_the_broken_nodes_with_the_right_reasons(cluster: LocalCl
     assert not succeeded
     assert result["healthy"] is False
     assert errors(result) == expected_errors(cluster)
-    assert result["msg"] == result["report"]
+    assert result["msg"] == "\n".join(result["report"])
 
     unselected, unhealthy = broken_nodes(cluster)
     by_kind = {(f["node"], f["kind"]): f for f in result["findings"]}
@@ -197,7 +197,7 @@ def test_check_fails_on_the_broken_nodes_with_the_right_reasons(cluster: LocalCl
     problem = by_kind[(unhealthy["name"], "allocatable_below_capacity")]["problem"]
     assert problem.startswith(f"allocatable {unhealthy['allocatable_gpus']} below capacity {unhealthy['gpus']}")
     for line in (f"node {unselected['name']}: no device-plugin pod", f"node {unhealthy['name']}: allocatable"):
-        assert line in result["report"]
+        assert line in "\n".join(result["report"])
 
 
 def test_daemonset_status_and_request_count(cluster: LocalCluster):

@@ -31,8 +31,8 @@ def _finding_lines(item: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def render_report(result: Mapping[str, Any]) -> str:
-    """Which node, what is wrong, what to do; errors first."""
+def render_report(result: Mapping[str, Any]) -> list[str]:
+    """Which node, what is wrong, what to do, as lines; errors first."""
     counts = result["counts"]
     verdict = "PASSED" if result["healthy"] else "FAILED"
     headline = (
@@ -53,7 +53,7 @@ def render_report(result: Mapping[str, Any]) -> str:
     if healthy_nodes:
         lines.append(f"Nodes without findings ({len(healthy_nodes)}): {', '.join(healthy_nodes)}")
     if not result["findings"]:
-        return "\n".join(lines)
+        return lines
     lines.append("Findings:")
     shown: dict[str, int] = defaultdict(int)
     hidden: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
@@ -67,4 +67,4 @@ def render_report(result: Mapping[str, Any]) -> str:
     for items in hidden.values():
         names = ", ".join(str(i["node"] or i["subject"]) for i in items)
         lines.append(f'  ... and {len(items)} more with "{items[0]["problem"]}" or alike: {names}')
-    return "\n".join(lines)
+    return lines

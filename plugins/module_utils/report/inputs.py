@@ -93,7 +93,8 @@ def device_plugin_input(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def pod_audit_input(result: Mapping[str, Any]) -> dict[str, Any]:
     """The live audit's result as the report reads it."""
-    summary = result.get("summary") or {}
+    # counts, or summary as gpu_pod_validate returned them before (deprecated, removed in 2.0.0)
+    summary = result.get("counts") or result.get("summary") or {}
     read = {
         "findings": _rows(result.get("findings"), AUDIT_FINDING_FIELDS),
         "summary": {"objects_checked": summary.get("objects_checked", 0)},

@@ -35,7 +35,8 @@ def test_writes_three_files_then_leaves_them(tmp_path, capsys):
         "gpu-fleet-report.md",
     ]
     assert first["failed_clusters"] == ["us"]
-    assert json.loads((dest / "gpu-fleet-report.json").read_text()) == first["report"]
+    assert json.loads((dest / "gpu-fleet-report.json").read_text()) == first["data"]
+    assert first["report"] == first["data"]  # kept, deprecated, until 2.0.0
     stamps = {p: Path(p).stat().st_mtime_ns for p in first["written"]}
 
     again = run_module(capsys, clusters=clusters(), dest=str(dest))

@@ -78,8 +78,10 @@ def test_every_rule_is_documented_and_returns_are_documented():
         "allowed",
         "not_checked",
         "errors",
+        "counts",
         "summary",
         "notes",
+        "report",
         "report_text",
         "admission",
         "api_requests",
@@ -105,9 +107,11 @@ def test_bypasses_fail_the_task_with_counts_and_the_first_error(in_fixtures):
         ("KGPU101", "bad/env-all.yaml", 21),
         ("KGPU302", "bad/privileged-plain.yaml", 12),
     ]
-    assert result["summary"]["by_severity"] == {"error": 1, "warning": 1}
-    assert result["report_text"][0].startswith("bad/env-all.yaml:21: error KGPU101 ")
-    assert result["report_text"][-1] == "1 error, 1 warning in 2 pod specs from 2 files"
+    assert result["counts"]["by_severity"] == {"error": 1, "warning": 1}
+    assert result["report"][0].startswith("bad/env-all.yaml:21: error KGPU101 ")
+    assert result["report"][-1] == "1 error, 1 warning in 2 pod specs from 2 files"
+    # Kept, deprecated, until 2.0.0.
+    assert result["summary"] == result["counts"] and result["report_text"] == result["report"]
 
 
 def test_legitimate_manifests_pass_and_report_what_was_allowed_and_not_checked(in_fixtures):

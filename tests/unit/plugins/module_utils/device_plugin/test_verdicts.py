@@ -282,7 +282,7 @@ def test_healthy_daemonset_and_nodes_pass_with_no_findings():
     assert result["findings"] == []
     assert [n["name"] for n in result["nodes"]] == ["a", "b"]
     assert result["daemonsets"][0]["healthy"] is True
-    assert result["report"].startswith("GPU device plugin check PASSED: 0 errors, 0 warnings (2 GPU nodes")
+    assert result["report"][0].startswith("GPU device plugin check PASSED: 0 errors, 0 warnings (2 GPU nodes")
 
 
 def test_stale_observed_generation_fails():
@@ -816,8 +816,9 @@ def test_report_lists_node_problem_and_remedy_errors_first():
         ],
         [make_plugin_pod("a"), make_plugin_pod("b"), make_plugin_pod("c")],
     )
-    report = result["report"]
-    assert report.splitlines()[0] == (
+    assert isinstance(result["report"], list)
+    report = "\n".join(result["report"])
+    assert result["report"][0] == (
         "GPU device plugin check FAILED: 1 error, 1 warning (3 GPU nodes, 1 DaemonSet, 3 plugin pods)"
     )
     assert "Deployment: NVIDIA device plugin, static DaemonSet" in report
@@ -835,7 +836,7 @@ def test_report_lists_node_problem_and_remedy_errors_first():
 def test_report_caps_repeated_findings_per_kind():
     nodes = [make_node(f"n{i:02d}", labels={"nvidia.com/gpu.present": "true"}) for i in range(13)]
     result = check([], nodes, [])
-    report = result["report"]
+    report = "\n".join(result["report"])
     assert report.count("no device-plugin pod runs on this GPU node") == 10 + 1
     assert '... and 3 more with "no device-plugin pod runs on this GPU node" or alike: n10, n11, n12' in report
     assert len(result["findings"]) == 1 + 13 * 2

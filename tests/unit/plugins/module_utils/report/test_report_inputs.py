@@ -77,3 +77,10 @@ def test_the_placement_view_keeps_no_per_node_view_and_no_what_if():
     assert read["pools"] == full["pools"] and read["fleet"] == full["fleet"]
     pending = read["pending"][0]
     assert set(pending) == {"pod", "gpus", "resource", "reason", "remedy", "message", "scheduler_said"}
+
+
+def test_the_audit_counts_are_read_as_counts_or_as_the_deprecated_summary():
+    audit = full_results()["pod_audit"]
+    counts = dict(audit["summary"], objects_checked=7)
+    assert pod_audit_input({**audit, "counts": counts})["summary"] == {"objects_checked": 7}
+    assert pod_audit_input(audit)["summary"] == {"objects_checked": audit["summary"]["objects_checked"]}
