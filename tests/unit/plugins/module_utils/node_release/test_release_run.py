@@ -146,3 +146,77 @@ def test_check_mode_lists_the_plan_and_what_would_be_released():
     assert entry["verdict"] == "release" and entry["proof_pod"]["kind"] == "Pod"
     assert entry["removes"] == ["taint kubegpu.io/quarantine:NoSchedule", "cordon", f"annotation {RECORD_ANNOTATION}"]
     assert summary["diff"][0]["before_header"] == "node/gpu-0"
+
+
+def _kept(record: Record, *, unschedulable: bool = True) -> ReleaseNode:
+    return ReleaseNode(
+        "gpu-3", unschedulable, (dict(QUARANTINE_TAINT),), record_annotation(record), {"nvidia.com/gpu": "8"}
+    )
+
+
+def test_a_release_names_the_cordon_someone_else_set_as_kept():
+    record = Record("on-call", "XID 79", "2026-12-03T10:00:00Z", cordoned=False)
+    cluster = FakeCluster({"gpu-3": "Succeeded"})
+    summary = summarize(run(cluster, [_kept(record)]), check_mode=False)
+    assert summary["released"] == ["gpu-3"]
+    (finding,) = summary["findings"]
+    assert (finding["id"], finding["severity"], finding["where"]) == (kinds.CORDON_KEPT, "info", {"node": "gpu-3"})
+    assert finding["message"] == "gpu-3 was already cordoned when it was quarantined: the release leaves it cordoned"
+    assert "kubectl uncordon gpu-3" in finding["remedy"]
+    assert summary["plan"][0]["keeps"] == [finding["message"]]
+
+
+def test_a_release_names_the_taint_that_was_there_before_the_quarantine_as_kept():
+    record = Record("on-call", "XID 79", "2026-12-03T10:00:00Z", cordoned=True, tainted=False)
+    cluster = FakeCluster({"gpu-3": "Succeeded"})
+    summary = summarize(run(cluster, [_kept(record)]), check_mode=False)
+    assert summary["released"] == ["gpu-3"]
+    (finding,) = summary["findings"]
+    assert (finding["id"], finding["where"]) == (kinds.TAINT_KEPT, {"node": "gpu-3"})
+    assert finding["message"].startswith("gpu-3 carried the taint kubegpu.io/quarantine:NoSchedule before")
+    assert "kubectl taint nodes gpu-3 kubegpu.io/quarantine:NoSchedule-" in finding["remedy"]
+
+
+def test_a_node_without_the_gpu_resource_is_held_without_a_proof_pod():
+    bare = ReleaseNode("cpu-0", True, (dict(QUARANTINE_TAINT),), RECORD, {"cpu": "64"})
+    cluster = FakeCluster({})
+    summary = summarize(run(cluster, [bare]), check_mode=False)
+    assert cluster.log == [], "no proof pod, no patch"
+    (finding,) = summary["findings"]
+    assert (finding["id"], finding["severity"], finding["where"]) == (kinds.NO_GPU_TO_PROVE, "error", {"node": "cpu-0"})
+    assert "cpu-0 has no nvidia.com/gpu in its capacity" in finding["message"]
+    assert [h["node"] for h in summary["held"]] == ["cpu-0"]
+    assert failure_message(summary).startswith("1 node(s) stay quarantined: cpu-0: cpu-0 has no nvidia.com/gpu")
+
+
+def test_a_proof_pod_the_api_server_refuses_holds_the_node_and_names_the_error():
+    cluster = FakeCluster({"gpu-0": "Succeeded"})
+    pods = cluster.pod_calls()
+
+    def refuse(body: dict) -> None:
+        raise Refused(403)
+
+    plans = [plan_release(quarantined("gpu-0"), ProofOptions())]
+    results = release_all(plans, replace(pods, create=refuse), cluster.node_calls(), 60, errors=(Refused,))
+    summary = summarize(results, check_mode=False)
+    assert ("patch", "gpu-0") not in cluster.log and summary["released"] == []
+    (finding,) = summary["findings"]
+    pod = f"{plans[0].proof['metadata']['namespace']}/{plans[0].proof['metadata']['name']}"
+    assert (finding["id"], finding["where"]) == (kinds.PROOF_NOT_RUN, {"node": "gpu-0", "pod": pod})
+    assert (
+        finding["message"] == f"the proof pod {pod} could not be run on gpu-0: refused with 403; it stays quarantined"
+    )
+    assert summary["held"][0]["node"] == "gpu-0"
+
+
+def test_a_release_patch_the_api_server_refuses_holds_the_node_after_a_passed_proof():
+    cluster = FakeCluster({"gpu-0": "Succeeded"}, refuse=[403])
+    summary = summarize(run(cluster, [quarantined("gpu-0")]), check_mode=False)
+    assert summary["released"] == [] and ("patch", "gpu-0") in cluster.log
+    assert cluster.pods == {}, "the proof pod is deleted"
+    (finding,) = summary["findings"]
+    assert (finding["id"], finding["severity"], finding["where"]) == (kinds.PATCH_FAILED, "error", {"node": "gpu-0"})
+    assert (
+        finding["message"] == "the proof passed, but the patch of gpu-0 failed: refused with 403; it stays quarantined"
+    )
+    assert summary["held"][0]["node"] == "gpu-0"
