@@ -306,45 +306,31 @@ findings:
         requires nvidia.com/gpu.deploy.device-plugin=true. Fix: kubectl label node gfd-a100-noplugin
         nvidia.com/gpu.deploy.device-plugin=true --overwrite
   contains:
-    id:
-      description: >-
-        The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>)
-        (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.
-      type: str
-    severity:
-      description: >-
-        V(error), V(warning) or V(info): one scale for every check.
-      type: str
-    title:
-      description: What the kind is, in a line.
-      type: str
-    message:
-      description: What was found here.
-      type: str
-    remedy:
-      description: What to do.
-      type: str
-    where:
-      description: >-
-        The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)), C(subject), C(pod),
-        C(config), C(source), C(document), C(path), C(line), C(container).
-      type: dict
+    id: {description: "The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>) (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.", type: str}
+    severity: {description: "V(error), V(warning) or V(info): one scale for every check.", type: str}
+    title: {description: "What the kind is, in a line.", type: str}
+    message: {description: "What was found here.", type: str}
+    remedy: {description: "What to do.", type: str}
+    where: {description: "The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)), C(subject), C(pod), C(config), C(source), C(document), C(path), C(line), C(container).", type: dict}
     kind:
-      description: >-
-        Deprecated, removed in 2.0.0 (use C(id)): the name the kind was declared with (docs/findings.md).
+      description:
+        - "Deprecated, removed in 2.0.0 (use C(id)): the name the kind was declared with (docs/findings.md)."
+        - "Kinds: V(no_gpu_nodes), V(no_device_plugin_deployed), V(several_device_plugin_deployments),
+          V(dra_objects_not_readable), V(daemonset_missing), V(daemonset_generation_not_observed),
+          V(daemonset_selects_no_node), V(daemonset_pods_not_scheduled),
+          V(daemonset_rollout_incomplete), V(daemonset_pods_not_ready), V(daemonset_pods_not_available),
+          V(daemonset_pods_misscheduled), V(node_not_ready), V(no_device_plugin_pod),
+          V(several_device_plugin_pods), V(device_plugin_not_ready), V(device_plugin_restarting),
+          V(no_gpu_capacity), V(allocatable_below_capacity), V(gpu_count_differs_from_labels),
+          V(no_dra_kubelet_plugin_pod), V(dra_kubelet_plugin_not_ready), V(dra_no_resource_slices),
+          V(host_facts_failed), V(host_not_a_node), V(host_gpus_not_advertised), V(driver_not_found),
+          V(nvidia_smi_failed), V(host_gpu_count_differs_from_capacity), V(toolkit_config_not_found),
+          V(toolkit_config_unreadable), V(toolkit_accepts_visible_devices_env),
+          V(toolkit_volume_mounts_disabled) (docs/findings.md has their severities and titles)."
       type: str
-    node:
-      description: >-
-        Deprecated, removed in 2.0.0 (use C(where.node)): the node, or null.
-      type: str
-    subject:
-      description: >-
-        Deprecated, removed in 2.0.0 (use C(where.subject)): what the finding is about.
-      type: str
-    problem:
-      description: >-
-        Deprecated, removed in 2.0.0 (use C(message)): what is wrong.
-      type: str
+    node: {description: "Deprecated, removed in 2.0.0 (use C(where.node)): the node, or null.", type: str}
+    subject: {description: "Deprecated, removed in 2.0.0 (use C(where.subject)): what the finding is about.", type: str}
+    problem: {description: "Deprecated, removed in 2.0.0 (use C(message)): what is wrong.", type: str}
 counts:
   description: >-
     GPU nodes, DaemonSets and plugin pods seen, DRA GPU nodes, DRA DaemonSets and kubelet-plugin pods, and

@@ -398,98 +398,33 @@ ansible_facts:
                        problem: GPUs withdrawn by the device plugin,
                        reason: "nvidia.com/gpu: capacity 8, allocatable 6 (2 withdrawn)", remedy: "..."}]}
               contains:
-                status:
-                  description: V(healthy), V(degraded) or V(failed).
-                  type: str
+                status: {description: "V(healthy), V(degraded) or V(failed).", type: str}
                 problems:
                   description: The node's health problems, in the one shape of a finding.
                   type: list
                   elements: dict
                   contains:
-                    id:
-                      description: >-
-                        The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>)
-                        (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.
-                      type: str
-                    severity:
-                      description: >-
-                        V(error), V(warning) or V(info): one scale for every check.
-                      type: str
-                    title:
-                      description: What the kind is, in a line.
-                      type: str
-                    message:
-                      description: What was found here.
-                      type: str
-                    remedy:
-                      description: What to do.
-                      type: str
-                    where:
-                      description: >-
-                        The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)),
-                        C(subject), C(pod), C(config), C(source), C(document), C(path), C(line), C(container).
-                      type: dict
-                    status:
-                      description: The health it gives the node, V(degraded) or V(failed), apart from its C(severity).
-                      type: str
-                    kind:
-                      description: >-
-                        Deprecated, removed in 2.0.0 (use C(id)): the name the kind was declared with
-                        (docs/findings.md).
-                      type: str
-                    problem:
-                      description: >-
-                        Deprecated, removed in 2.0.0 (use C(title)): what the problem is.
-                      type: str
-                    reason:
-                      description: >-
-                        Deprecated, removed in 2.0.0 (use C(message)): why it was found.
-                      type: str
+                    # The one shape of a finding and the keys kept beside it, as every fleet problem has them.
+                    <<: &fleet_problem
+                      id: {description: "The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>) (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.", type: str}
+                      severity: {description: "V(error), V(warning) or V(info): one scale for every check.", type: str}
+                      title: {description: "What the kind is, in a line.", type: str}
+                      message: {description: "What was found here.", type: str}
+                      remedy: {description: "What to do.", type: str}
+                      where: {description: "The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)), C(subject), C(pod), C(config), C(source), C(document), C(path), C(line), C(container).", type: dict}
+                      kind: {description: "Deprecated, removed in 2.0.0 (use C(id)): the name the kind was declared with (docs/findings.md).", type: str}
+                      problem: {description: "Deprecated, removed in 2.0.0 (use C(title)): what the problem is.", type: str}
+                      reason: {description: "Deprecated, removed in 2.0.0 (use C(message)): why it was found.", type: str}
+                    status: {description: "The health it gives the node, V(degraded) or V(failed), apart from its C(severity).", type: str}
             problems:
-              description: The node's problems, each with a stable C(kind), the C(problem), the C(reason) and a
-                C(remedy).
+              description: The node's problems, each in the one shape of a finding.
               type: list
               elements: dict
               sample: [{kind: allocatable_below_capacity, problem: allocatable below capacity,
                         reason: "capacity 4, allocatable 3: 1 GPU(s) marked unhealthy by the device plugin",
                         remedy: "find the GPU with nvidia-smi -q on the node and repair or replace it, then restart the
                                  device-plugin pod: a GPU stays unhealthy until the plugin restarts"}]
-              contains:
-                id:
-                  description: >-
-                    The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>)
-                    (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.
-                  type: str
-                severity:
-                  description: >-
-                    V(error), V(warning) or V(info): one scale for every check.
-                  type: str
-                title:
-                  description: What the kind is, in a line.
-                  type: str
-                message:
-                  description: What was found here.
-                  type: str
-                remedy:
-                  description: What to do.
-                  type: str
-                where:
-                  description: >-
-                    The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)),
-                    C(subject), C(pod), C(config), C(source), C(document), C(path), C(line), C(container).
-                  type: dict
-                kind:
-                  description: >-
-                    Deprecated, removed in 2.0.0 (use C(id)): the name the kind was declared with (docs/findings.md).
-                  type: str
-                problem:
-                  description: >-
-                    Deprecated, removed in 2.0.0 (use C(title)): what the problem is.
-                  type: str
-                reason:
-                  description: >-
-                    Deprecated, removed in 2.0.0 (use C(message)): why it was found.
-                  type: str
+              contains: *fleet_problem
         models:
           description: >-
             Totals per model (V(unknown) for GPU nodes whose labels and devices name none), both sources added, and per
@@ -516,8 +451,8 @@ ansible_facts:
           sample: [gfd-a100-noplugin]
         problems:
           description:
-            - Every node's problems in one list, each with the C(node), a stable C(kind), the C(problem), the C(reason)
-              and a C(remedy). Problems of no node (a GPU pod no node can allocate) have C(node) null.
+            - Every node's problems in one list, each in the one shape of a finding. Problems of no node (a GPU pod no
+              node can allocate) have no C(node) in their C(where).
             - "Kinds: V(no_gpu_capacity), V(allocatable_below_capacity), V(no_device_plugin_pod),
               V(device_plugin_not_ready), V(not_default_scheduling_mode), V(allocated_above_allocatable),
               V(gpu_use_outside_scheduler), V(dra_plugin_not_ready), V(dra_no_resource_slices),
@@ -535,45 +470,8 @@ ansible_facts:
                 GPU pods on this node share GPUs (ACK GPU sharing): for whole, exclusive GPUs run them in a node
                 pool labeled ack.node.gpu.schedule=default
           contains:
-            id:
-              description: >-
-                The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>)
-                (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.
-              type: str
-            severity:
-              description: >-
-                V(error), V(warning) or V(info): one scale for every check.
-              type: str
-            title:
-              description: What the kind is, in a line.
-              type: str
-            message:
-              description: What was found here.
-              type: str
-            remedy:
-              description: What to do.
-              type: str
-            where:
-              description: >-
-                The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)), C(subject),
-                C(pod), C(config), C(source), C(document), C(path), C(line), C(container).
-              type: dict
-            node:
-              description: >-
-                Deprecated, removed in 2.0.0 (use C(where.node)): the node, or null.
-              type: str
-            kind:
-              description: >-
-                Deprecated, removed in 2.0.0 (use C(id)): the name the kind was declared with (docs/findings.md).
-              type: str
-            problem:
-              description: >-
-                Deprecated, removed in 2.0.0 (use C(title)): what the problem is.
-              type: str
-            reason:
-              description: >-
-                Deprecated, removed in 2.0.0 (use C(message)): why it was found.
-              type: str
+            <<: *fleet_problem
+            node: {description: "Deprecated, removed in 2.0.0 (use C(where.node)): the node, or null.", type: str}
         health:
           description: How many GPU nodes are V(healthy), V(degraded) and V(failed) (each node's C(health.status)).
           returned: always

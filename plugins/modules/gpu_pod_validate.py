@@ -285,29 +285,12 @@ findings:
   type: list
   elements: dict
   contains:
-    id:
-      description: >-
-        The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>)
-        (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.
-      type: str
-    severity:
-      description: >-
-        V(error), V(warning) or V(info): one scale for every check.
-      type: str
-    title:
-      description: What the kind is, in a line.
-      type: str
-    message:
-      description: What was found here.
-      type: str
-    remedy:
-      description: What to do.
-      type: str
-    where:
-      description: >-
-        The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)), C(subject), C(pod),
-        C(config), C(source), C(document), C(path), C(line), C(container).
-      type: dict
+    id: {description: "The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>) (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.", type: str}
+    severity: {description: "V(error), V(warning) or V(info): one scale for every check.", type: str}
+    title: {description: "What the kind is, in a line.", type: str}
+    message: {description: "What was found here.", type: str}
+    remedy: {description: "What to do.", type: str}
+    where: {description: "The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)), C(subject), C(pod), C(config), C(source), C(document), C(path), C(line), C(container).", type: dict}
     container:
       description: The container, or null for findings about the pod.
       type: str
@@ -328,27 +311,11 @@ findings:
       description: The line of the offending field (or of the document) where known.
       type: int
       sample: 42
-    rule:
-      description: >-
-        Deprecated, removed in 2.0.0 (use C(id)): the rule's code.
-      type: str
-    name:
-      description: >-
-        Deprecated, removed in 2.0.0 (use C(title)): the rule's name.
-      type: str
-    kind:
-      description: >-
-        Deprecated, removed in 2.0.0 (use C(where.object)): the kind of the object.
-      type: str
-    namespace:
-      description: >-
-        Deprecated, removed in 2.0.0 (use C(where.object)): the object's namespace; empty when the manifest names
-        none.
-      type: str
-    object_name:
-      description: >-
-        Deprecated, removed in 2.0.0 (use C(where.object)): the object's name.
-      type: str
+    rule: {description: "Deprecated, removed in 2.0.0 (use C(id)): the rule's code.", type: str}
+    name: {description: "Deprecated, removed in 2.0.0 (use C(title)): the rule's name.", type: str}
+    kind: {description: "Deprecated, removed in 2.0.0 (use C(where.object)): the kind of the object.", type: str}
+    namespace: {description: "Deprecated, removed in 2.0.0 (use C(where.object)): the object's namespace; empty when the manifest names none.", type: str}
+    object_name: {description: "Deprecated, removed in 2.0.0 (use C(where.object)): the object's name.", type: str}
 allowed:
   description: Findings on objects that carry the allow annotation, each with C(allowed_reason).
   returned: always
