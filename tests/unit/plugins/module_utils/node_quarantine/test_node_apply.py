@@ -205,3 +205,23 @@ def test_the_summary_names_what_was_held_missing_left_and_blocked():
     assert [d["before_header"] for d in summary["diff"]] == ["node/h0"]
     assert a.failure_message(summary) is None
     assert "ml/p0" in ev.blocked_warning(summary["blocked"])
+
+
+def test_a_node_patch_the_api_server_refuses_is_a_finding_naming_the_error_and_its_pods_stay():
+    pods = [raw_pod("train", "gpu-0", {"nvidia.com/gpu": "8"})]
+    plan = _plan(["gpu-0"], [raw_node("gpu-0")], pods)
+    error = 'nodes "gpu-0" is forbidden: User "ci" cannot patch resource "nodes" in API group "" at the cluster scope'
+
+    def forbidden(name, patch):
+        raise ClusterError(error, 403)
+
+    results = a.apply_node_patches(plan.nodes, forbidden, lambda n: None, _replan, errors=(ClusterError,))
+    assert [r.status for r in results] == [a.NODE_FAILED]
+    assert a.pods_to_evict(results) == []
+    summary = a.summarize(plan, results, None, 30)
+    (finding,) = [f for f in summary["findings"] if f["id"] == "quarantine.node_patch_failed"]
+    assert (finding["severity"], finding["where"]) == ("error", {"node": "gpu-0"})
+    assert finding["message"] == error and finding["node"] == "gpu-0"
+    assert "its pods were not evicted" in finding["remedy"]
+    assert summary["quarantined"] == [] and summary["failed_nodes"] == [{"node": "gpu-0", "error": error}]
+    assert a.failure_message(summary).startswith(f"quarantine incomplete; not quarantined: gpu-0: {error}")
