@@ -150,7 +150,7 @@ def plugin_check(monkeypatch):
         seen["resources"] = options.resource_names
         findings = [{"severity": s} for s in seen["severities"]]
         healthy = "error" not in seen["severities"]
-        return {"healthy": healthy, "findings": findings, "report": "the report"}
+        return {"healthy": healthy, "findings": findings, "report": ["the report", "in lines"]}
 
     monkeypatch.setattr(gpu_device_plugin_validate, "module_client", lambda module: Client())
     monkeypatch.setattr(gpu_device_plugin_validate, "read_cluster", lambda client, targets, options: None)
@@ -173,7 +173,7 @@ def test_plugin_check_fails_at_fail_on(plugin_check, severities, fail_on, code):
     exit_code, result = run_module(gpu_device_plugin_validate, {"fail_on": fail_on})
     assert exit_code == code and result["api_requests"] == 7
     if code:
-        assert result["msg"] == "the report"
+        assert result["msg"] == "the report\nin lines"
 
 
 def test_plugin_check_report_only_still_means_never_and_is_deprecated(plugin_check):
