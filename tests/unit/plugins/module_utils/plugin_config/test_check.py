@@ -237,3 +237,19 @@ def test_every_kind_is_of_this_check_and_found_by_some_case():
     found |= {"config_key_not_in_release", "config_mps_not_deployable", "config_mps_one_replica_per_container"}
     found |= {k for errors, others in BAD.values() for k in {e[0] for e in errors} | others}
     assert found == {k.id for k in kinds.KINDS}
+
+
+def test_the_readme_config_with_a_key_of_a_later_release_is_an_error_naming_the_key_and_both_releases():
+    text = (FIXTURES / "good" / "readme-flags.yaml").read_text() + "  gdrcopyEnabled: true\n"
+    assert check_set(ConfigSet({"readme": text}), release="v0.18.2")["findings"] == []
+    verdict = check_set(ConfigSet({"readme": text}), release="v0.17.4")
+    assert verdict["valid"] is False
+    (finding,) = verdict["findings"]
+    assert (finding["id"], finding["kind"], finding["severity"]) == (
+        "plugin_config.config_key_not_in_release",
+        "config_key_not_in_release",
+        "error",
+    )
+    assert finding["where"] == {"config": "readme", "path": "flags.gdrcopyEnabled"}
+    assert finding["message"] == "flags.gdrcopyEnabled is read from v0.18.0 on; the plugin v0.17.4 ignores it"
+    assert finding["remedy"] == "deploy v0.18.0 or later, or remove the key"
