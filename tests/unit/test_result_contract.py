@@ -58,8 +58,9 @@ def docs_of(source: str) -> dict[str, Any]:
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id
-            if name in ("DOCUMENTATION", "RETURN") and isinstance(node.value, ast.Constant):
-                docs[name] = yaml.safe_load(node.value.value) or {}
+            value = node.value.value if isinstance(node.value, ast.Constant) else None
+            if name in ("DOCUMENTATION", "RETURN") and isinstance(value, str):
+                docs[name] = yaml.safe_load(value) or {}
     return docs
 
 
