@@ -126,3 +126,26 @@ def test_absent_deletes_the_collections_objects_only():
     assert outcome.result["left_alone"] == ["DaemonSet gpu/gpu-feature-discovery"] and gfd in api.objects
     assert outcome.warnings == ["DaemonSet gpu/gpu-feature-discovery was not made by this collection: left as it is"]
     assert api.written[-2:] == [f"delete {DS_PATH}", f"delete {CM_PATH}"]
+
+
+def test_a_rollout_that_does_not_finish_in_time_is_an_error_naming_the_node_waited_for():
+    api = cluster()
+    chosen = build_deploy_options(namespace="gpu", node_selector=POOL, config="version: v1\n")
+    outcome = reconcile.present(api, chosen, None, lambda: [], False, 0)  # type: ignore[arg-type]
+    assert outcome.changed is True and outcome.result["rollout"] == {
+        "done": False,
+        "waiting": ["gpu-0: no pod of the current template"],
+    }
+    (finding,) = outcome.result["findings"]
+    assert (finding["id"], finding["kind"], finding["severity"]) == (
+        "plugin_deploy.deploy_rollout_incomplete",
+        "deploy_rollout_incomplete",
+        "error",
+    )
+    assert finding["where"] == {"subject": "DaemonSet gpu/nvidia-device-plugin-daemonset"}
+    assert finding["message"] == (
+        "after 0s, 1 targeted node(s) lack a Ready plugin pod of the current template or its GPU capacity: "
+        "gpu-0: no pod of the current template"
+    )
+    assert finding["remedy"].startswith("kubectl -n gpu describe daemonset nvidia-device-plugin-daemonset; ")
+    assert outcome.failure == finding["problem"]
