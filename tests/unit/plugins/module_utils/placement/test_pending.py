@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
 import pytest
+import yaml
 from fleets import GPU, GPU_CLASS, IS_GPU, build, claim, dra_objects, dra_slice, node, pod
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
@@ -13,6 +17,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.resul
 
 A10 = {"accelerator": "NVIDIA-A10"}
 H100 = {"accelerator": "NVIDIA-H100"}
+DRA_FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "dra"
 
 
 def explained(nodes, pods, dra=None):
@@ -181,3 +186,22 @@ def test_nodes_alike_but_for_their_name_are_told_apart_by_a_hostname_selector_an
         "Insufficient nvidia.com/gpu": 1,
         "node(s) didn't match Pod's node affinity/selector": 1,
     }
+
+
+def test_a_pod_whose_template_claim_is_not_made_yet_says_what_it_asks_for_is_not_known():
+    """The DRA driver's quickstart pod as the API server holds it before kube-controller-manager
+    made its claim from the template: no resourceClaimStatuses yet."""
+    items = yaml.safe_load((DRA_FIXTURES / "demo-claimtemplate-pods.yaml").read_text())["items"]
+    published = next(i for i in items if i["kind"] == "Pod" and i["metadata"]["name"] == "pod1")
+    waiting = {**copy.deepcopy(published), "status": {"phase": "Pending"}}
+    made = copy.deepcopy(waiting)
+    made["metadata"]["name"] = "pod2"
+    made["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "pod2-gpu-x7k2p"}]
+    found = explained([node("d", None)], [waiting, made], dra_objects(slices=[dra_slice("d", 4)]))
+    entry = found["gpu-test1/pod1"]
+    (note,) = [f for f in entry["findings"] if f["id"] == "placement.claims_not_made"]
+    assert (note["severity"], note["where"]) == ("info", {"pod": "gpu-test1/pod1"})
+    assert note["message"] == "its ResourceClaim templates have no claims yet, so what they ask for is not known here"
+    assert "kube-controller-manager" in note["remedy"]
+    assert entry["reason"] != note["message"], "the note is not the sentence"
+    assert "placement.claims_not_made" not in kinds(found["gpu-test1/pod2"])
