@@ -5,6 +5,7 @@ every kind that check declares. Each failure names the producer and the kind."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,3 +90,13 @@ def test_a_health_problem_keeps_its_status_apart_from_its_severity():
     fields = {name: "x" for name in KINDS["gpus_withdrawn"].fields()}
     degraded = health_problem(HealthProblem("gpus_withdrawn", "degraded", fields))
     assert (degraded["severity"], degraded["status"]) == ("warning", "degraded")
+
+
+def test_every_finding_kind_is_produced_by_a_unit_test(request, produced_kinds):
+    """Run last (conftest.py): each kind must come out of its check in some unit test, not only here."""
+    unit = Path(__file__).parent
+    collected = {Path(str(item.path)) for item in request.session.items}
+    if any(path not in collected for path in unit.rglob("test_*.py")):
+        pytest.skip("the census counts the whole unit suite: run pytest tests/unit")
+    missing = sorted(kind.finding_id for kind in KINDS.values() if kind.id not in produced_kinds)
+    assert not missing, "finding kinds no unit test of their check produces:\n" + "\n".join(missing)
