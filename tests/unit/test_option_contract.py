@@ -8,19 +8,19 @@ import importlib
 from pathlib import Path
 
 import pytest
-import yaml
 
-from ansible_collections.kubegpu.scheduling.plugins.doc_fragments.options import ModuleDocFragment as OptionsFragment
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import AUTH_ARG_SPEC
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
     ALIAS_REMOVAL,
+    FRAGMENTS,
     GROUP_OF,
     GROUPS,
     check_ranges,
     module_options,
     range_problem,
 )
+from tests.documented_options import fragment_options
 
 MODULES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "plugins" / "modules").glob("gpu_*.py"))
 # Names this collection used for a group's idea before the groups: a module may keep one only as a
@@ -89,11 +89,14 @@ def test_an_option_name_means_one_type_across_modules():
 
 def test_the_doc_fragments_document_each_group_as_declared():
     for group, options in GROUPS.items():
-        documented = yaml.safe_load(getattr(OptionsFragment, group.upper()))["options"]
+        documented = fragment_options(FRAGMENTS[group])
         assert set(documented) == set(options), group
         for name, option in options.items():
             for key in COMPARED:
                 assert documented[name].get(key) == option.get(key), f"{group}: {name}: {key}"
+            for sub, suboption in (option.get("options") or {}).items():
+                for key in COMPARED:
+                    assert documented[name]["suboptions"][sub].get(key) == suboption.get(key), f"{name}.{sub}: {key}"
 
 
 def test_a_renamed_option_stays_an_alias_deprecated_until_the_removal():

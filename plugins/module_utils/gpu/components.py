@@ -491,19 +491,6 @@ def component_from_entry(entry: object, where: str) -> Component:
     return Component(name.strip(), images, tuple(commands), entrypoint_args, namespaces, "user")
 
 
-def system_components_argument_spec() -> dict[str, Any]:
-    """The `system_components` option of the modules that use the catalogue (a new dict each time:
-    AnsibleModule fills sub-option defaults into the default it is given)."""
-    return {
-        "type": "dict",
-        "default": {},
-        "options": {
-            "builtin": {"type": "bool", "default": True},
-            "extra": {"type": "list", "elements": "dict", "default": []},
-        },
-    }
-
-
 def catalogue_from_option(value: object, option: str = "system_components") -> ComponentCatalogue:
     """The option {builtin: bool, extra: [entries]} as a catalogue; None means the built-in one."""
     if value is None:

@@ -6,7 +6,8 @@ from them, and `check_ranges` holds every option that has a range to it. The doc
 plugins/doc_fragments/options.py document the same groups, and a unit test holds the two together.
 
 Names follow kubernetes.core where it has one (`label_selectors`, `wait`, `wait_timeout`, `src`).
-A module's earlier name for one of these options stays accepted as a deprecated alias until
+Each group's spec is copied into every module that takes it (AnsibleModule fills sub-option
+defaults into the default it is given). A module's earlier name for one of these options stays accepted as a deprecated alias until
 ALIAS_REMOVAL (`module_options(..., renamed={old: new})`)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 
@@ -29,6 +31,8 @@ PARALLELISM = "parallelism"
 PAGE_SIZE = "page_size"
 WAITING = "waiting"
 EVICTION = "eviction"
+MODEL_LABELS = "model_labels"
+SYSTEM_COMPONENTS = "system_components"
 
 # The severities at or above which a check fails its task; `never` only reports.
 FAIL_ON_CHOICES = ("error", "warning", "never")
@@ -63,6 +67,30 @@ GROUPS: Mapping[str, Mapping[str, Mapping[str, Any]]] = {
         "eviction_timeout": {"type": "int", "default": 300},
         "force_delete": {"type": "bool", "default": False},
     },
+    MODEL_LABELS: {
+        "model_label_keys": {
+            "type": "list",
+            "elements": "str",
+            "default": list(DEFAULT_MODEL_LABEL_KEYS),
+            "no_log": False,
+        },
+    },
+    SYSTEM_COMPONENTS: {
+        "system_components": {
+            "type": "dict",
+            "default": {},
+            "options": {
+                "builtin": {"type": "bool", "default": True},
+                "extra": {"type": "list", "elements": "dict", "default": []},
+            },
+        },
+    },
+}
+
+# The doc fragment that documents each group.
+FRAGMENTS: Mapping[str, str] = {
+    **{group: f"{COLLECTION}.options.{group}" for group in GROUPS},
+    MODEL_LABELS: f"{COLLECTION}.model_labels",
 }
 
 # Inclusive bounds of the options that have them (None: no upper bound).

@@ -62,6 +62,7 @@ def test_the_argument_spec_matches_the_documentation():
         "kubegpu.scheduling.options.sources",
         "kubegpu.scheduling.options.fail_on",
         "kubegpu.scheduling.options.gpu_resources",
+        "kubegpu.scheduling.options.system_components",
         "kubegpu.scheduling.read_only",
         "kubegpu.scheduling.connection",
     ]
