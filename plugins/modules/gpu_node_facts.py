@@ -64,6 +64,7 @@ extends_documentation_fragment:
   - kubegpu.scheduling.options.node_selection
   - kubegpu.scheduling.options.page_size
   - kubegpu.scheduling.model_labels
+  - kubegpu.scheduling.options.system_components
   - kubegpu.scheduling.health
   - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
@@ -113,29 +114,6 @@ options:
     default:
       - "app in (nvidia-dcgm-exporter,nvidia-dcgm,gpu-feature-discovery,nvidia-operator-validator,\
         nvidia-container-toolkit-daemonset,nvidia-mig-manager,nvidia-driver-daemonset)"
-  system_components:
-    description:
-      - GPU system components, recognised by what they run, are exempt like the pods of O(exempt_pod_selectors);
-        they may set C(NVIDIA_VISIBLE_DEVICES) without a GPU limit and are not reported as using GPUs outside
-        the scheduler. The same catalogue and option as the C(system_components) of
-        M(kubegpu.scheduling.gpu_pod_validate), whose documentation says how a pod is recognised (every
-        container runs one of the component's images with its own command), so a workload that only borrows a
-        component's labels or namespace is still reported.
-    type: dict
-    default: {}
-    suboptions:
-      builtin:
-        description:
-          - Use the built-in catalogue of GPU system components.
-        type: bool
-        default: true
-      extra:
-        description:
-          - More components, each a dictionary with C(name), C(images), and optionally C(commands),
-            C(entrypoint_args) and C(namespaces), as in M(kubegpu.scheduling.gpu_pod_validate).
-        type: list
-        elements: dict
-        default: []
   dra_devices:
     description:
       - Which DRA devices each node's C(dra.devices) lists. V(problems), the devices that carry a taint (the ones
@@ -525,7 +503,6 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import missing_names_warning, read_fleet
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import system_components_argument_spec
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
     DEFAULT_EXEMPT_POD_SELECTORS,
@@ -534,7 +511,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health_tabl
     health_argument_spec,
     health_table_from_option,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import options_from_params
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
     api_module,
@@ -544,8 +520,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
     GPU_RESOURCES,
+    MODEL_LABELS,
     NODE_SELECTION,
     PAGE_SIZE,
+    SYSTEM_COMPONENTS,
     check_ranges,
     module_options,
 )
@@ -554,12 +532,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups 
 def argument_spec() -> dict[str, Any]:
     spec = module_options(
         dict(
-            model_label_keys={
-                "type": "list",
-                "elements": "str",
-                "default": list(DEFAULT_MODEL_LABEL_KEYS),
-                "no_log": False,
-            },
             device_plugin={
                 "type": "dict",
                 "default": {},
@@ -573,11 +545,10 @@ def argument_spec() -> dict[str, Any]:
                 },
             },
             exempt_pod_selectors={"type": "list", "elements": "str", "default": list(DEFAULT_EXEMPT_POD_SELECTORS)},
-            system_components=system_components_argument_spec(),
             dra_devices={"type": "str", "choices": ["problems", "all"], "default": "problems"},
             health=health_argument_spec(),
         ),
-        (GPU_RESOURCES, NODE_SELECTION, PAGE_SIZE),
+        (GPU_RESOURCES, NODE_SELECTION, PAGE_SIZE, MODEL_LABELS, SYSTEM_COMPONENTS),
         renamed={"label_selector": "label_selectors"},
     )
     return with_connection_options(spec)

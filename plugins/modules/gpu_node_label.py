@@ -268,7 +268,6 @@ diff:
 
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import with_connection_options
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan import (
     DEFAULT_LABEL_KEY,
@@ -276,6 +275,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.plan imp
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.labels.run import run_labeling
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
+    MODEL_LABELS,
     NODE_SELECTION,
     PARALLELISM,
     module_options,
@@ -284,12 +284,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.module im
 
 OWN_OPTIONS: dict[str, dict[str, Any]] = {
     "label_key": {"type": "str", "default": DEFAULT_LABEL_KEY, "no_log": False},
-    "model_label_keys": {
-        "type": "list",
-        "elements": "str",
-        "default": list(DEFAULT_MODEL_LABEL_KEYS),
-        "no_log": False,
-    },
     "value_overrides": {"type": "dict"},
     "remove_from_non_gpu": {"type": "bool", "default": False},
     "mixed_models": {"type": "str", "choices": list(MIXED_MODELS_CHOICES), "default": "skip"},
@@ -298,7 +292,9 @@ OWN_OPTIONS: dict[str, dict[str, Any]] = {
 
 
 def argument_spec() -> dict[str, Any]:
-    options = module_options(OWN_OPTIONS, (NODE_SELECTION, PARALLELISM), renamed={"label_selector": "label_selectors"})
+    options = module_options(
+        OWN_OPTIONS, (NODE_SELECTION, PARALLELISM, MODEL_LABELS), renamed={"label_selector": "label_selectors"}
+    )
     return with_connection_options(options)
 
 

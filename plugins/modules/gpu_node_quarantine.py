@@ -319,12 +319,12 @@ diff:
 
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import with_connection_options
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_quarantine.run import run_quarantine
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
     EVICTION,
     GROUPS,
+    MODEL_LABELS,
     NODE_SELECTION,
     PARALLELISM,
     module_options,
@@ -339,17 +339,13 @@ OWN_OPTIONS: dict[str, dict[str, Any]] = {
     "quarantined_by": {"type": "str", "default": DEFAULT_QUARANTINED_BY},
     "max_share": {"type": "float", "default": DEFAULT_MAX_SHARE},
     "pool_by": {"type": "list", "elements": "str", "default": [MODEL_DIMENSION]},
-    "model_label_keys": {
-        "type": "list",
-        "elements": "str",
-        "default": list(DEFAULT_MODEL_LABEL_KEYS),
-        "no_log": False,
-    },
 }
 
 
 def argument_spec() -> dict[str, Any]:
-    return with_connection_options(module_options(OWN_OPTIONS, (EVICTION, PARALLELISM), renamed={"nodes": "names"}))
+    return with_connection_options(
+        module_options(OWN_OPTIONS, (EVICTION, PARALLELISM, MODEL_LABELS), renamed={"nodes": "names"})
+    )
 
 
 def main() -> None:

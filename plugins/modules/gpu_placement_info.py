@@ -213,7 +213,6 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_reads import read_dra
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import gpu_resource_matcher
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module import (
@@ -224,6 +223,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
     GPU_RESOURCES,
+    MODEL_LABELS,
     PAGE_SIZE,
     SOURCES,
     check_ranges,
@@ -239,12 +239,6 @@ def argument_spec() -> dict[str, Any]:
     spec = module_options(
         dict(
             sizes={"type": "list", "elements": "int", "default": [1, 2, 4, 8]},
-            model_label_keys={
-                "type": "list",
-                "elements": "str",
-                "default": list(DEFAULT_MODEL_LABEL_KEYS),
-                "no_log": False,
-            },
             pool_label_keys={"type": "list", "elements": "str", "default": [], "no_log": False},
             shape={
                 "type": "dict",
@@ -259,7 +253,7 @@ def argument_spec() -> dict[str, Any]:
             pending={"type": "bool", "default": True},
             per_node={"type": "bool", "default": False},
         ),
-        (GPU_RESOURCES, SOURCES, PAGE_SIZE),
+        (GPU_RESOURCES, SOURCES, PAGE_SIZE, MODEL_LABELS),
         renamed={"resource": "resource_names", "nodes": "per_node"},
     )
     return with_connection_options(spec)

@@ -27,6 +27,7 @@ author:
 extends_documentation_fragment:
   - kubegpu.scheduling.connection
   - kubegpu.scheduling.options.waiting
+  - kubegpu.scheduling.model_labels
 attributes:
   check_mode:
     support: full
@@ -75,12 +76,6 @@ options:
       - How many lines from the end of the log to return.
     type: int
     default: 100
-  model_label_keys:
-    description:
-      - Node label keys that name the GPU model, in order, used to report RV(model).
-      - Defaults to the keys M(kubegpu.scheduling.gpu_node_facts) uses.
-    type: list
-    elements: str
 notes:
   - Needs C(get), C(create) and C(delete) on C(pods), C(get) on C(pods/log) in the namespace,
     C(get) on C(nodes), and C(get) and C(create) on C(namespaces) with O(create_namespace=true).
@@ -183,6 +178,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (  # noqa: E402
     GROUPS,
+    MODEL_LABELS,
     SOURCES,
     WAITING,
     module_options,
@@ -201,9 +197,8 @@ def argument_spec() -> dict[str, Any]:
         recreate={"type": "bool", "default": False},
         logs={"type": "bool", "default": True},
         log_lines={"type": "int", "default": 100},
-        model_label_keys={"type": "list", "elements": "str", "no_log": False},
     )
-    return with_connection_options(module_options(own, (WAITING,)))
+    return with_connection_options(module_options(own, (WAITING, MODEL_LABELS)))
 
 
 def main() -> None:

@@ -62,6 +62,7 @@ extends_documentation_fragment:
   - kubegpu.scheduling.options.sources
   - kubegpu.scheduling.options.fail_on
   - kubegpu.scheduling.options.gpu_resources
+  - kubegpu.scheduling.options.system_components
   - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
 options:
@@ -122,40 +123,6 @@ options:
       - Quantity findings (V(KGPU4xx)) cannot be allowed, since the API server rejects those objects anyway.
     type: str
     default: kubegpu.io/allow-bypass
-  system_components:
-    description:
-      - >-
-        The GPU system components whose findings are allowed, each with the reason
-        C(known GPU system component: <name>), so that the device plugins, GPU Feature Discovery, the GPU Operator's operands (driver, container
-        toolkit, validator, DCGM, DCGM exporter, MIG manager, MPS control daemon, node status exporter, sandbox
-        and vGPU operands), GKE's device plugin, driver installer and device injector, Alibaba's gpushare, Volcano's
-        and HAMi's device plugins, the AMD and Intel GPU plugins and NVIDIA's DRA kubelet plugin do not fail the
-        audit for the access to GPUs they need.
-      - A pod spec is a component by what it runs, not by its name, labels or namespace. Every container, init
-        and ephemeral ones included, must run one of the component's images (matched by the tail of the image's
-        repository path, so a private mirror of the same path matches; tag and digest ignored) with the image's
-        own entrypoint or one of the component's published command lines. The same image run with another
-        command is judged as any workload.
-      - Quantity findings (V(KGPU4xx)) stay findings, as with O(allow_annotation). The allow annotation's reason
-        wins when an object carries both.
-    type: dict
-    default: {}
-    suboptions:
-      builtin:
-        description:
-          - Use the built-in catalogue. V(false) judges every pod, components included.
-        type: bool
-        default: true
-      extra:
-        description:
-          - More components, each a dictionary with C(name), C(images) (repository paths such as
-            V(acme/gpu-agent), matched at the tail), optionally C(commands) (each a list, the command then its args,
-            as the component's manifest sets them; a last element V(...) lets any further arguments follow),
-            C(entrypoint_args) (V(true) when the image's entrypoint is the component's binary, so args set without
-            a command are its flags) and C(namespaces) (where it usually runs; information only).
-        type: list
-        elements: dict
-        default: []
   report_json:
     description:
       - Write the result as JSON to this file on the host the module runs on.
@@ -420,7 +387,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.plan 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.reads import read_enforcement
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import (
     catalogue_from_option,
-    system_components_argument_spec,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
     CheckFailed,
@@ -439,6 +405,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups 
     FAIL_ON,
     GPU_RESOURCES,
     SOURCES,
+    SYSTEM_COMPONENTS,
     module_options,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.batches import default_jobs
@@ -478,14 +445,13 @@ def argument_spec() -> dict[str, Any]:
             skip_rules={"type": "list", "elements": "str", "default": []},
             image_env={"type": "dict", "default": {}},
             allow_annotation={"type": "str", "default": DEFAULT_ALLOW_ANNOTATION},
-            system_components=system_components_argument_spec(),
             report_json={"type": "path"},
             report_sarif={"type": "path"},
             report_junit={"type": "path"},
             max_file_size={"type": "int", "default": DEFAULT_MAX_FILE_SIZE},
             jobs={"type": "int"},
         ),
-        (SOURCES, FAIL_ON, GPU_RESOURCES),
+        (SOURCES, FAIL_ON, GPU_RESOURCES, SYSTEM_COMPONENTS),
         renamed={"gpu_resources": "resource_names"},
     )
     return with_connection_options(spec)
