@@ -38,7 +38,7 @@ def test_a_suspended_pytorchjob_with_a_bypass_is_found_before_it_has_pods(cluste
     assert [(f["kind"], f["object_name"], f["rule"], f["path"]) for f in result["findings"]] == [
         ("PyTorchJob", "pytorch-simple-queued", "KGPU101", WORKER_ENV)
     ]
-    assert result["summary"]["objects_checked"] == 4  # two PyTorchJob replicas, the RayCluster's head and workers
+    assert result["counts"]["objects_checked"] == 4  # two PyTorchJob replicas, the RayCluster's head and workers
     assert result["not_checked"] == []
     assert not any("not allowed" in note for note in result["notes"])
 

@@ -196,7 +196,7 @@ def test_the_default_resource_names_find_what_no_extra_names_find(in_fixtures):
     assert default["findings"] and default["allowed"]
     assert default["findings"] == none["findings"] == builtins["findings"]
     assert default["allowed"] == none["allowed"] == builtins["allowed"]
-    assert default["summary"] == none["summary"] == builtins["summary"]
+    assert default["counts"] == none["counts"] == builtins["counts"]
 
 
 def test_a_yaml_string_definition_gets_lines():
@@ -221,7 +221,7 @@ def test_files_that_cannot_be_loaded_are_listed_and_fail_the_task(tmp_path, in_f
             "message": "not valid UTF-8: byte 0xff at offset 16 (line 2); save the file as UTF-8",
         }
     ]
-    assert result["summary"]["objects_checked"] == 1
+    assert result["counts"]["objects_checked"] == 1
     assert result["msg"].endswith("save the file as UTF-8")
     code, _result = run_module({"src": [str(broken)], "fail_on": "never"})
     assert code == 0
