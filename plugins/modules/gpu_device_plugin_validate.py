@@ -296,15 +296,21 @@ findings:
   type: list
   elements: dict
   sample:
-    - severity: error
-      kind: no_device_plugin_pod
-      node: gfd-a100-noplugin
-      subject: node gfd-a100-noplugin
-      problem: no device-plugin pod runs on this GPU node
+    - id: device_plugin.no_device_plugin_pod
+      severity: error
+      title: no device-plugin pod
+      message: no device-plugin pod runs on this GPU node
       remedy: >-
         the DaemonSet kube-system/nvidia-device-plugin-daemonset does not select this node: its nodeSelector
         requires nvidia.com/gpu.deploy.device-plugin=true. Fix: kubectl label node gfd-a100-noplugin
         nvidia.com/gpu.deploy.device-plugin=true --overwrite
+      where:
+        node: gfd-a100-noplugin
+        subject: node gfd-a100-noplugin
+      kind: no_device_plugin_pod
+      node: gfd-a100-noplugin
+      subject: node gfd-a100-noplugin
+      problem: no device-plugin pod runs on this GPU node
   contains:
     id: {description: "The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>) (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.", type: str}
     severity: {description: "V(error), V(warning) or V(info): one scale for every check.", type: str}

@@ -260,12 +260,18 @@ findings:
   type: list
   elements: dict
   sample:
-    - severity: info
+    - id: quarantine.device_taint_simulation
+      severity: info
+      title: What the device taint eviction controller reported for effect None
+      message: kubegpu-device-gpu-node-17-gpu-3-0a1b2c3d4e on gpu.nvidia.com/gpu-node-17/gpu-3 selects 1 published ...
+      remedy: Nothing to do
+      where:
+        node: gpu-node-17
+        subject: gpu.nvidia.com/gpu-node-17/gpu-3
       kind: quarantine.device_taint_simulation
       node: gpu-node-17
       subject: gpu.nvidia.com/gpu-node-17/gpu-3
-      problem: "kubegpu-device-gpu-node-17-gpu-3-0a1b2c3d4e on gpu.nvidia.com/gpu-node-17/gpu-3 selects 1 published ..."
-      remedy: "Nothing to do"
+      problem: kubegpu-device-gpu-node-17-gpu-3-0a1b2c3d4e on gpu.nvidia.com/gpu-node-17/gpu-3 selects 1 published ...
   contains:
     id: {description: "The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>) (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.", type: str}
     severity: {description: "V(error), V(warning) or V(info): one scale for every check.", type: str}

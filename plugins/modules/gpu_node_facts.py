@@ -372,9 +372,10 @@ ansible_facts:
                 - "Kinds: V(gpu_health_condition), V(gpu_health_taint), V(gpus_withdrawn), V(gpus_below_expected),
                   V(gpu_plugin_not_ready), V(gpu_devices_tainted)."
               type: dict
-              sample: {status: degraded, problems: [{kind: gpus_withdrawn, severity: degraded,
-                       problem: GPUs withdrawn by the device plugin,
-                       reason: "nvidia.com/gpu: capacity 8, allocatable 6 (2 withdrawn)", remedy: "..."}]}
+              sample: {status: failed, problems: [{id: health.gpus_withdrawn, severity: error,
+                       title: GPUs withdrawn by the device plugin, message: "nvidia.com/gpu: capacity 8, allocatable 6
+                       (2 withdrawn)", remedy: "...", where: {node: gpu-3}, status: failed, kind: gpus_withdrawn,
+                       problem: GPUs withdrawn by the device plugin, reason: "..."}]}
               contains:
                 status: {description: "V(healthy), V(degraded) or V(failed).", type: str}
                 problems:
@@ -382,7 +383,6 @@ ansible_facts:
                   type: list
                   elements: dict
                   contains:
-                    # The one shape of a finding and the keys kept beside it, as every fleet problem has them.
                     <<: &fleet_problem
                       id: {description: "The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>) (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.", type: str}
                       severity: {description: "V(error), V(warning) or V(info): one scale for every check.", type: str}
@@ -398,10 +398,11 @@ ansible_facts:
               description: The node's problems, each in the one shape of a finding.
               type: list
               elements: dict
-              sample: [{kind: allocatable_below_capacity, problem: allocatable below capacity,
-                        reason: "capacity 4, allocatable 3: 1 GPU(s) marked unhealthy by the device plugin",
+              sample: [{id: device_plugin.allocatable_below_capacity, severity: error, title: allocatable below capacity,
+                        message: "capacity 4, allocatable 3: 1 GPU(s) marked unhealthy by the device plugin",
                         remedy: "find the GPU with nvidia-smi -q on the node and repair or replace it, then restart the
-                                 device-plugin pod: a GPU stays unhealthy until the plugin restarts"}]
+                                 device-plugin pod: a GPU stays unhealthy until the plugin restarts", where: {},
+                        kind: allocatable_below_capacity, problem: allocatable below capacity, reason: "..."}]
               contains: *fleet_problem
         models:
           description: >-
@@ -440,13 +441,18 @@ ansible_facts:
           type: list
           elements: dict
           sample:
-            - node: ack-t4-shared
-              kind: not_default_scheduling_mode
-              problem: node not in default (exclusive) GPU scheduling mode
-              reason: ack.node.gpu.schedule=cgpu
+            - id: fleet.not_default_scheduling_mode
+              severity: warning
+              title: node not in default (exclusive) GPU scheduling mode
+              message: ack.node.gpu.schedule=cgpu
               remedy: >-
                 GPU pods on this node share GPUs (ACK GPU sharing): for whole, exclusive GPUs run them in a node
                 pool labeled ack.node.gpu.schedule=default
+              where: {node: ack-t4-shared}
+              node: ack-t4-shared
+              kind: not_default_scheduling_mode
+              problem: node not in default (exclusive) GPU scheduling mode
+              reason: ack.node.gpu.schedule=cgpu
           contains:
             <<: *fleet_problem
             node: {description: "Deprecated, removed in 2.0.0 (use C(where.node)): the node, or null.", type: str}
@@ -488,9 +494,7 @@ ansible_facts:
           type: int
           sample: 5
 api_requests:
-  description: >-
-    API requests the run made, the same as C(ansible_facts.gpu_fleet.api_requests), at the top level of the
-    result as every module that talks to the API returns it.
+  description: API requests the run made, as in C(ansible_facts.gpu_fleet.api_requests).
   returned: always
   type: int
   sample: 5

@@ -271,13 +271,19 @@ findings:
   type: list
   elements: dict
   sample:
-    - severity: error
+    - id: quarantine.eviction_blocked_by_budget
+      severity: error
+      title: GPU pod kept on the node by its PodDisruptionBudget
+      message: 'serve/llm-0 stays on gpu-node-17: PodDisruptionBudget serve/llm allowed no disruption within 300s (...)'
+      remedy: 'Let the budget allow a disruption (scale the workload up, or wait for its other pods to be Ready) and
+        run again; force_delete: true deletes the pod past its budget after the timeout'
+      where:
+        node: gpu-node-17
+        subject: serve/llm-0
       kind: quarantine.eviction_blocked_by_budget
       node: gpu-node-17
       subject: serve/llm-0
-      problem: "serve/llm-0 stays on gpu-node-17: PodDisruptionBudget serve/llm allowed no disruption within 300s (...)"
-      remedy: "Let the budget allow a disruption (scale the workload up, or wait for its other pods to be Ready) and
-        run again; force_delete: true deletes the pod past its budget after the timeout"
+      problem: 'serve/llm-0 stays on gpu-node-17: PodDisruptionBudget serve/llm allowed no disruption within 300s (...)'
   contains:
     id: {description: "The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>) (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.", type: str}
     severity: {description: "V(error), V(warning) or V(info): one scale for every check.", type: str}

@@ -243,17 +243,19 @@ plan:
         - {op: test, path: /metadata/annotations/kubegpu.io~1quarantine-record, value: "{...}"}
         - {op: remove, path: /metadata/annotations/kubegpu.io~1quarantine-record}
 findings:
-  description: Every finding, each with C(kind), C(severity), C(title), C(message), C(remedy), C(node) and,
-    for a proof, C(pod); the kinds are listed in docs/findings.md.
+  description: Every finding, in the one shape of a finding; the kinds are listed in docs/findings.md.
   returned: always
   type: list
   elements: dict
   sample:
-    - kind: release.cordon_kept
+    - id: release.cordon_kept
       severity: info
       title: A cordon someone else set stays
       message: gpu-a100-3 was already cordoned when it was quarantined, the release leaves it cordoned
       remedy: Whoever cordoned it lifts it (kubectl uncordon gpu-a100-3) when their work is done.
+      where:
+        node: gpu-a100-3
+      kind: release.cordon_kept
       node: gpu-a100-3
   contains:
     id: {description: "The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>) (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.", type: str}

@@ -127,12 +127,18 @@ findings:
   type: list
   elements: dict
   sample:
-    - severity: error
+    - id: plugin_config.config_misplaced_key
+      severity: error
+      title: Key in the wrong place, ignored
+      message: 'flags.renameByDefault is not read there: the plugin ignores it, and renameByDefault keeps its default'
+      remedy: move it to sharing.timeSlicing.renameByDefault
+      where:
+        config: any
+        path: flags.renameByDefault
       kind: config_misplaced_key
       config: any
       path: flags.renameByDefault
-      problem: "flags.renameByDefault is not read there: the plugin ignores it, and renameByDefault keeps its default"
-      remedy: move it to sharing.timeSlicing.renameByDefault
+      problem: 'flags.renameByDefault is not read there: the plugin ignores it, and renameByDefault keeps its default'
   contains:
     id: {description: "The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>) (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.", type: str}
     severity: {description: "V(error), V(warning) or V(info): one scale for every check.", type: str}
