@@ -115,8 +115,8 @@ step:
   type: str
   sample: Gather the GPU fleet facts
 api_requests:
-  description: The API requests the run made, all steps together.
-  returned: success
+  description: The API requests the run made, all steps together (those of the steps done, when a step fails).
+  returned: always
   type: int
 elapsed_seconds:
   description: How long the read of the cluster took, from the module's start to its result (the time the report
@@ -248,7 +248,9 @@ def read_steps(module: Any, began: float) -> dict[str, Any]:
             done[key] = read(run)
         except KubegpuError as exc:
             elapsed = round(time.monotonic() - began, 3)
+            requests = run.client.request_count if run else 0
             fields = {"status": exc.status, "step": step, "changed": False, "elapsed_seconds": elapsed, **done}
+            fields["api_requests"] = requests
             raise KubegpuError(exc.message, exc.status, result=fields) from None
     requests = run.client.request_count if run else 0
     elapsed = round(time.monotonic() - began, 3)
