@@ -76,7 +76,7 @@ def test_node_facts_join_the_label_selectors_into_one(fleet_reads):
     code, result = run_module(gpu_node_facts, {"label_selectors": ["nvidia.com/gpu.present=true", "pool in (a,b)"]})
     assert code == 0
     assert fleet_reads["selector"] == "nvidia.com/gpu.present=true,pool in (a,b)"
-    assert result["ansible_facts"]["gpu_fleet"]["api_requests"] == 7
+    assert result["ansible_facts"]["gpu_fleet"]["api_requests"] == result["api_requests"] == 7
     assert deprecated(result) == []
 
 
@@ -119,6 +119,7 @@ def test_placement_counts_the_first_resource_name_and_takes_every_one_as_a_gpu(p
     assert code == 0 and placement_reads["resource"] == "example.com/gpu"
     assert placement_reads["is_gpu"]("example.com/vgpu") and not placement_reads["is_gpu"]("example.com/tpu")
     assert "nodes" not in result["placement"] and result["placement"]["api_requests"] == 7
+    assert result["api_requests"] == 7
 
 
 def test_placement_takes_the_earlier_resource_and_nodes_as_deprecated_aliases(placement_reads):
