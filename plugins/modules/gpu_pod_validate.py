@@ -252,12 +252,14 @@ findings:
   type: list
   elements: dict
   contains:
-    id: {description: "The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>) (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.", type: str}
+    id: {description: "The registry id: a validator rule's code (V(KGPU101)), any other kind C(<check>.<name>)
+        (V(device_plugin.no_gpu_capacity)); docs/findings.md lists them all.", type: str}
     severity: {description: "V(error), V(warning) or V(info): one scale for every check.", type: str}
     title: {description: "What the kind is, in a line.", type: str}
     message: {description: "What was found here.", type: str}
     remedy: {description: "What to do.", type: str}
-    where: {description: "The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)), C(subject), C(pod), C(config), C(source), C(document), C(path), C(line), C(container).", type: dict}
+    where: {description: "The places that apply, of C(node), C(device), C(pool), C(object) (C(Kind namespace/name)), C(subject), C(pod),
+        C(config), C(source), C(document), C(path), C(line), C(container).", type: dict}
     container:
       description: The container, or null for findings about the pod.
       type: str
