@@ -372,10 +372,8 @@ ansible_facts:
                 - "Kinds: V(gpu_health_condition), V(gpu_health_taint), V(gpus_withdrawn), V(gpus_below_expected),
                   V(gpu_plugin_not_ready), V(gpu_devices_tainted)."
               type: dict
-              sample: {status: failed, problems: [{id: health.gpus_withdrawn, severity: error,
-                       title: GPUs withdrawn by the device plugin, message: "nvidia.com/gpu: capacity 8, allocatable 6
-                       (2 withdrawn)", remedy: "...", where: {node: gpu-3}, status: failed, kind: gpus_withdrawn,
-                       problem: GPUs withdrawn by the device plugin, reason: "..."}]}
+              sample: {status: failed, problems: [{id: health.gpus_withdrawn, severity: error, title: GPUs withdrawn by the device plugin,
+                       message: "nvidia.com/gpu: capacity 8, allocatable 6 (2 withdrawn)", remedy: "...", where: {node: gpu-3}, status: failed}]}
               contains:
                 status: {description: "V(healthy), V(degraded) or V(failed).", type: str}
                 problems:
@@ -403,8 +401,7 @@ ansible_facts:
               sample: [{id: device_plugin.allocatable_below_capacity, severity: error, title: allocatable below capacity,
                         message: "capacity 4, allocatable 3: 1 GPU(s) marked unhealthy by the device plugin",
                         remedy: "find the GPU with nvidia-smi -q on the node and repair or replace it, then restart the
-                                 device-plugin pod: a GPU stays unhealthy until the plugin restarts", where: {},
-                        kind: allocatable_below_capacity, problem: allocatable below capacity, reason: "..."}]
+                                 device-plugin pod: a GPU stays unhealthy until the plugin restarts", where: {}}]
               contains: *fleet_problem
         models:
           description: >-
@@ -451,10 +448,6 @@ ansible_facts:
                 GPU pods on this node share GPUs (ACK GPU sharing): for whole, exclusive GPUs run them in a node
                 pool labeled ack.node.gpu.schedule=default
               where: {node: ack-t4-shared}
-              node: ack-t4-shared
-              kind: not_default_scheduling_mode
-              problem: node not in default (exclusive) GPU scheduling mode
-              reason: ack.node.gpu.schedule=cgpu
           contains:
             <<: *fleet_problem
             node: {description: "Deprecated, removed in 2.0.0 (use C(where.node)): the node, or null.", type: str}
