@@ -384,10 +384,13 @@ def run_ansible_module(
 
 def fleet_facts(result: dict) -> dict:
     """The facts in gpu_node_facts' result: it returns them once, as `ansible_facts.gpu_fleet`, and nothing else
-    but `changed` (always false)."""
+    but `changed` (always false) and `api_requests` (the facts' own count, as every module returns it)."""
     assert result["changed"] is False
-    assert set(result) - {"changed", "ansible_facts", "invocation", "warnings", "deprecations"} == set(), sorted(result)
-    return dict(result["ansible_facts"]["gpu_fleet"])
+    known = {"changed", "api_requests", "ansible_facts", "invocation", "warnings", "deprecations"}
+    assert set(result) - known == set(), sorted(result)
+    facts = dict(result["ansible_facts"]["gpu_fleet"])
+    assert result["api_requests"] == facts["api_requests"]
+    return facts
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 60, interval: float = 0.5, what: str = "") -> object:
