@@ -18,7 +18,11 @@ DEFAULT_CACHE = "~/.cache/kubegpu"
 
 
 def readme_command(starting: str) -> str:
-    [line] = [m for m in re.findall(r"^(\S.*)$", (REPO_ROOT / "docs" / "local-cluster.md").read_text(), re.M) if m.startswith(starting)]
+    [line] = [
+        m
+        for m in re.findall(r"^(\S.*)$", (REPO_ROOT / "docs" / "local-cluster.md").read_text(), re.M)
+        if m.startswith(starting)
+    ]
     return line
 
 
