@@ -100,8 +100,10 @@ attributes:
 requirements:
   - PyYAML
 notes:
-  - Needs C(get) on C(namespaces); C(get), C(patch) and C(delete) on C(daemonsets) and C(configmaps) in
-    O(namespace); C(list) on C(nodes), C(pods), C(daemonsets) and C(resourceslices) (the device-plugin check).
+  - Needs C(get) on C(namespaces); C(get), C(create), C(patch) and C(delete) on C(daemonsets) and C(configmaps) in
+    O(namespace) (C(create) because the first server-side apply of an object creates it); C(list) on C(nodes),
+    C(pods), C(daemonsets) and C(resourceslices) (the device-plugin check). The ClusterRoles C(kubegpu-device-plugin)
+    of C(rbac/kubegpu-writer.yaml) and C(kubegpu-reader) of C(rbac/kubegpu-reader.yaml) grant exactly these.
 seealso:
   - module: kubegpu.scheduling.gpu_plugin_config_validate
   - module: kubegpu.scheduling.gpu_device_plugin_validate

@@ -454,3 +454,88 @@ def test_every_relative_link_of_the_docs_leads_to_a_file_and_heading_that_exist(
         if anchor and linked.suffix == ".md":
             anchors = {github_anchor(title) for _level, title, _s, _e in headings(linked.read_text())}
             assert anchor in anchors, f"{name}: {target}"
+
+
+# --- Security: who writes, and the verbs of the roles ----------------------------------------------
+
+NUMBER_WORDS = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+
+
+def role_modules(role: str) -> set[str]:
+    """The collection's modules a role's tasks call."""
+    tasks = "\n".join(p.read_text() for p in (REPO / "roles" / role / "tasks").glob("*.yml"))
+    return set(re.findall(r"kubegpu\.scheduling\.(gpu_\w+):", tasks))
+
+
+def writing_modules() -> set[str]:
+    """The modules with diff mode that write to the cluster (the report writes files)."""
+    from tests.unit.test_code_shape import WRITE_MODULES
+
+    return set(WRITE_MODULES)
+
+
+def test_the_security_page_names_every_role_that_writes_and_how_many():
+    writes = SECURITY[SECURITY.index("Writes (API):") : SECURITY.index("Writes (files):")]
+    roles = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
+    writers = {role: sorted(role_modules(role) & writing_modules()) for role in roles}
+    writers = {role: modules for role, modules in writers.items() if modules}
+    assert f"Writes (API): {NUMBER_WORDS[len(writers)]} roles write" in writes
+    for role, modules in writers.items():
+        assert any(f"`{role}` (`{module}`)" in writes for module in modules), role
+
+
+def writer_roles() -> dict[str, set[str]]:
+    """Role name to every verb it grants, for the roles of rbac/kubegpu-writer.yaml."""
+    writer = yaml.safe_load((REPO / "rbac" / "kubegpu-writer.yaml").read_text())
+    return {
+        item["metadata"]["name"]: {verb for rule in item["rules"] for verb in rule["verbs"]}
+        for item in writer["items"]
+        if item["kind"] in ("ClusterRole", "Role")
+    }
+
+
+def test_the_rbac_table_names_every_verb_of_the_roles_it_describes():
+    table = section(page("docs/security.md"), "The RBAC it needs")
+    described = dict(re.findall(r"(?:Cluster)?Role `(kubegpu-[a-z-]+)` \(([^)]*)\)", table))
+    assert {"kubegpu-admission-policy", "kubegpu-device-plugin", "kubegpu-node-quarantine"} <= set(described)
+    for role, verbs in writer_roles().items():
+        if role in described:
+            for verb in verbs:
+                assert re.search(rf"\b{verb}\b", described[role]), (role, verb)
+
+
+@pytest.mark.parametrize(
+    ("module", "role"),
+    [("gpu_admission_policy", "kubegpu-admission-policy"), ("gpu_device_plugin", "kubegpu-device-plugin")],
+)
+def test_the_rbac_notes_of_the_modules_name_every_verb_of_their_role(module: str, role: str):
+    import importlib
+
+    doc = yaml.safe_load(
+        importlib.import_module(f"ansible_collections.kubegpu.scheduling.plugins.modules.{module}").DOCUMENTATION
+    )
+    notes = " ".join(doc["notes"])
+    assert role in notes
+    for verb in writer_roles()[role]:
+        assert f"C({verb})" in notes, verb
+
+
+def test_the_clean_up_page_names_the_marks_the_code_sets():
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine.device import (
+        OWNER_LABEL,
+        OWNER_LABEL_VALUE,
+    )
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
+        QUARANTINE_TAINT_EFFECT,
+        QUARANTINE_TAINT_KEY,
+        RECORD_ANNOTATION,
+        Record,
+    )
+
+    clean_up = page("docs/clean-up.md")
+    assert f"devicetaintrules -l {OWNER_LABEL}={OWNER_LABEL_VALUE}" in clean_up
+    assert f"{QUARANTINE_TAINT_KEY}:{QUARANTINE_TAINT_EFFECT}-" in clean_up
+    assert f'"{RECORD_ANNOTATION}"' in clean_up and f"{RECORD_ANNOTATION}-" in clean_up
+    assert "cordoned" in Record.__dataclass_fields__
+    for role in ("sample_workload", "admission_policy", "device_plugin"):
+        assert f"kubegpu.scheduling.{role} -e {role}_state=absent" in clean_up, role
