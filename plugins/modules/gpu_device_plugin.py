@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_device_plugin
 short_description: Deploy NVIDIA's device plugin at a pinned release, its config checked before it reaches a node
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - Deploys the NVIDIA device plugin as NVIDIA publishes it, the static DaemonSet of a pinned release
     (C(deployments/static/nvidia-device-plugin.yml) of NVIDIA/k8s-device-plugin at the release's tag, with
