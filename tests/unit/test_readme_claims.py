@@ -539,3 +539,10 @@ def test_the_clean_up_page_names_the_marks_the_code_sets():
     assert "cordoned" in Record.__dataclass_fields__
     for role in ("sample_workload", "admission_policy", "device_plugin"):
         assert f"kubegpu.scheduling.{role} -e {role}_state=absent" in clean_up, role
+
+
+def test_the_fleet_setting_is_said_to_be_left_out_by_make_test_which_applies_its_own_fleet():
+    row = next(line for line in SETTINGS.splitlines() if line.startswith("| `KUBEGPU_FLEET`"))
+    assert "`make test` always takes `tests/cluster/fleet.yaml`" in row
+    conftest = (REPO / "tests" / "integration" / "conftest.py").read_text()
+    assert "KUBEGPU_FLEET" not in conftest and 'local_cluster.HERE / "fleet.yaml"' in conftest
