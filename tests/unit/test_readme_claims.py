@@ -546,3 +546,30 @@ def test_the_fleet_setting_is_said_to_be_left_out_by_make_test_which_applies_its
     assert "`make test` always takes `tests/cluster/fleet.yaml`" in row
     conftest = (REPO / "tests" / "integration" / "conftest.py").read_text()
     assert "KUBEGPU_FLEET" not in conftest and 'local_cluster.HERE / "fleet.yaml"' in conftest
+
+
+def test_the_readme_gives_the_size_and_time_of_make_test_as_last_recorded():
+    """The README's "about N tests, about M minutes" is the `make test` run recorded in docs/supported-versions.md."""
+    said = re.search(r"`make test` \(about ([\d,]+) tests, about (\d+) minutes", words(README))
+    assert said, "the README no longer says how many tests make test runs"
+    row = next(line for line in page("docs/supported-versions.md").splitlines() if line.startswith("| `make test` |"))
+    recorded = re.search(r"(\d+) passed", row)
+    minutes = re.search(r"\| (\d+) min \d+ s \|", row)
+    assert recorded and minutes, row
+    assert abs(int(said[1].replace(",", "")) - int(recorded[1])) <= 0.05 * int(recorded[1])
+    assert abs(int(said[2]) - int(minutes[1])) <= 3
+
+
+@pytest.mark.parametrize("tool", ["gpu-placement", "gpu-pod-validate", "gpu-plugin-config-validate"])
+def test_a_tool_started_from_the_checkout_runs_with_the_checkout_venv(tool: str):
+    """As the README says: after `make venv`, `scripts/<tool>` runs with .venv's Python (which has the kubernetes
+    client), whatever python3 is first on PATH."""
+    if not (REPO / ".venv" / "bin" / "python").exists():
+        pytest.skip("no .venv in this checkout")
+    plain = {"PATH": "/usr/bin:/bin"}
+    helped = run([str(REPO / "scripts" / tool), "--help"], plain)
+    assert helped.returncode == 0 and f"usage: {tool}" in helped.stdout, helped.stderr
+    assert "not found" not in helped.stderr, helped.stderr
+    if tool == "gpu-placement":
+        done = run([str(REPO / "scripts" / tool), "--kubeconfig", "/nonexistent/kubeconfig"], plain)
+        assert done.returncode == 2 and "kubeconfig file not found" in done.stderr, done.stderr
