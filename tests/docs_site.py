@@ -43,7 +43,9 @@ GUIDES = (
 )
 
 CONF = """
-# Added by tests/docs_site.py: the guides are the Markdown pages of docs/, read by MyST.
+# Added by tests/docs_site.py: the site's title, and the guides, the Markdown pages of docs/, read by MyST.
+project = "kubegpu.scheduling"
+title = html_short_title = html_title = "kubegpu.scheduling: safe, observable Kubernetes GPU scheduling"
 extensions.append("myst_parser")
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 myst_heading_anchors = 4
@@ -53,6 +55,14 @@ intersphinx_mapping = {}
 # The guides link to files of the repository (playbooks, rbac, the README) that are not pages of the site.
 suppress_warnings = ["myst.xref_missing", "myst.header"]
 """
+
+WELCOME = "Welcome to my Ansible collection documentation"
+TITLE = "kubegpu.scheduling"
+INTRO = (
+    "An Ansible collection that makes default Kubernetes GPU scheduling safe and observable: the module, role, "
+    "filter and inventory pages are generated from their documentation; the guides and runbooks say which "
+    "playbook to run for each task (start with :doc:`guides/runbooks`)."
+)
 
 INDEX = """
 
@@ -123,8 +133,10 @@ def build(dest: Path) -> Path:
     copy_guides(rst)
     with (dest / "conf.py").open("a") as conf:
         conf.write(CONF)
-    with (rst / "index.rst").open("a") as index:
-        index.write(INDEX.format(entries="\n".join(f"   guides/{g}" for g in GUIDES)))
+    index = (rst / "index.rst").read_text()
+    index = index.replace(WELCOME, TITLE).replace("=" * len(WELCOME), "=" * len(TITLE))
+    index = index.replace("This docsite contains documentation of kubegpu.scheduling.", INTRO)
+    (rst / "index.rst").write_text(index + INDEX.format(entries="\n".join(f"   guides/{g}" for g in GUIDES)))
     html = dest / "html"
     run(
         str(BIN / "sphinx-build"),
