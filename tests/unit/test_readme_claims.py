@@ -573,3 +573,20 @@ def test_a_tool_started_from_the_checkout_runs_with_the_checkout_venv(tool: str)
     if tool == "gpu-placement":
         done = run([str(REPO / "scripts" / tool), "--kubeconfig", "/nonexistent/kubeconfig"], plain)
         assert done.returncode == 2 and "kubeconfig file not found" in done.stderr, done.stderr
+
+
+def test_the_k8s_action_group_is_every_module_that_takes_the_connection_options():
+    import importlib
+
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.config import AUTH_ARG_SPEC
+
+    modules = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("gpu_*.py"))
+    connected = []
+    for name in modules:
+        module = importlib.import_module(f"ansible_collections.kubegpu.scheduling.plugins.modules.{name}")
+        if set(AUTH_ARG_SPEC) <= set(module.argument_spec()):
+            connected.append(name)
+    assert sorted(k8s_modules()) == connected
+    said = words(page("docs/real-cluster.md"))
+    for name in sorted(set(modules) - set(connected)):
+        assert f"`{name}`" in said.split("do not talk to it")[0].rsplit("action group", 1)[-1], name
