@@ -590,3 +590,13 @@ def test_the_k8s_action_group_is_every_module_that_takes_the_connection_options(
     said = words(page("docs/real-cluster.md"))
     for name in sorted(set(modules) - set(connected)):
         assert f"`{name}`" in said.split("do not talk to it")[0].rsplit("action group", 1)[-1], name
+
+
+def test_make_docs_writes_the_site_where_the_readme_says_and_git_ignores_it():
+    from tests import docs_site
+
+    assert "`build/docs/html/index.html`" in section(README, "Documentation")
+    recipe = re.search(r"^docs:.*\n((?:\t.*\n)+)", (REPO / "Makefile").read_text(), re.M)
+    assert recipe and "-m tests.docs_site --dest build/docs" in recipe[1]
+    assert "/build/" in (REPO / ".gitignore").read_text().splitlines()
+    assert 'html = dest / "html"' in Path(docs_site.__file__).read_text()
