@@ -107,6 +107,12 @@ def test_the_tarball_holds_what_users_need_and_nothing_else(built):
         "docs/findings.md",
         "docs/benchmarks.md",
         "docs/supported-versions.md",
+        "docs/runbooks.md",
+        "docs/runbooks/gpu-failure.md",
+        # The docs site's extra pages and links, as antsibull-docs reads them from an installed collection.
+        "docs/docsite/extra-docs.yml",
+        "docs/docsite/links.yml",
+        "docs/docsite/rst/guides.rst",
         "CHANGELOG.rst",
         "requirements.txt",
         "bindep.txt",
