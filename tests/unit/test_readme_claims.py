@@ -600,3 +600,9 @@ def test_make_docs_writes_the_site_where_the_readme_says_and_git_ignores_it():
     assert recipe and "-m tests.docs_site --dest build/docs" in recipe[1]
     assert "/build/" in (REPO / ".gitignore").read_text().splitlines()
     assert 'html = dest / "html"' in Path(docs_site.__file__).read_text()
+
+
+def test_the_modules_page_has_a_row_for_every_module():
+    rows = [line for line in page("docs/modules.md").splitlines() if line.startswith("| `gpu_")]
+    named = sorted(re.match(r"\| `(gpu_\w+)`", row)[1] for row in rows)
+    assert named == sorted(p.stem for p in (REPO / "plugins" / "modules").glob("gpu_*.py"))
