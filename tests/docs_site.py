@@ -75,8 +75,16 @@ INDEX = """
 
 
 def env() -> dict[str, str]:
-    """The venv's tools first on PATH: antsibull-docs calls ansible and ansible-doc by name."""
-    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", ANSIBLE_NOCOLOR="1")
+    """The venv's tools first on PATH (antsibull-docs calls ansible and ansible-doc by name), and this checkout as
+    the collection they document, not a kubegpu.scheduling installed in ~/.ansible."""
+    from tests.collection import collections_root
+
+    return dict(
+        os.environ,
+        PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        ANSIBLE_COLLECTIONS_PATH=str(collections_root()),
+        ANSIBLE_NOCOLOR="1",
+    )
 
 
 def run(*argv: str, cwd: Path = REPO) -> None:
