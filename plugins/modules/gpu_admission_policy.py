@@ -102,8 +102,10 @@ options:
       - A directory to write the objects to, one YAML file each, instead of applying them.
     type: path
 notes:
-  - Needs C(get), C(patch) and C(delete) on C(validatingadmissionpolicies),
-    C(validatingadmissionpolicybindings) (and the mutating ones with O(mutating=true)).
+  - Needs C(get), C(create), C(patch) and C(delete) on C(validatingadmissionpolicies) and
+    C(validatingadmissionpolicybindings) (and the mutating ones with O(mutating=true)); C(create) because the first
+    server-side apply of an object creates it. The ClusterRole C(kubegpu-admission-policy) of
+    C(rbac/kubegpu-writer.yaml) grants exactly these.
   - Exemptions go by namespace, never by a controller's service account, which would exempt everyone who
     can create the workload.
 requirements:

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_device_plugin
 short_description: Deploy NVIDIA's device plugin at a pinned release, its config checked before it reaches a node
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - Deploys the NVIDIA device plugin as NVIDIA publishes it, the static DaemonSet of a pinned release
     (C(deployments/static/nvidia-device-plugin.yml) of NVIDIA/k8s-device-plugin at the release's tag, with
@@ -100,8 +100,10 @@ attributes:
 requirements:
   - PyYAML
 notes:
-  - Needs C(get) on C(namespaces); C(get), C(patch) and C(delete) on C(daemonsets) and C(configmaps) in
-    O(namespace); C(list) on C(nodes), C(pods), C(daemonsets) and C(resourceslices) (the device-plugin check).
+  - Needs C(get) on C(namespaces); C(get), C(create), C(patch) and C(delete) on C(daemonsets) and C(configmaps) in
+    O(namespace) (C(create) because the first server-side apply of an object creates it); C(list) on C(nodes),
+    C(pods), C(daemonsets) and C(resourceslices) (the device-plugin check). The ClusterRoles C(kubegpu-device-plugin)
+    of C(rbac/kubegpu-writer.yaml) and C(kubegpu-reader) of C(rbac/kubegpu-reader.yaml) grant exactly these.
 seealso:
   - module: kubegpu.scheduling.gpu_plugin_config_validate
   - module: kubegpu.scheduling.gpu_device_plugin_validate

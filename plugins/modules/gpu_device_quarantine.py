@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_device_quarantine
 short_description: Quarantine single failed DRA devices with DeviceTaintRules, and evict only their users
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - Takes the DRA devices named in O(devices) out of service, one C(resource.k8s.io/v1) DeviceTaintRule each,
     instead of the whole node, in one task that can be dry-run with C(--check --diff).

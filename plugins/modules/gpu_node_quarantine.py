@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_node_quarantine
 short_description: Quarantine failed GPU nodes, and evict only their GPU pods
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - Takes the nodes named in O(names) out of service for new work, the way an on-call runbook does it by hand,
     in one task that can be dry-run with C(--check --diff) and audited on the node afterwards.

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_node_release
 short_description: Release quarantined GPU nodes, only after a GPU proof pod succeeds on each
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - Releases GPU nodes this collection quarantined, one proof at a time per node, O(parallelism) nodes at once.
   - A node is the collection's to release only when it carries the collection's quarantine record, the

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_plugin_config_validate
 short_description: Check NVIDIA device-plugin configs offline, before they reach a node
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - Checks config files of NVIDIA's device plugin (C(version) V(v1)) against the schema of a pinned
     release, without a cluster, and says for each mistake the key's path and the fix. The plugin reads

@@ -111,7 +111,7 @@ def run_step(name: str, args: list[str], cwd: Path, env: dict[str, str], heartbe
     if status != 0:
         sys.exit(
             f"go build of {name} failed (exit {status}); if it could not download modules, see "
-            "Troubleshooting in the README (GOPROXY, or KUBEGPU_CLUSTER_BIN_DIR)"
+            "Troubleshooting in docs/testing.md (GOPROXY, or KUBEGPU_CLUSTER_BIN_DIR)"
         )
     took = time.monotonic() - started
     say(f"built {name} in {elapsed(took)}")

@@ -67,7 +67,7 @@ def announcement(kubeconfig: str, text: str, ansible_args: Sequence[str], env: M
         f"(context {context}, kubeconfig {paths[0]}), not the local cluster.",
         "In check mode it writes nothing; without --check it would:" if checking else "It writes there:",
         *(f"  - {what}" for what in writes()),
-        "  and reads nodes, pods and workloads in every namespace (README, Security).",
+        "  and reads nodes, pods and workloads in every namespace (docs/security.md).",
     ]
     if len(paths) > 1:
         lines.append(f"  (only the first file of KUBECONFIG is read: {paths[0]})")
@@ -113,7 +113,7 @@ def local_kubeconfig(timeout: float) -> str:
     try:
         return str(local_cluster.up(fleet_file, timeout))
     except (fleet.FleetError, local_cluster.ClusterStartError) as exc:
-        sys.exit(f"error: {exc}\n(see Troubleshooting in the README)")
+        sys.exit(f"error: {exc}\n(see Troubleshooting in docs/testing.md)")
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:

@@ -1,4 +1,4 @@
-"""The README's commands for the local cluster, run as written (the default folders replaced by the ones
+"""The commands of docs/local-cluster.md for the local cluster, run as written (the default folders replaced by the ones
 this session uses): kubectl against it."""
 
 from __future__ import annotations
@@ -18,7 +18,11 @@ DEFAULT_CACHE = "~/.cache/kubegpu"
 
 
 def readme_command(starting: str) -> str:
-    [line] = [m for m in re.findall(r"^(\S.*)$", (REPO_ROOT / "README.md").read_text(), re.M) if m.startswith(starting)]
+    [line] = [
+        m
+        for m in re.findall(r"^(\S.*)$", (REPO_ROOT / "docs" / "local-cluster.md").read_text(), re.M)
+        if m.startswith(starting)
+    ]
     return line
 
 

@@ -1,5 +1,5 @@
 """Every runbook under playbooks/ reads and writes the cluster that `-e kubegpu_kubeconfig=… -e
-kubegpu_context=…` names, as the README says, and not the one of K8S_AUTH_KUBECONFIG.
+kubegpu_context=…` names, as docs/runbooks.md says, and not the one of K8S_AUTH_KUBECONFIG.
 
 A second instance of the local control plane (tests/cluster/instance.py, the small fleet of
 tests/cluster/fleet-second.yaml: nodes second-a100 and second-l4, 6 GPUs) is started beside the shared
@@ -257,8 +257,8 @@ def test_device_plugin_check_over_two_clusters_checks_the_hosts_of_the_one_named
 
 
 def readme_block(marker: str) -> str:
-    """The shell block of the README that follows the comment `<!-- marker: ... -->`."""
-    text = (REPO_ROOT / "README.md").read_text()
+    """The shell block of docs/clean-up.md that follows the comment `<!-- marker: ... -->`."""
+    text = (REPO_ROOT / "docs" / "clean-up.md").read_text()
     after = text[text.index(f"<!-- {marker}:") :]
     return after[after.index("```sh\n") + len("```sh\n") : after.index("\n```", after.index("```sh\n"))]
 

@@ -42,12 +42,17 @@ def test_the_declared_minimums_are_the_oldest_releases_tested():
     assert re.search(rf"^kubernetes>={re.escape(client)}$", requirements, re.MULTILINE), requirements
 
 
-def test_the_readme_table_names_what_is_tested():
+def supported_versions_table() -> str:
+    """docs/supported-versions.md up to the runs behind its table."""
+    page = (REPO / "docs" / "supported-versions.md").read_text()
+    return page.split("\n## The runs behind the table", 1)[0]
+
+
+def test_the_supported_versions_table_names_what_is_tested():
     core, client = oldest()
     newest = re.fullmatch(r"==(\d+\.\d+)\.\*", pins("newest")["ansible-core"])
     assert newest
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Supported versions", 1)[1].split("\n## ", 1)[0]
+    section = supported_versions_table()
     for version in (core, newest[1], client):
         assert version in section, version
     assert "make test-versions" in section
@@ -58,8 +63,7 @@ def test_each_kubernetes_release_the_local_cluster_builds_has_its_row_and_comman
     each older one by its `make test-k8s-<minor>`, which runs against that release's cluster."""
     from tests.cluster import versions
 
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Supported versions", 1)[1].split("\n## ", 1)[0]
+    section = supported_versions_table()
     rows = [line for line in section.splitlines() if line.startswith("| Kubernetes |")]
     assert len(rows) == len(versions.KUBERNETES_RELEASES)
     makefile = (REPO / "Makefile").read_text()
