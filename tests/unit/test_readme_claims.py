@@ -448,7 +448,7 @@ def test_every_relative_link_of_the_docs_leads_to_a_file_and_heading_that_exist(
     for target in re.findall(r"\]\(([^)\s]+)\)", text):
         if re.match(r"^[a-z]+:", target):
             continue
-        path, _, anchor = target.partition("#")
+        path, _hash, anchor = target.partition("#")
         linked = (here / path).resolve() if path else REPO / name
         assert linked.exists(), f"{name}: {target}"
         if anchor and linked.suffix == ".md":
@@ -589,7 +589,7 @@ def test_the_k8s_action_group_is_every_module_that_takes_the_connection_options(
     assert sorted(k8s_modules()) == connected
     said = words(page("docs/real-cluster.md"))
     for name in sorted(set(modules) - set(connected)):
-        assert f"`{name}`" in said.split("do not talk to it")[0].rsplit("action group", 1)[-1], name
+        assert f"`{name}`" in said.split("do not talk to it", maxsplit=1)[0].rsplit("action group", 1)[-1], name
 
 
 def test_make_docs_writes_the_site_where_the_readme_says_and_git_ignores_it():
