@@ -156,6 +156,16 @@ def _status_message(body_text: str | None) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
+def _causes(body_text: str | None, cause_type: str) -> list[str]:
+    """The messages of a Status body's ``details.causes`` of one type (a cause's type is its JSON ``reason``)."""
+    try:
+        body = json.loads(body_text or "")
+    except ValueError:
+        return []
+    causes = ((body.get("details") or {}).get("causes") or []) if isinstance(body, dict) else []
+    return [str(c.get("message")) for c in causes if isinstance(c, dict) and c.get("reason") == cause_type]
+
+
 def _object_ref(target: ApiTarget) -> str:
     what = f'{target.resource} "{target.name}"' if target.name else f'resource "{target.resource}"'
     if target.subresource:
@@ -199,6 +209,11 @@ def describe_api_error(
             f'forbidden: cannot {rbac} resource "{target.rbac_resource}" {scope}; '
             f'grant the verb "{rbac}" on "{target.rbac_resource}" (apiGroup "{target.group}"){to_user}'
         )
+    if status == 429 and target is not None and target.subresource == "eviction":
+        # The Eviction API answers 429 when a PodDisruptionBudget allows no disruption now: a refusal
+        # by the budget, not throttling (registry/core/pod/storage/eviction.go, DisruptionBudget cause).
+        causes = "; ".join(_causes(body_text, DISRUPTION_BUDGET_CAUSE)) or api_message
+        return f"refused by a PodDisruptionBudget ({label}) on {request}" + (f": {causes}" if causes else "")
     if status == 404:
         if target is None:
             return f"not found ({label}) on {request}{detail}"
@@ -209,6 +224,8 @@ def describe_api_error(
     return f"{_failure_word(status)} ({label}) on {request}{detail}"
 
 
+# The cause type of an eviction a PodDisruptionBudget refuses (policy/v1 DisruptionBudgetCause).
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 _FAILURE_WORDS = {409: "conflict", 410: "gone", 422: "invalid", 429: "throttled by the API server"}
 
 

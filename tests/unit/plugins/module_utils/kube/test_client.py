@@ -1100,3 +1100,35 @@ def test_server_side_apply_sends_the_object_itself_with_the_installed_kubernetes
     assert seen.headers["Content-Type"] == "application/apply-patch+yaml"
     assert json.loads(seen.body) == policy
     assert seen.query == {"fieldManager": ["kubegpu"], "force": ["true"], "dryRun": ["All"]}
+
+
+# The body kube-apiserver answers an eviction with when the pod's budget allows no disruption
+# (kubernetes pkg/registry/core/pod/storage/eviction.go, createTooManyRequestsError).
+BUDGET_REFUSAL = json.dumps(
+    {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+        "reason": "TooManyRequests",
+        "details": {
+            "causes": [
+                {
+                    "reason": "DisruptionBudget",
+                    "message": "The disruption budget keep-serve needs 1 healthy pods and has 1 currently",
+                }
+            ]
+        },
+        "code": 429,
+    }
+)
+
+
+def test_an_eviction_its_budget_refuses_is_named_a_refusal_not_throttling() -> None:
+    path = "/api/v1/namespaces/ml/pods/serve/eviction"
+    said = describe_api_error(429, "Too Many Requests", BUDGET_REFUSAL, "POST", path)
+    assert said.startswith("refused by a PodDisruptionBudget (429 Too Many Requests) on POST " + path)
+    assert said.endswith(": The disruption budget keep-serve needs 1 healthy pods and has 1 currently")
+    assert "throttled" not in said
+    assert describe_api_error(429, "Too Many Requests", "", "GET", "/api/v1/nodes").startswith("throttled by the API")
