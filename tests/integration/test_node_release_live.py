@@ -259,6 +259,35 @@ def test_a_node_whose_proof_fails_stays_quarantined(cluster: LocalCluster, nodes
     assert proof_pods(cluster) == []
 
 
+def test_a_proof_the_scheduler_never_places_is_said_never_scheduled(cluster: LocalCluster, nodes: dict[str, str]):
+    """A pod bound to the node by name holds one of its GPUs, so the proof, which asks for all of them,
+    cannot be placed: the real scheduler keeps it Pending with its reason, and the node stays quarantined."""
+    blocker = f"{PROOF_NAMESPACE}/hold-{nodes['ours']}"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": blocker.split("/")[1], "namespace": PROOF_NAMESPACE},
+        "spec": {
+            "nodeName": nodes["ours"],
+            "containers": [{"name": "hold", "image": "busybox", "resources": {"limits": {GPU: "1"}}}],
+        },
+    }
+    status, reply = cluster.create(f"/api/v1/namespaces/{PROOF_NAMESPACE}/pods", pod)
+    assert status == 201, reply
+    try:
+        quarantined = marks(cluster, nodes["ours"])
+        args = {"names": [nodes["ours"]], "proof": PROOF, "proof_timeout": 10}
+        status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_node_release", args)
+        assert status == "FAILED!", result
+        (held,) = result["held"]
+        assert held["phase"] == "Pending"
+        assert f"never scheduled onto {nodes['ours']} in 10s" in held["reason"], held["reason"]
+        assert f"Insufficient {GPU}" in held["reason"] and "still Pending on" not in held["reason"]
+        assert marks(cluster, nodes["ours"]) == quarantined
+    finally:
+        cluster.delete(f"/api/v1/namespaces/{PROOF_NAMESPACE}/pods/{blocker.split('/')[1]}?gracePeriodSeconds=0")
+
+
 def test_a_rerun_on_released_nodes_writes_nothing(cluster: LocalCluster, nodes: dict[str, str]):
     asked = [nodes[r] for r in ("ours", "human", "free")]
     status, result = release(cluster, asked, PROOF)

@@ -340,6 +340,7 @@ class ProofOutcome:
     detail: str = ""
     timed_out: bool = False
     logs: tuple[str, ...] = ()
+    scheduled: bool = True  # bound to a node: a Pending pod without spec.nodeName never was
 
 
 def _container_state(pod: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -373,7 +374,10 @@ def judge_proof(pod: Mapping[str, Any] | None, finished: bool, logs: Sequence[st
         or as_text(status.get("reason"))
     )
     passed = finished and phase == "Succeeded"
-    return ProofOutcome(passed, phase, exit_code, exit_reason, detail, timed_out=not finished, logs=tuple(logs))
+    scheduled = phase != "Pending" or bool(as_text(as_mapping(pod.get("spec")).get("nodeName")))
+    return ProofOutcome(
+        passed, phase, exit_code, exit_reason, detail, timed_out=not finished, logs=tuple(logs), scheduled=scheduled
+    )
 
 
 def proof_hit(node: str, pod: str, outcome: ProofOutcome, timeout: float) -> Hit:
@@ -385,6 +389,7 @@ def proof_hit(node: str, pod: str, outcome: ProofOutcome, timeout: float) -> Hit
             kinds.PROOF_TIMED_OUT,
             {"node": node, "pod": pod, "phase": outcome.phase, "timeout": f"{timeout:g}", "detail": detail},
             where,
+            case="" if outcome.scheduled else kinds.NEVER_SCHEDULED,
         )
     exit_text = ", ".join(
         part

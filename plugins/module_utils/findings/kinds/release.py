@@ -7,7 +7,7 @@ place because the collection did not set it, and nodes there is nothing to relea
 
 from __future__ import annotations
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import CHECK_RELEASE, Kind
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import CHECK_RELEASE, Case, Kind
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, INFO, WARNING
 
 RELEASE = (CHECK_RELEASE,)
@@ -20,6 +20,7 @@ TAINT_KEPT = "release.taint_kept"
 NO_GPU_TO_PROVE = "release.no_gpu_to_prove"
 PROOF_FAILED = "release.proof_failed"
 PROOF_TIMED_OUT = "release.proof_timed_out"
+NEVER_SCHEDULED = "never_scheduled"  # the case of a proof pod the scheduler never placed
 PROOF_POD_IN_THE_WAY = "release.proof_pod_in_the_way"
 PROOF_NOT_RUN = "release.proof_not_run"
 PATCH_FAILED = "release.patch_failed"
@@ -90,6 +91,11 @@ KINDS = (
         "If the scheduler could not place it, its reason is above: a taint the proof does not tolerate (add it to "
         "proof.tolerations), GPUs withdrawn or held by other pods. Otherwise raise proof_timeout.",
         RELEASE,
+        cases={
+            NEVER_SCHEDULED: Case(
+                message="proof pod {pod} was never scheduled onto {node} in {timeout}s ({detail}); it stays quarantined"
+            )
+        },
     ),
     Kind(
         PROOF_POD_IN_THE_WAY,

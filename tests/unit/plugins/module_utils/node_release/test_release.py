@@ -241,9 +241,19 @@ def test_a_proof_that_was_never_scheduled_times_out_with_the_schedulers_reason()
     finding = finding_dict(proof_hit("gpu-0", "ns/p", outcome, 30))
     assert finding["kind"] == kinds.PROOF_TIMED_OUT
     assert (
-        "still Pending on gpu-0 after 30s (0/3 nodes are available: 1 Insufficient nvidia.com/gpu)"
+        "never scheduled onto gpu-0 in 30s (0/3 nodes are available: 1 Insufficient nvidia.com/gpu)"
         in (finding["message"])
     )
+    assert "still Pending on" not in finding["message"]
+
+
+def test_a_proof_bound_to_its_node_but_not_started_is_still_pending_there():
+    pulling = {**_pod("Pending", {"waiting": {"reason": "ErrImagePull", "message": "pull access denied"}})}
+    pulling["spec"] = {"nodeName": "gpu-0"}
+    outcome = judge_proof(pulling, False)
+    assert outcome.scheduled and outcome.timed_out
+    finding = finding_dict(proof_hit("gpu-0", "ns/p", outcome, 30))
+    assert "proof pod ns/p was still Pending on gpu-0 after 30s (pull access denied)" in finding["message"]
 
 
 def test_every_release_kind_is_registered():
