@@ -623,6 +623,9 @@ def until_converged(
     pytest.fail(f"{module} did not converge in {attempts} runs: {brief(run)}")
 
 
+THROTTLE_ROUNDS = 3
+
+
 @pytest.mark.slow
 def test_throttled_runs_converge_with_bounded_retries(
     cluster: LocalCluster, labeler_account: tuple[str, str], throttled: Throttle, tmp_path: Path
@@ -639,23 +642,31 @@ def test_throttled_runs_converge_with_bounded_retries(
         baseline = quiet.result["ansible_facts"]["gpu_fleet"]["api_requests"]
         assert rejected_total(cluster, throttled.flow_schema) == 0
 
-        runs: dict[str, list[ModuleRun]] = {"facts": [], "label": []}
-        reruns: list[str] = []
-        timings: dict[str, float] = {}
-        started = time.monotonic()
-        with Load(cluster, token, LOAD_THREADS, "/api/v1/pods?limit=500", pause=0.01) as load:
-            timings["rejection rate"] = load.calibrate()
-            timings["calibrated"] = time.monotonic() - started
-            for _round in range(2):
-                runs["facts"].append(until_converged(cluster, "gpu_node_facts", {}, kubeconfig, reruns))
-            timings["facts"] = time.monotonic() - started
-            label_args = {"label_selectors": [nodes.selector], "parallelism": 2}
-            runs["label"] = [until_converged(cluster, "gpu_node_label", label_args, kubeconfig, reruns, nodes)]
-            again = until_converged(cluster, "gpu_node_label", label_args, kubeconfig, reruns, nodes)
-            timings["label"] = time.monotonic() - started
-        load_answers = dict(load.answers)
-        # What the API server rejected for the identity, less what the load and the calibration met.
-        module_rejects = rejected_total(cluster, throttled.flow_schema) - load_answers.get(429, 0) - load.probe_rejects
+        # The load makes the API server reject some of the identity's requests, not a set share of the
+        # module's: a round in which every request of the module happened to pass proves nothing, and is
+        # run again (at most THROTTLE_ROUNDS rounds) until the module met 429s.
+        for _round in range(THROTTLE_ROUNDS):
+            rejected_before = rejected_total(cluster, throttled.flow_schema)
+            runs: dict[str, list[ModuleRun]] = {"facts": [], "label": []}
+            reruns: list[str] = []
+            timings: dict[str, float] = {}
+            started = time.monotonic()
+            with Load(cluster, token, LOAD_THREADS, "/api/v1/pods?limit=500", pause=0.01) as load:
+                timings["rejection rate"] = load.calibrate()
+                timings["calibrated"] = time.monotonic() - started
+                for _run in range(2):
+                    runs["facts"].append(until_converged(cluster, "gpu_node_facts", {}, kubeconfig, reruns))
+                timings["facts"] = time.monotonic() - started
+                label_args = {"label_selectors": [nodes.selector], "parallelism": 2}
+                runs["label"] = [until_converged(cluster, "gpu_node_label", label_args, kubeconfig, reruns, nodes)]
+                again = until_converged(cluster, "gpu_node_label", label_args, kubeconfig, reruns, nodes)
+                timings["label"] = time.monotonic() - started
+            load_answers = dict(load.answers)
+            # What the API server rejected for the identity this round, less what the load and the calibration met.
+            rejected = rejected_total(cluster, throttled.flow_schema) - rejected_before
+            module_rejects = rejected - load_answers.get(429, 0) - load.probe_rejects
+            if module_rejects > 0:
+                break
 
         label = runs["label"][0]
         assert assert_consistent(cluster, nodes, complete=True) == set(nodes.expected)
