@@ -63,3 +63,22 @@ def collected_expr(metrics: Iterable[str]) -> str:
 def targets_down_expr(job_pattern: str) -> str:
     """The exporter's scrape targets whose last scrape failed."""
     return f'up{{job=~"{job_pattern}"}} == 0'
+
+
+def changed_outside_expr(signal: MetricSignal, window: str, codes: Iterable[int]) -> str:
+    """For the last-XID gauge, the series whose value changed within ``window`` and is neither 0 nor
+    one of ``codes``: an XID that no row of the table names."""
+    if signal.reading != CHANGED:
+        raise ValueError(f"{signal.metric} is not read by its changes")
+    metric = signal.metric
+    current = " and ".join([f"{metric} != 0", *(f"{metric} != {code}" for code in codes)])
+    return f"({current}) and changes({metric}[{window}]) > 0"
+
+
+def with_node_label(expr: str, target: str = "node", labels: Sequence[str] = NODE_LABELS) -> str:
+    """``expr`` with the label ``target`` set to the node's name: from the first label of ``labels``
+    that the series has (not empty), the ones before overriding the ones after."""
+    for label in reversed(labels):
+        if label != target:
+            expr = f'label_replace({expr}, "{target}", "$1", "{label}", "(.+)")'
+    return expr

@@ -1,0 +1,145 @@
+"""The alert rules rendered from the DCGM signal table, judged by Prometheus' own `promtool`: `check rules`
+accepts them, and `test rules` evaluates them over series made here. A critical XID (0, then 79) fires once
+its `for` has passed; a workload XID (0, then 13) and an XID of last month (79 the whole time) never do; an
+uncorrectable ECC increase and a GPU that leaves the exporter fire; the exporter's absence fires only for a
+node whose kube-state-metrics capacity has GPUs, and nothing fires on a cluster without GPU nodes.
+
+The node is named by each label the exporter or a scrape config may give it (`Hostname`, `hostname`,
+`kubernetes_node`), and every alert carries it as `node`. The expected annotations are the rules' own
+templates, filled in with the alert's labels and value."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.alert_rules import render
+
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+SETTINGS = render.AlertSettings()
+RULES = render.rules_file(SETTINGS)
+BY_NAME = {r["alert"]: r for group in RULES["groups"] for r in group["rules"]}
+
+pytestmark = pytest.mark.skipif(not Path(PROMTOOL).exists(), reason="promtool is not installed")
+
+
+def gpu(node_label: str, node: str, index: int, model: str = "NVIDIA H100 80GB HBM3") -> dict[str, str]:
+    return {node_label: node, "gpu": str(index), "UUID": f"GPU-{node}-{index}", "modelName": model}
+
+
+def series(metric: str, labels: dict[str, str], values: str) -> dict[str, str]:
+    inner = ", ".join(f'{k}="{v}"' for k, v in labels.items())
+    return {"series": f"{metric}{{{inner}}}", "values": values}
+
+
+def filled(template: str, labels: dict[str, str], value: float) -> str:
+    """A rule's annotation template as Prometheus fills it for an alert of these labels and this value."""
+    shown = f"{value:g}"
+    text = re.sub(r"\{\{ \$value \| humanize \}\}", shown, template)
+    text = text.replace("{{ $value }}", shown)
+    return re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels.get(m[1], ""), text)
+
+
+def alert(name: str, value: float, **labels: str) -> dict[str, Any]:
+    """An expected alert: the rule's labels, the series' labels, and the annotations filled in."""
+    rule = BY_NAME[name]
+    every = {**labels, **rule["labels"]}
+    annotations = {k: filled(v, every, value) for k, v in rule["annotations"].items()}
+    return {"exp_labels": every, "exp_annotations": annotations}
+
+
+def on_gpu(node: str, index: int, model: str = "NVIDIA H100 80GB HBM3") -> dict[str, str]:
+    return {"node": node, "gpu": str(index), "UUID": f"GPU-{node}-{index}", "modelName": model}
+
+
+def check(at: str, name: str, *alerts: dict[str, Any]) -> dict[str, Any]:
+    return {"eval_time": at, "alertname": name, "exp_alerts": list(alerts)}
+
+
+XID = "DCGM_FI_DEV_XID_ERRORS"
+ECC = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+TEMP = "DCGM_FI_DEV_GPU_TEMP"
+CAPACITY = "kube_node_status_capacity"
+
+
+def gpu_cluster() -> dict[str, Any]:
+    """A cluster with GPU nodes: each fault on a node of its own, named by a different label."""
+    input_series = [
+        # gpu-a: XID 79 (failed class) at minute 11.
+        series(XID, gpu("Hostname", "gpu-a", 0), "0x10 79x50"),
+        # gpu-b: XID 13 (workload class) at minute 11.
+        series(XID, gpu("hostname", "gpu-b", 0), "0x10 13x50"),
+        # gpu-c: XID 79 from long before the series began: the gauge never resets.
+        series(XID, gpu("Hostname", "gpu-c", 0), "79x60"),
+        # gpu-d: one uncorrectable (double-bit) ECC error at minute 31.
+        series(ECC, gpu("hostname", "gpu-d", 1), "0x30 1x30"),
+        # gpu-e: four GPUs, one of which leaves the exporter after minute 20.
+        *(series(TEMP, gpu("kubernetes_node", "gpu-e", i), "40x60") for i in range(3)),
+        series(TEMP, gpu("kubernetes_node", "gpu-e", 3), "40x20"),
+        # kube-state-metrics: gpu-e (exporter present), gpu-f (no exporter), cpu-1 (no GPU).
+        series(CAPACITY, {"node": "gpu-e", "resource": "nvidia_com_gpu", "unit": "integer"}, "4x60"),
+        series(CAPACITY, {"node": "gpu-f", "resource": "nvidia_com_gpu", "unit": "integer"}, "8x60"),
+        series(CAPACITY, {"node": "cpu-1", "resource": "nvidia_com_gpu", "unit": "integer"}, "0x60"),
+        series(CAPACITY, {"node": "cpu-1", "resource": "cpu", "unit": "core"}, "16x60"),
+    ]
+    failed_a = alert("GpuXidFailed", 79, **on_gpu("gpu-a", 0))
+    tests = [
+        # Pending for its `for` (2m) first, then firing; gpu-c's month-old 79 never.
+        check("12m", "GpuXidFailed"),
+        check("15m", "GpuXidFailed", failed_a),
+        check("40m", "GpuXidFailed", failed_a),
+        # Past the window (30m) after the change, it resolves.
+        check("45m", "GpuXidFailed"),
+        # A workload XID opens nothing, in no tier.
+        *(check(at, name) for at in ("15m", "30m") for name in ("GpuXidDegraded", "GpuXidUnlisted")),
+        check("30m", "GpuEccDbeVolTotalIncreased"),
+        check("45m", "GpuEccDbeVolTotalIncreased", alert("GpuEccDbeVolTotalIncreased", 1, **on_gpu("gpu-d", 1))),
+        check("20m", "GpuCountDropped"),
+        check("35m", "GpuCountDropped", alert("GpuCountDropped", 3, node="gpu-e")),
+        # Absent after its own `for` (10m), only where the capacity has GPUs and the exporter has no series.
+        check("5m", "GpuExporterAbsent"),
+        check("15m", "GpuExporterAbsent", alert("GpuExporterAbsent", 8, node="gpu-f")),
+    ]
+    return {"interval": "1m", "input_series": input_series, "alert_rule_test": tests}
+
+
+def cluster_without_gpus() -> dict[str, Any]:
+    """No GPU node and no exporter: nothing fires, whatever the time."""
+    input_series = [
+        series(CAPACITY, {"node": "cpu-1", "resource": "cpu", "unit": "core"}, "16x60"),
+        series(CAPACITY, {"node": "cpu-2", "resource": "nvidia_com_gpu", "unit": "integer"}, "0x60"),
+    ]
+    tests = [check(at, name) for at in ("15m", "45m") for name in BY_NAME]
+    return {"interval": "1m", "input_series": input_series, "alert_rule_test": tests}
+
+
+def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([PROMTOOL, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture()
+def rules_file(tmp_path: Path) -> Path:
+    path = tmp_path / "gpu-alerts.yml"
+    path.write_text(yaml.safe_dump(RULES, sort_keys=False, width=1000))
+    return path
+
+
+def test_promtool_accepts_the_rules(rules_file: Path):
+    done = promtool("check", "rules", str(rules_file), cwd=rules_file.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(BY_NAME)} rules found" in done.stdout
+
+
+@pytest.mark.parametrize("cluster", [gpu_cluster, cluster_without_gpus], ids=lambda f: f.__name__)
+def test_the_rules_fire_on_gpu_faults_only(rules_file: Path, cluster):
+    test_file = rules_file.parent / "test.yml"
+    document = {"rule_files": [rules_file.name], "evaluation_interval": "1m", "tests": [cluster()]}
+    test_file.write_text(yaml.safe_dump(document, sort_keys=False, width=1000))
+    done = promtool("test", "rules", test_file.name, cwd=rules_file.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
