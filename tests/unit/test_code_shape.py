@@ -68,6 +68,7 @@ def test_the_limits_bite_at_their_edge(tmp_path, source, problem):
 # Every module that writes to the cluster runs on the write layer's skeleton (write/module.py).
 WRITE_MODULES = (
     "gpu_admission_policy",
+    "gpu_alert_rules",
     "gpu_device_plugin",
     "gpu_device_quarantine",
     "gpu_node_label",
