@@ -155,3 +155,104 @@ options:
         elements: dict
         default: []
 """
+
+    PROMETHEUS = r"""
+options:
+  prometheus:
+    description:
+      - Judge the GPU nodes' health also by the DCGM exporter's metrics, read from this Prometheus (or any server
+        of its HTTP query API, such as Thanos Query, Mimir or VictoriaMetrics). For clusters where no cloud agent or
+        NVSentinel writes GPU faults on the nodes, as on-premises clusters with the GPU Operator.
+      - Five instant queries over the whole fleet, evaluated at one instant, whatever the number of nodes.
+      - A node turns failed or degraded by an XID that appeared within O(prometheus.window) (the exporter's
+        C(DCGM_FI_DEV_XID_ERRORS) is the last XID seen and never resets, so it is judged by a change, and an XID
+        of last month does not count; workload XIDs 13, 31, 43, 45 and 68 are listed apart and never a problem),
+        uncorrectable ECC errors or uncorrectable remapped rows that rose within the window, a failed or pending
+        row remap, pages pending retirement, or fewer GPUs in the metrics than the node should have.
+      - A node is V(unknown), never healthy, when Prometheus cannot be read (unreachable, credentials refused, a
+        query refused), when no series name the node, when a scrape target of the exporter for it is down, or when
+        its newest sample is older than O(prometheus.stale_after). The run does not fail for that; the rest of
+        the facts are returned, with the reason in each node's C(health.metrics.unknown) and in
+        RV(ansible_facts.gpu_fleet.metrics.error), and a warning.
+      - A health metric that has no series while the exporter is up is not collected (ECC totals and retired
+        pages are commented out of the exporter's default counters); a fleet problem names it with the counters-CSV
+        line that turns it on.
+    type: dict
+    suboptions:
+      url:
+        description:
+          - The server's URL, V(http://) or V(https://), with any path prefix it is served under, for example
+            V(http://prometheus-operated.monitoring.svc:9090) or a Rancher or API server proxy path.
+        type: str
+        required: true
+      bearer_token:
+        description:
+          - A bearer token sent as C(Authorization), as an OAuth proxy in front of Prometheus or a managed service
+            takes it. Not with O(prometheus.username).
+        type: str
+      username:
+        description:
+          - The user name for HTTP basic authentication, with O(prometheus.password).
+        type: str
+      password:
+        description:
+          - The password for HTTP basic authentication.
+        type: str
+      ca_cert:
+        description:
+          - A CA bundle that signs the server's certificate.
+        type: path
+      client_cert:
+        description:
+          - A client certificate (PEM), for servers that require one; with O(prometheus.client_key) unless the
+            file holds the key too.
+        type: path
+      client_key:
+        description:
+          - The client certificate's key (PEM).
+        type: path
+      validate_certs:
+        description:
+          - Check the server's certificate. Leave it on outside a test.
+        type: bool
+        default: true
+      headers:
+        description:
+          - "More HTTP headers on every request, for example V({X-Scope-OrgID: gpu-team}) for a multi-tenant Mimir or
+            Cortex."
+        type: dict
+        default: {}
+      proxy:
+        description:
+          - An HTTP proxy for the requests. Without it, the C(http_proxy), C(https_proxy) and C(no_proxy)
+            environment variables apply.
+        type: str
+      timeout:
+        description:
+          - Seconds to wait for each answer.
+        type: int
+        default: 30
+      node_labels:
+        description:
+          - The labels that name a series' node, tried in order. The exporter's own is C(Hostname) (C(hostname)
+            from its releases after 4.5); scrape configurations add C(kubernetes_node) or C(node) from the target.
+        type: list
+        elements: str
+        default: [Hostname, hostname, kubernetes_node, node]
+      window:
+        description:
+          - How far back a new XID or an increase of an error counter counts, as a Prometheus duration.
+        type: str
+        default: 10m
+      job:
+        description:
+          - A regular expression for the C(job) label of the exporter's scrape targets, whose C(up) says when
+            scrapes fail.
+        type: str
+        default: ".*dcgm.*"
+      stale_after:
+        description:
+          - Seconds after which a node whose newest sample is older reads unknown.
+        type: int
+        default: 120
+"""

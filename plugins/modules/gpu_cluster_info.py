@@ -29,6 +29,7 @@ description:
 author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
+  - kubegpu.scheduling.options.prometheus
   - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
 options:
@@ -136,6 +137,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.r
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.targets import check_options
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.verdict import evaluate
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheus_reads import (
+    prometheus_source,
+    read_metrics,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import catalogue_from_option
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects
@@ -151,6 +156,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     with_connection_options,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.shared_lists import SharedLists
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import PROMETHEUS, module_options
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.options import placement_options
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.reads import read_placement
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.inputs import (
@@ -186,8 +192,10 @@ class Run:
 
 def fleet(run: Run) -> dict[str, Any]:
     options = options_from_params(system_components=DEFAULT_COMPONENTS)
+    source = prometheus_source(run.params["prometheus"]) if run.params["prometheus"] else None
     nodes, pods, plugins, run.dra = read_fleet(run.client, options, None, None, PAGE_SIZE)
-    return fleet_input(summarise(nodes, pods, plugins, options, run.dra))
+    metrics = read_metrics(source) if source else None
+    return fleet_input(summarise(nodes, pods, plugins, options, run.dra, metrics))
 
 
 def device_plugin(run: Run) -> dict[str, Any]:
@@ -229,12 +237,11 @@ STEPS: tuple[tuple[str, str, Callable[[Run], dict[str, Any]]], ...] = (
 
 
 def argument_spec() -> dict[str, Any]:
-    return with_connection_options(
-        dict(
-            placement={"type": "bool", "default": True},
-            placement_pool_label_keys={"type": "list", "elements": "str", "default": [], "no_log": False},
-        )
+    own = dict(
+        placement={"type": "bool", "default": True},
+        placement_pool_label_keys={"type": "list", "elements": "str", "default": [], "no_log": False},
     )
+    return with_connection_options(module_options(own, (PROMETHEUS,)))
 
 
 def read_steps(module: Any, began: float) -> dict[str, Any]:

@@ -44,8 +44,8 @@ description:
     (a DeviceClass maps an extended resource the node's device plugin advertises to its DRA devices),
     V(DRA GPU devices tainted NoSchedule or NoExecute) and V(claim allocated to a device no ResourceSlice
     publishes). For the cluster, V(GPU pod Pending: no node can allocate its claims) (the scheduler says
-    C(cannot allocate all claims) of a pod with GPU limits or a claim on a GPU DeviceClass). Every problem carries
-    a C(remedy)."
+    C(cannot allocate all claims) of a pod with GPU limits or a claim on a GPU DeviceClass) and, with O(prometheus),
+    V(GPU health metric not collected by the DCGM exporter). Every problem carries a C(remedy)."
   - For the fleet, totals per model and in all (each also per source), the GPU nodes that expose no GPU
     capacity, all problems in one list, and notes.
   - Costs one paginated list each of nodes, pods (field selector on the phase), DeviceClasses, ResourceSlices,
@@ -66,6 +66,7 @@ extends_documentation_fragment:
   - kubegpu.scheduling.model_labels
   - kubegpu.scheduling.options.system_components
   - kubegpu.scheduling.health
+  - kubegpu.scheduling.options.prometheus
   - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
 options:
@@ -197,10 +198,7 @@ ansible_facts:
           type: list
           elements: dict
           contains:
-            name:
-              description: Node name.
-              type: str
-              sample: gfd-h100
+            name: {description: Node name., type: str, sample: gfd-h100}
             model:
               description: The model named by the first of O(model_label_keys) that names one; null when none does.
               type: str
@@ -219,32 +217,20 @@ ansible_facts:
                 node has, else null.
               type: str
               sample: 1g.10gb
-            label_gpu_count:
-              description: The GPU count the node's labels state, else null.
-              type: int
-              sample: 8
+            label_gpu_count: {description: "The GPU count the node's labels state, else null.", type: int, sample: 8}
             capacity:
               description: GPUs the kubelet registered (sum over the counted resources), plus the GPUs DRA drivers publish.
               type: int
               sample: 8
-            allocatable:
-              description: GPUs the device plugin reports healthy, plus DRA GPUs not tainted away.
-              type: int
-              sample: 7
-            unhealthy:
-              description: Capacity minus allocatable.
-              type: int
-              sample: 1
+            allocatable: {description: "GPUs the device plugin reports healthy, plus DRA GPUs not tainted away.", type: int, sample: 7}
+            unhealthy: {description: Capacity minus allocatable., type: int, sample: 1}
             allocated:
               description: >-
                 GPU limits of the pods bound to the node that are not Succeeded or Failed, plus the DRA GPUs allocated claims
                 hold.
               type: int
               sample: 4
-            free:
-              description: Allocatable minus allocated, never below 0, per source, added up.
-              type: int
-              sample: 3
+            free: {description: "Allocatable minus allocated, never below 0, per source, added up.", type: int, sample: 3}
             resources:
               description: Capacity, allocatable and allocated per counted resource of the device plugin.
               type: dict
@@ -274,22 +260,13 @@ ansible_facts:
                   C(served_by_both), C(tainted_devices) and C(missing_devices) what its problems are about.
               type: dict
               sample:
-                readable: true
-                is_dra_node: true
-                drivers: [gpu.nvidia.com]
-                slices: 1
-                device_count: 8
-                devices:
-                  - {name: gpu-7, driver: gpu.nvidia.com, pool: dra-h100, type: gpu, model: NVIDIA-H100-80GB-HBM3,
-                     product_name: NVIDIA H100 80GB HBM3, uuid: GPU-4d5c8a0e-0000-0000-0000-000000000007,
-                     parent_uuid: null, memory: 80Gi, mig_profile: null, allocated: false, claims: [],
-                     taints: [{key: example.com/maintenance, value: hbm-errors, effect: NoExecute}], health: failed}
-                pods: [ml/trainer-0]
-                kubelet_plugin_pods: [nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-kubelet-plugin-7xk2p]
-                kubelet_plugin_ready: true
-                served_by_both: []
-                tainted_devices: []
-                missing_devices: []
+                {readable: true, is_dra_node: true, drivers: [gpu.nvidia.com], slices: 1, device_count: 8,
+                 devices: [{name: gpu-7, driver: gpu.nvidia.com, pool: dra-h100, type: gpu, model: NVIDIA-H100-80GB-HBM3,
+                            product_name: NVIDIA H100 80GB HBM3, uuid: GPU-4d5c8a0e-0000-0000-0000-000000000007,
+                            parent_uuid: null, memory: 80Gi, mig_profile: null, allocated: false, claims: [],
+                            taints: [{key: example.com/maintenance, value: hbm-errors, effect: NoExecute}], health: failed}],
+                 pods: [ml/trainer-0], kubelet_plugin_pods: [nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-kubelet-plugin-7xk2p],
+                 kubelet_plugin_ready: true, served_by_both: [], tainted_devices: [], missing_devices: []}
             ready:
               description: Whether the node's Ready condition is True.
               type: bool
@@ -367,15 +344,27 @@ ansible_facts:
               sample: {labels: [nvidia.com/gpu.product=Tesla-T4], capacity: [capacity nvidia.com/gpu=4], dra_devices: 0}
             health:
               description:
-                - The node's C(status), V(healthy), V(degraded) or V(failed), and C(problems), each in the one shape of a
-                  finding with the C(status) it gives the node.
+                - The node's C(status), V(healthy), V(unknown), V(degraded) or V(failed), and C(problems), each in the one
+                  shape of a finding with the C(status) it gives the node.
+                - With O(prometheus), C(metrics) says what the DCGM exporter's metrics said of the node.
                 - "Kinds: V(gpu_health_condition), V(gpu_health_taint), V(gpus_withdrawn), V(gpus_below_expected),
-                  V(gpu_plugin_not_ready), V(gpu_devices_tainted)."
+                  V(gpu_plugin_not_ready), V(gpu_devices_tainted), and from the metrics V(gpu_xid_error),
+                  V(gpu_ecc_uncorrectable), V(gpu_row_remap_failed), V(gpu_row_remap_pending),
+                  V(gpu_retired_pages_pending), V(gpus_missing_from_metrics), V(gpu_metrics_unknown)."
               type: dict
               sample: {status: failed, problems: [{id: health.gpus_withdrawn, severity: error, title: GPUs withdrawn by the device plugin,
                        message: "nvidia.com/gpu: capacity 8, allocatable 6 (2 withdrawn)", remedy: "...", where: {node: gpu-3}, status: failed}]}
               contains:
-                status: {description: "V(healthy), V(degraded) or V(failed).", type: str}
+                status: {description: "V(healthy), V(unknown), V(degraded) or V(failed): the worst of its problems' statuses.", type: str}
+                metrics:
+                  description:
+                    - With O(prometheus) only. C(gpus), the GPUs the exporter reports; C(sample_age_seconds), the age of
+                      the oldest of its GPUs' newest samples; C(workload_xids), the XIDs a program caused (each with
+                      C(gpu), C(uuid), C(xid), C(meaning), C(metric)), never a problem; C(unknown), why the metrics could
+                      not judge the node, or null.
+                  type: dict
+                  sample: {gpus: 8, sample_age_seconds: 4.2, workload_xids: [{gpu: "3", uuid: GPU-5b5e..., xid: 13,
+                           meaning: graphics engine exception, metric: DCGM_FI_DEV_XID_ERRORS}], unknown: null}
                 problems:
                   description: The node's health problems, in the one shape of a finding.
                   type: list
@@ -393,7 +382,7 @@ ansible_facts:
                       kind: {description: "Deprecated, removed in 2.0.0 (use C(id)): the name the kind was declared with (docs/findings.md).", type: str}
                       problem: {description: "Deprecated, removed in 2.0.0 (use C(title)): what the problem is.", type: str}
                       reason: {description: "Deprecated, removed in 2.0.0 (use C(message)): why it was found.", type: str}
-                    status: {description: "The health it gives the node, V(degraded) or V(failed), apart from its C(severity).", type: str}
+                    status: {description: "The health it gives the node, V(degraded), V(failed) or V(unknown), apart from its C(severity).", type: str}
             problems:
               description: The node's problems, each in the one shape of a finding.
               type: list
@@ -435,7 +424,8 @@ ansible_facts:
               V(device_plugin_not_ready), V(not_default_scheduling_mode), V(allocated_above_allocatable),
               V(gpu_use_outside_scheduler), V(dra_plugin_not_ready), V(dra_no_resource_slices),
               V(gpus_served_by_device_plugin_and_dra), V(claim_on_unpublished_device), V(dra_devices_tainted),
-              V(gpu_claims_unallocatable)."
+              V(gpu_claims_unallocatable), V(gpu_metric_not_collected) (with O(prometheus): a health metric the DCGM
+              exporter does not collect)."
           returned: always
           type: list
           elements: dict
@@ -452,23 +442,30 @@ ansible_facts:
             <<: *fleet_problem
             node: {description: "Deprecated, removed in 2.0.0 (use C(where.node)): the node, or null.", type: str}
         health:
-          description: How many GPU nodes are V(healthy), V(degraded) and V(failed) (each node's C(health.status)).
+          description: How many GPU nodes are V(healthy), V(unknown), V(degraded) and V(failed) (each node's C(health.status)).
           returned: always
           type: dict
-          sample: {healthy: 7, degraded: 1, failed: 1}
+          sample: {healthy: 7, unknown: 0, degraded: 1, failed: 1}
+        metrics:
+          description:
+            - What the read of the DCGM exporter's metrics through Prometheus said of the fleet. C(url); C(at), the
+              instant the queries were evaluated at (seconds since the epoch); C(window); C(queries), the fixed number of
+              queries; C(requests), those sent; C(error), why Prometheus could not be read, or null; C(not_collected),
+              the health metrics without series while the exporter is up; C(targets_down), the exporter's scrape
+              targets that are down and name no GPU node; C(unknown), the GPU nodes the metrics could not judge.
+          returned: when O(prometheus) is given
+          type: dict
+          sample: {source: prometheus, url: "http://prometheus-operated.monitoring.svc:9090", at: 1764928800.0, window: 10m,
+                   queries: 5, requests: 5, error: null, not_collected: [DCGM_FI_DEV_ECC_DBE_VOL_TOTAL], targets_down: [],
+                   unknown: []}
         dra:
           description: >-
             The DRA objects read: whether they could be (C(readable)), the DeviceClasses, the extended resources they map,
             and how many GPU ResourceSlices, ResourceClaims and allocated claims there are.
           returned: always
           type: dict
-          sample:
-            readable: true
-            device_classes: [gpu.nvidia.com, mig.nvidia.com, vfio.gpu.nvidia.com]
-            extended_resources: {gpu.nvidia.com: nvidia.com/gpu}
-            resource_slices: 2
-            resource_claims: 4
-            allocated_claims: 3
+          sample: {readable: true, device_classes: [gpu.nvidia.com, mig.nvidia.com, vfio.gpu.nvidia.com],
+                   extended_resources: {gpu.nvidia.com: nvidia.com/gpu}, resource_slices: 2, resource_claims: 4, allocated_claims: 3}
         notes:
           description: >-
             What limits the facts without being a problem of the fleet: DRA objects that could not be read (not served, or
@@ -501,6 +498,10 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheus_reads import (
+    prometheus_source,
+    read_metrics,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import missing_names_warning, read_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
     DEFAULT_DEVICE_PLUGIN_SELECTORS,
@@ -522,6 +523,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups 
     MODEL_LABELS,
     NODE_SELECTION,
     PAGE_SIZE,
+    PROMETHEUS,
     SYSTEM_COMPONENTS,
     check_ranges,
     module_options,
@@ -547,7 +549,7 @@ def argument_spec() -> dict[str, Any]:
             dra_devices={"type": "str", "choices": ["problems", "all"], "default": "problems"},
             health=health_argument_spec(),
         ),
-        (GPU_RESOURCES, NODE_SELECTION, PAGE_SIZE, MODEL_LABELS, SYSTEM_COMPONENTS),
+        (GPU_RESOURCES, NODE_SELECTION, PAGE_SIZE, MODEL_LABELS, SYSTEM_COMPONENTS, PROMETHEUS),
         renamed={"label_selector": "label_selectors"},
     )
     return with_connection_options(spec)
@@ -571,13 +573,15 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     options = replace(
         options, all_dra_devices=params["dra_devices"] == "all", health=health_table_from_option(params["health"])
     )
+    source = prometheus_source(params["prometheus"]) if params["prometheus"] else None
     client = module_client(module)
     selector = joined_selector(params["label_selectors"])
     nodes, pods, plugins, dra = read_fleet(client, options, selector, params["names"], params["page_size"])
-    warning = missing_names_warning(params["names"], nodes, selector)
-    if warning:
-        module.warn(warning)
-    facts = summarise(nodes, pods, plugins, options, dra)
+    metrics = read_metrics(source) if source else None
+    for warning in (missing_names_warning(params["names"], nodes, selector), metrics and metrics.error):
+        if warning:
+            module.warn(warning)
+    facts = summarise(nodes, pods, plugins, options, dra, metrics)
     facts["api_requests"] = client.request_count
     return facts
 

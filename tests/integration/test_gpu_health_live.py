@@ -149,7 +149,7 @@ def test_each_way_the_api_says_a_gpu_node_is_bad_is_judged_from_the_same_lists(
         names["npd"]: ("degraded", [("gpu_health_condition", "degraded")]),
         names["plugin"]: ("failed", [("gpu_plugin_not_ready", "failed")]),
     }
-    assert judged["health"] == {"healthy": 1, "degraded": 3, "failed": 4}
+    assert judged["health"] == {"healthy": 1, "unknown": 0, "degraded": 3, "failed": 4}
     reasons = {n["name"]: n["health"]["problems"] for n in judged["nodes"]}
     assert reasons[names["eks"]][0]["reason"] == (
         "EKS node monitoring agent: AcceleratedHardwareReady=False (NvidiaXID79Error): GPU has fallen off the bus"
@@ -234,7 +234,7 @@ def test_a_dra_node_with_tainted_devices_is_degraded_then_failed(cluster: LocalC
         node = by_name(facts)[name]
         assert (node["allocatable"], node["health"]["status"]) == (0, "failed")
         assert {d["name"]: d["health"] for d in node["dra"]["devices"]} == {"gpu-0": "failed", "gpu-1": "failed"}
-        assert facts["health"] == {"healthy": 0, "degraded": 0, "failed": 1}
+        assert facts["health"] == {"healthy": 0, "unknown": 0, "degraded": 0, "failed": 1}
     finally:
         for rule in rules:
             cluster.delete(f"{RESOURCE}/devicetaintrules/{rule}")

@@ -34,14 +34,26 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.dra impor
     node_dra_facts,
     unallocatable_pods,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.health import health_counts, node_health
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.health import (
+    health_counts,
+    node_health,
+    with_problems,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.metrics_health import (
+    by_node,
+    down_targets,
+    node_metrics_health,
+    not_collected,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import (
     ROLE_DEVICE_PLUGIN,
     ROLE_DRA_PLUGIN,
     ROLE_UNALLOCATABLE,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheus_reads import QUERY_NAMES, MetricsRead
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects, model_from_devices
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import DraFleet, dra_counts, dra_fleet
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health import expected_gpus
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
     ACK_EXCLUSIVE_MODE,
     ACK_SCHEDULE_LABEL,
@@ -340,15 +352,71 @@ def _by_role(pods: Iterable[Mapping[str, Any]], role: str) -> dict[str, list[Map
     return grouped
 
 
+def _expected_in_metrics(node: Mapping[str, Any], facts: Mapping[str, Any], options: FleetOptions):
+    """The GPUs the exporter should report for the node: as the health view expects them, else its
+    registered GPUs where they are whole GPUs (not MIG devices, which the exporter does not count)."""
+    expected = expected_gpus(facts, node["labels"], options.health)
+    if expected is None and not facts["mig_profile"] and facts["capacity"]:
+        return facts["capacity"], "GPUs registered"
+    return expected
+
+
+def _judge_by_metrics(
+    gpu_nodes: Sequence[Mapping[str, Any]], facts: list[dict[str, Any]], read: MetricsRead, options: FleetOptions
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Each GPU node's health judged also by the DCGM exporter's metrics (in place), what the read
+    said of the fleet (``metrics`` of the facts), and the fleet problems it raises."""
+    views = by_node(read)
+    for node, node_facts_ in zip(gpu_nodes, facts, strict=True):
+        expected = _expected_in_metrics(node, node_facts_, options)
+        problems, said = node_metrics_health(node["name"], expected, views.get(node["name"]), read)
+        node_facts_["health"] = with_problems(node_facts_["health"], problems, said)
+    missing = not_collected(read)
+    problems = [
+        _on(
+            None,
+            _problem(
+                fleet_kinds.METRICS_NOT_COLLECTED, options, metric=s.metric, problem_kind=s.kind, csv_line=s.csv_line
+            ),
+        )
+        for s in missing
+    ]
+    summary = {
+        "source": "prometheus",
+        "url": read.source.url,
+        "at": read.at,
+        "window": read.source.window,
+        "queries": len(QUERY_NAMES),
+        "requests": read.requests,
+        "error": read.error,
+        "not_collected": [s.metric for s in missing],
+        "targets_down": down_targets(read, {f["name"] for f in facts}),
+        "unknown": sorted(f["name"] for f in facts if f["health"]["metrics"]["unknown"]),
+    }
+    return summary, problems
+
+
+def _metric_notes(summary: Mapping[str, Any] | None) -> list[str]:
+    """What limits the health view's reading of the metrics, as notes of the facts."""
+    if summary is None:
+        return []
+    notes = [f"GPU health not judged by the DCGM exporter's metrics: {summary['error']}"] if summary["error"] else []
+    if summary["targets_down"]:
+        notes.append(f"DCGM exporter scrape targets down, naming no GPU node: {', '.join(summary['targets_down'])}")
+    return notes
+
+
 def summarise(
     nodes: Iterable[Mapping[str, Any]],
     pods: Iterable[Mapping[str, Any]],
     plugin_pods: Iterable[Mapping[str, Any]],
     options: FleetOptions = DEFAULT_OPTIONS,
     dra: DraObjects | None = None,
+    metrics: MetricsRead | None = None,
 ) -> dict[str, Any]:
     """Fleet facts from compact nodes and pods (as `project_node` and `project_pod` return them)
-    and the projected DRA objects.
+    and the projected DRA objects; with ``metrics``, the health view judges by the DCGM exporter's
+    metrics too.
 
     `pods` are the pods that hold or ask for GPUs, and the GPU pods no node can allocate;
     `plugin_pods` the device-plugin and DRA kubelet-plugin pods. Only nodes that look like GPU
@@ -372,19 +440,24 @@ def summarise(
         )
         for n in gpu_nodes
     ]
+    summary, metric_problems = _judge_by_metrics(gpu_nodes, facts, metrics, options) if metrics else (None, [])
     pending = [p for p in pods if p["role"] == ROLE_UNALLOCATABLE]
     node_names = {f["name"] for f in facts}
-    return {
+    result = {
         "nodes": facts,
         "models": _model_totals(facts),
         "totals": _fleet_totals(facts),
         "nodes_without_capacity": [f["name"] for f in facts if f["capacity"] == 0],
         "problems": [_on(f["name"], problem) for f in facts for problem in f["problems"]]
-        + _cluster_problems(pending, fleet, node_names, options),
+        + _cluster_problems(pending, fleet, node_names, options)
+        + metric_problems,
         "health": health_counts(facts),
         "dra": _dra_summary(dra),
-        "notes": list(fleet.notes),
+        "notes": [*fleet.notes, *_metric_notes(summary)],
     }
+    if summary is not None:
+        result["metrics"] = summary
+    return result
 
 
 def split_pods(

@@ -116,6 +116,16 @@ GPU_ROW_REMAP_PENDING = "gpu_row_remap_pending"
 GPU_RETIRED_PAGES_PENDING = "gpu_retired_pages_pending"
 GPUS_MISSING_FROM_METRICS = "gpus_missing_from_metrics"
 GPU_METRICS_UNKNOWN = "gpu_metrics_unknown"
+# The health problem kinds the exporter's metrics raise.
+METRIC_KINDS = (
+    GPU_XID_ERROR,
+    GPU_ECC_UNCORRECTABLE,
+    GPU_ROW_REMAP_FAILED,
+    GPU_ROW_REMAP_PENDING,
+    GPU_RETIRED_PAGES_PENDING,
+    GPUS_MISSING_FROM_METRICS,
+    GPU_METRICS_UNKNOWN,
+)
 
 
 @dataclass(frozen=True)

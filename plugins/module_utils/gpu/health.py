@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import METRIC_KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
     keeps_pods_away,
     taint_text,
@@ -42,6 +43,7 @@ HEALTH_KINDS = (
     GPUS_BELOW_EXPECTED,
     GPU_PLUGIN_NOT_READY,
     GPU_DEVICES_TAINTED,
+    *METRIC_KINDS,
 )
 DEVICE_PLUGIN = "device plugin"
 DRA_KUBELET_PLUGIN = "DRA kubelet plugin"
@@ -50,7 +52,7 @@ DRA_KUBELET_PLUGIN = "DRA kubelet plugin"
 @dataclass(frozen=True)
 class HealthProblem:
     kind: str
-    severity: str  # degraded or failed
+    severity: str  # the health status it gives the node: degraded, failed, or unknown
     fields: Mapping[str, Any] = field(default_factory=dict)
 
 

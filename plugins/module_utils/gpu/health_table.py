@@ -24,10 +24,13 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 
 HEALTHY = "healthy"
+# Nothing said the node is bad, and a source that should have said (the DCGM exporter's metrics) could not.
+UNKNOWN = "unknown"
 DEGRADED = "degraded"
 FAILED = "failed"
-# Worst last: a node's status is the worst of its problems'.
-HEALTH_STATUSES = (HEALTHY, DEGRADED, FAILED)
+# Worst last: a node's status is the worst of its problems'. Unknown is worse than healthy only: a node
+# that a source could not judge is still degraded or failed by what the others say.
+HEALTH_STATUSES = (HEALTHY, UNKNOWN, DEGRADED, FAILED)
 PROBLEM_SEVERITIES = (DEGRADED, FAILED)
 CONDITION_STATUSES = ("True", "False", "Unknown")
 

@@ -16,6 +16,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import NODE_LABELS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import DEFAULT_MODEL_LABEL_KEYS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import NVIDIA_GPU
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
@@ -33,6 +34,7 @@ WAITING = "waiting"
 EVICTION = "eviction"
 MODEL_LABELS = "model_labels"
 SYSTEM_COMPONENTS = "system_components"
+PROMETHEUS = "prometheus"
 
 # The severities at or above which a check fails its task; `never` only reports.
 FAIL_ON_CHOICES = ("error", "warning", "never")
@@ -82,6 +84,28 @@ GROUPS: Mapping[str, Mapping[str, Mapping[str, Any]]] = {
             "options": {
                 "builtin": {"type": "bool", "default": True},
                 "extra": {"type": "list", "elements": "dict", "default": []},
+            },
+        },
+    },
+    PROMETHEUS: {
+        "prometheus": {
+            "type": "dict",
+            "options": {
+                "url": {"type": "str", "required": True},
+                "bearer_token": {"type": "str", "no_log": True},
+                "username": {"type": "str"},
+                "password": {"type": "str", "no_log": True},
+                "ca_cert": {"type": "path"},
+                "client_cert": {"type": "path"},
+                "client_key": {"type": "path", "no_log": False},
+                "validate_certs": {"type": "bool", "default": True},
+                "headers": {"type": "dict", "default": {}},
+                "proxy": {"type": "str"},
+                "timeout": {"type": "int", "default": 30},
+                "node_labels": {"type": "list", "elements": "str", "default": list(NODE_LABELS)},
+                "window": {"type": "str", "default": "10m"},
+                "job": {"type": "str", "default": ".*dcgm.*"},
+                "stale_after": {"type": "int", "default": 120},
             },
         },
     },

@@ -353,7 +353,7 @@ def build_report(clusters: Any, title: str = "GPU fleet report", generated_at: s
             _add(models.setdefault(row["model"], {"clusters": 0, **_zero_counts()}), counts)
     failed = [entry["name"] for entry in entries if entry["status"] == FAILED]
     judged = [entry["health"] for entry in entries if entry["health"] is not None]
-    health = {status: sum(h[status] for h in judged) for status in HEALTH_STATUSES} if judged else None
+    health = {status: sum(h.get(status, 0) for h in judged) for status in HEALTH_STATUSES} if judged else None
     return {
         "schema": SCHEMA,
         "title": title,

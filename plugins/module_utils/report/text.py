@@ -57,7 +57,8 @@ def health_counts(health: Mapping[str, Any] | None) -> str:
     """The health view's counts in words, or why there are none."""
     if health is None:
         return "not judged (the fleet facts carry no health view)"
-    return f"{health['healthy']} healthy, {health['degraded']} degraded, {health['failed']} failed GPU nodes"
+    unknown = f", {health['unknown']} unknown" if health.get("unknown") else ""
+    return f"{health['healthy']} healthy, {health['degraded']} degraded, {health['failed']} failed{unknown} GPU nodes"
 
 
 def health_rows(health: Mapping[str, Any] | None) -> list[list[str]]:

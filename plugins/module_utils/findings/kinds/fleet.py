@@ -24,6 +24,7 @@ SERVED_TWICE = "gpus_served_by_device_plugin_and_dra"
 DRA_DEVICE_GONE = "claim_on_unpublished_device"
 DRA_DEVICE_TAINTED = "dra_devices_tainted"
 CLAIMS_UNALLOCATABLE = "gpu_claims_unallocatable"
+METRICS_NOT_COLLECTED = "gpu_metric_not_collected"
 
 KINDS = (
     Kind(
@@ -104,6 +105,16 @@ KINDS = (
         "{pod}: {message}",
         "compare the claim's requests (kubectl describe resourceclaim) with the free devices in the "
         "ResourceSlices: too many GPUs asked for, a selector no device meets, or all such GPUs taken",
+        FLEET,
+    ),
+    Kind(
+        METRICS_NOT_COLLECTED,
+        WARNING,
+        "GPU health metric not collected by the DCGM exporter",
+        "{metric} has no series while the exporter is up: no {problem_kind} can be read from it",
+        "the exporter's counters CSV leaves it out (ECC and retired pages are commented out by default): add the "
+        "line '{csv_line}' to the CSV the exporter runs with (the GPU Operator: the ConfigMap named by "
+        "dcgmExporter.config.name; dcgm-exporter: -f/--collectors) and restart the exporter",
         FLEET,
     ),
 )

@@ -8,6 +8,15 @@ from __future__ import annotations
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import CHECK_HEALTH, Case, Kind
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import (
+    GPU_ECC_UNCORRECTABLE,
+    GPU_METRICS_UNKNOWN,
+    GPU_RETIRED_PAGES_PENDING,
+    GPU_ROW_REMAP_FAILED,
+    GPU_ROW_REMAP_PENDING,
+    GPU_XID_ERROR,
+    GPUS_MISSING_FROM_METRICS,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health import (
     GPU_DEVICES_TAINTED,
     GPU_HEALTH_CONDITION,
@@ -88,5 +97,71 @@ KINDS = (
         "deleted by the admin",
         HEALTH,
         cases=_DEGRADED,
+    ),
+    Kind(
+        GPU_XID_ERROR,
+        ERROR,
+        "GPU XID error in the DCGM exporter's metrics",
+        "GPU {gpu} ({uuid}): XID {xid}, {meaning} ({metric} at {at}, new within {window})",
+        "the GPU reported a hardware or firmware fault: read the XID's entry in NVIDIA's XID catalogue and the "
+        f"kernel log on the node (dmesg | grep -i xid), {_THEN_PROVE}",
+        HEALTH,
+        cases=_DEGRADED,
+    ),
+    Kind(
+        GPU_ECC_UNCORRECTABLE,
+        ERROR,
+        "uncorrectable GPU memory errors",
+        "GPU {gpu} ({uuid}): {metric} rose by {value} within {window} (at {at})",
+        "an uncorrectable memory error killed the work on the GPU: reset the GPU (or reboot the node) to retire "
+        f"or remap the bad memory, check nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT, {_THEN_PROVE}",
+        HEALTH,
+        cases=_DEGRADED,
+    ),
+    Kind(
+        GPU_ROW_REMAP_FAILED,
+        ERROR,
+        "GPU memory row remapping failed",
+        "GPU {gpu} ({uuid}): {metric} = {value} (at {at})",
+        "the GPU has no spare memory rows left (XID 64): it cannot be repaired in place; keep work off the node "
+        "and replace the GPU (RMA)",
+        HEALTH,
+    ),
+    Kind(
+        GPU_ROW_REMAP_PENDING,
+        WARNING,
+        "GPU memory row remap pending",
+        "GPU {gpu} ({uuid}): {metric} = {value} (at {at})",
+        "a bad memory row is recorded and takes effect at the next GPU reset: drain the GPU's work, reset the GPU "
+        f"(nvidia-smi -r) or reboot the node, {_THEN_PROVE}",
+        HEALTH,
+    ),
+    Kind(
+        GPU_RETIRED_PAGES_PENDING,
+        WARNING,
+        "GPU memory pages pending retirement",
+        "GPU {gpu} ({uuid}): {metric} = {value} (at {at})",
+        "bad memory pages are retired at the next GPU reset: drain the GPU's work, reset the GPU or reboot the "
+        f"node, {_THEN_PROVE}",
+        HEALTH,
+    ),
+    Kind(
+        GPUS_MISSING_FROM_METRICS,
+        WARNING,
+        "GPUs missing from the DCGM exporter's metrics",
+        "{in_metrics} GPU(s) in {metric}, {expected} expected ({expected_source})",
+        "a GPU the node should have is not reported by the exporter (fallen off the bus, Xid 79, or not seen by "
+        f"the driver): compare nvidia-smi -L with lspci on the host, {_THEN_PROVE}",
+        HEALTH,
+    ),
+    Kind(
+        GPU_METRICS_UNKNOWN,
+        WARNING,
+        "GPU health unknown: no usable DCGM exporter metrics",
+        "{reason}",
+        "until the exporter's metrics reach Prometheus again the node's GPUs are not judged by them: check the "
+        "dcgm-exporter pod on the node (kubectl -n <namespace> logs), its scrape target in Prometheus (Status > "
+        "Targets), and the prometheus option (URL, credentials)",
+        HEALTH,
     ),
 )

@@ -660,7 +660,7 @@ def test_health_of_dra_devices_tainted_by_rules_and_slices():
     assert a100["health"]["status"] == "failed"
     assert a100["health"]["problems"][0]["status"] == "failed"
     assert ok["health"] == {"status": "healthy", "problems": []}
-    assert facts["health"] == {"healthy": 1, "degraded": 1, "failed": 1}
+    assert facts["health"] == {"healthy": 1, "unknown": 0, "degraded": 1, "failed": 1}
 
 
 def test_a_dra_kubelet_plugin_not_ready_fails_the_node():

@@ -613,7 +613,7 @@ def test_health_of_device_plugin_nodes_by_each_signal_and_the_counts():
     assert "follow the action its producer recommends" in health["eks-xid"]["problems"][0]["remedy"]
     assert health["withdrawn"]["problems"][0]["reason"] == "nvidia.com/gpu: capacity 8, allocatable 6 (2 withdrawn)"
     assert health["lost-one"]["problems"][0]["reason"] == "7 registered, 8 expected (label nvidia.com/gpu.count)"
-    assert facts["health"] == {"healthy": 1, "degraded": 2, "failed": 3}
+    assert facts["health"] == {"healthy": 1, "unknown": 0, "degraded": 2, "failed": 3}
     # The health view adds nothing to the fleet problems: the withdrawn GPUs and the plugin were there already.
     assert sorted((p["node"], p["kind"]) for p in facts["problems"]) == [
         ("plugin-down", PROBLEM_PLUGIN_NOT_READY),
@@ -643,7 +643,7 @@ def test_health_by_the_option_rows_and_the_expected_count_per_model():
     assert health["short"]["problems"][0]["reason"] == (
         "4 registered, 8 expected (health.expected_gpus for NVIDIA-H100-80GB-HBM3)"
     )
-    assert facts["health"] == {"healthy": 0, "degraded": 2, "failed": 0}
+    assert facts["health"] == {"healthy": 0, "unknown": 0, "degraded": 2, "failed": 0}
     # Without the option the same nodes are healthy: the condition is unknown and no count is expected.
     assert fleet([npd, short], [plugin_pod("npd"), plugin_pod("short")])["health"]["healthy"] == 2
 

@@ -65,7 +65,7 @@ def test_a_cluster_counts_its_nodes_by_health_and_lists_the_unhealthy_failed_fir
     assert failed["remedy"]
     rows = {n["name"]: n["health"] for n in report["clusters"][0]["nodes"]}
     assert rows[fleet["nodes"][0]["name"]] == "failed" and rows[fleet["nodes"][2]["name"]] == "healthy"
-    assert report["totals"]["health"] == {"healthy": total - 2, "degraded": 1, "failed": 1}
+    assert report["totals"]["health"] == {"healthy": total - 2, "unknown": 0, "degraded": 1, "failed": 1}
 
 
 def test_facts_without_the_health_view_are_not_judged_and_two_clusters_add_up():

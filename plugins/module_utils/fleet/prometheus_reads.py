@@ -1,0 +1,232 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The DCGM exporter's metrics, read through the cluster's Prometheus: the one place the fleet
+facts talk to Prometheus. A fixed set of instant queries over the whole fleet, all evaluated at
+the same instant, whatever the number of nodes; never a query per node.
+
+What the option says is checked before anything is read (a bad URL, window or label name is an
+OptionError naming it). What Prometheus says is never an exception: unreachable, refused
+credentials, a refused query or an answer that is not the Prometheus API leave the read's
+``error`` set, and the nodes it should have judged read unknown.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_promql import (
+    collected_expr,
+    gpu_count_expr,
+    sample_age_expr,
+    signal_expr,
+    targets_down_expr,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import (
+    METRIC_SIGNALS,
+    NODE_LABELS,
+    WATCHED_METRICS,
+    XID_COUNT_SIGNAL,
+    MetricSignal,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+
+OPTION = "prometheus"
+# The label each signal's series carry in the signals query, naming the signal's metric.
+SIGNAL_LABEL = "kubegpu_signal"
+SIGNALS = (*METRIC_SIGNALS, XID_COUNT_SIGNAL)
+# The queries, by name: one for every signal at once, and four about the exporter itself.
+Q_SIGNALS = "signals"
+Q_GPUS = "gpus"
+Q_AGE = "sample_age"
+Q_COLLECTED = "collected"
+Q_DOWN = "targets_down"
+QUERY_NAMES = (Q_SIGNALS, Q_GPUS, Q_AGE, Q_COLLECTED, Q_DOWN)
+
+_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class PrometheusSource:
+    """Where Prometheus is, how to reach it, and how its series are read."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    ca_cert: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    validate_certs: bool = True
+    proxy: str | None = None
+    timeout: int = 30
+    node_labels: tuple[str, ...] = NODE_LABELS
+    window: str = "10m"
+    job: str = ".*dcgm.*"
+    stale_after: int = 120
+
+
+@dataclass(frozen=True)
+class MetricsRead:
+    """What the queries answered: per query name its series (``metric`` labels and the value as a
+    float), or ``error`` saying why nothing can be trusted."""
+
+    source: PrometheusSource
+    at: float
+    series: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    error: str | None = None
+    requests: int = 0
+
+
+def _option_error(key: str, why: str) -> OptionError:
+    return OptionError(f"{OPTION}.{key} {why}")
+
+
+def _checked_url(url: Any) -> str:
+    parsed = urllib.parse.urlparse(str(url or ""))
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise _option_error("url", f"must be an http:// or https:// URL of the Prometheus server, not {url!r}")
+    if parsed.query or parsed.fragment:
+        raise _option_error("url", f"must not carry a query or fragment: {url!r}")
+    return str(url).rstrip("/")
+
+
+def _auth_headers(option: Mapping[str, Any]) -> dict[str, str]:
+    token, username, password = option.get("bearer_token"), option.get("username"), option.get("password")
+    if token and (username or password):
+        raise _option_error("bearer_token", "and username/password are two ways to sign in: give one")
+    if bool(username) != bool(password):
+        raise _option_error("username", "and password go together: give both or neither")
+    if token:
+        return {"Authorization": f"Bearer {token}"}
+    if username:
+        basic = base64.b64encode(f"{username}:{password}".encode()).decode()
+        return {"Authorization": f"Basic {basic}"}
+    return {}
+
+
+def prometheus_source(option: Mapping[str, Any]) -> PrometheusSource:
+    """The source the ``prometheus`` option describes, every value checked; an OptionError naming
+    the first bad one."""
+    window = str(option.get("window") or "10m")
+    if not _DURATION.match(window):
+        raise _option_error("window", f"must be a Prometheus duration such as 10m or 1h30m, not {window!r}")
+    labels = tuple(option.get("node_labels") or NODE_LABELS)
+    bad = [label for label in labels if not _LABEL_NAME.match(label)]
+    if bad:
+        raise _option_error("node_labels", f"must be Prometheus label names; not: {', '.join(bad)}")
+    job = str(option.get("job") or ".*dcgm.*")
+    try:
+        re.compile(job)
+    except re.error as error:
+        raise _option_error("job", f"must be a regular expression ({error}): {job!r}") from None
+    if '"' in job or "\\" in job:
+        raise _option_error("job", f"must not contain quotes or backslashes: {job!r}")
+    if option.get("client_key") and not option.get("client_cert"):
+        raise _option_error("client_key", "needs client_cert")
+    for key in ("timeout", "stale_after"):
+        if option.get(key) is not None and int(option[key]) < 1:
+            raise _option_error(key, f"must be at least 1, not {option[key]}")
+    return PrometheusSource(
+        url=_checked_url(option.get("url")),
+        headers={**{str(k): str(v) for k, v in (option.get("headers") or {}).items()}, **_auth_headers(option)},
+        ca_cert=option.get("ca_cert"),
+        client_cert=option.get("client_cert"),
+        client_key=option.get("client_key"),
+        validate_certs=option.get("validate_certs", True) is not False,
+        proxy=option.get("proxy") or None,
+        timeout=int(option.get("timeout") or 30),
+        node_labels=labels,
+        window=window,
+        job=job,
+        stale_after=int(option.get("stale_after") or 120),
+    )
+
+
+def tagged(signal: MetricSignal, window: str) -> str:
+    """A signal's bad series, each tagged with the signal's metric in SIGNAL_LABEL."""
+    return f'label_replace({signal_expr(signal, window)}, "{SIGNAL_LABEL}", "{signal.metric}", "", "")'
+
+
+def queries(source: PrometheusSource) -> dict[str, str]:
+    """The fixed set of instant queries, by name: the same at 5 nodes and at 5,000."""
+    return {
+        Q_SIGNALS: " or ".join(tagged(signal, source.window) for signal in SIGNALS),
+        Q_GPUS: gpu_count_expr(source.node_labels),
+        Q_AGE: sample_age_expr(source.node_labels),
+        Q_COLLECTED: collected_expr(WATCHED_METRICS),
+        Q_DOWN: targets_down_expr(source.job),
+    }
+
+
+def _opener(source: PrometheusSource) -> urllib.request.OpenerDirector:
+    context = ssl.create_default_context(cafile=source.ca_cert) if source.url.startswith("https") else None
+    if context is not None:
+        if not source.validate_certs:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if source.client_cert:
+            context.load_cert_chain(source.client_cert, source.client_key)
+    proxies = {"http": source.proxy, "https": source.proxy} if source.proxy else None
+    return urllib.request.build_opener(
+        urllib.request.ProxyHandler(proxies), urllib.request.HTTPSHandler(context=context)
+    )
+
+
+class _Refused(Exception):
+    """Prometheus, or what stands at its URL, did not answer a query with data."""
+
+
+def _http_error_text(error: urllib.error.HTTPError) -> str:
+    try:
+        body = json.loads(error.read() or b"{}")
+    except ValueError:
+        body = {}
+    said = f": {body.get('errorType')}: {body.get('error')}" if isinstance(body, dict) and body.get("error") else ""
+    hint = " (check prometheus.bearer_token, username and password, or client_cert)" if error.code in (401, 403) else ""
+    return f"HTTP {error.code} {error.reason}{said}{hint}"
+
+
+def _query(opener: urllib.request.OpenerDirector, source: PrometheusSource, expr: str, at: float) -> list[dict]:
+    url = f"{source.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
+    request = urllib.request.Request(url, headers={"Accept": "application/json", **source.headers})
+    try:
+        with opener.open(request, timeout=source.timeout) as response:
+            body = json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        raise _Refused(_http_error_text(error)) from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise _Refused(f"unreachable: {reason}") from None
+    except ValueError:
+        raise _Refused("answered with something that is not JSON: is the URL Prometheus's?") from None
+    data = body.get("data") if isinstance(body, dict) else None
+    if body.get("status") != "success" or not isinstance(data, dict) or data.get("resultType") != "vector":
+        raise _Refused(f"refused the query: {body.get('errorType')}: {body.get('error')}")
+    return [{"metric": s.get("metric") or {}, "value": float(s["value"][1])} for s in data.get("result") or []]
+
+
+def read_metrics(source: PrometheusSource, now: float | None = None) -> MetricsRead:
+    """Run the queries at one instant. The first failure ends the read: a part of the answers
+    judges nodes by less than they need."""
+    at = time.time() if now is None else now
+    try:
+        opener = _opener(source)
+    except (OSError, ssl.SSLError) as error:
+        files = "prometheus.ca_cert, client_cert or client_key"
+        return MetricsRead(source, at, error=f"{files} could not be loaded for {source.url}: {error}")
+    series: dict[str, list[dict]] = {}
+    for name, expr in queries(source).items():
+        try:
+            series[name] = _query(opener, source, expr, at)
+        except _Refused as refused:
+            return MetricsRead(source, at, error=f"Prometheus at {source.url} {refused}", requests=len(series) + 1)
+    return MetricsRead(source, at, series=series, requests=len(series))
