@@ -25,6 +25,7 @@ import pytest
 from tests.cluster import ack, gpu_operator, versions
 from tests.cluster import cluster as local_cluster
 from tests.cluster import fleet as fleet_file
+from tests.cluster import prometheus as local_prometheus
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE_BIN = Path(sys.executable).parent
@@ -457,3 +458,40 @@ def unlabeled_nodes(cluster: LocalCluster):
     cluster.set_node_labeling({name: (None, None) for name in found})
     yield cluster
     cluster.set_node_labeling(found)
+
+
+# --- Prometheus scraping simulated DCGM exporters (tests/cluster/prometheus.py) ------------------
+
+
+@pytest.fixture(scope="session")
+def dcgm_prometheus_server():
+    """The simulated DCGM exporters and a real Prometheus scraping them, started on first use and
+    stopped at the end of the session; tests take `dcgm_prometheus`, which leaves it clean."""
+    harness = local_prometheus.DcgmPrometheus.start()
+    yield harness
+    harness.stop()
+
+
+@pytest.fixture
+def dcgm_prometheus(dcgm_prometheus_server: local_prometheus.DcgmPrometheus):
+    """The session's exporters and Prometheus (`.exporter`, `.prometheus`), with no nodes, no targets
+    and no samples at the start of the test; whatever the test set is gone after it."""
+    yield dcgm_prometheus_server
+    dcgm_prometheus_server.reset_if_used()
+
+
+@pytest.fixture(scope="session")
+def dcgm_prometheus_tls_server():
+    """Its own exporters and Prometheus, serving HTTPS only, with basic auth and a client certificate
+    required (--web.config.file)."""
+    harness = local_prometheus.DcgmPrometheus.start(tls=True)
+    yield harness
+    harness.stop()
+
+
+@pytest.fixture
+def dcgm_prometheus_tls(dcgm_prometheus_tls_server: local_prometheus.DcgmPrometheus):
+    """The TLS variant: `.url`, `.ca`, `.client_cert`, `.client_key`, `.username`, `.password`, and
+    `.exporter` and `.prometheus` as in dcgm_prometheus; clean at the start of each test."""
+    yield dcgm_prometheus_tls_server
+    dcgm_prometheus_tls_server.reset_if_used()
