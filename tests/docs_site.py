@@ -30,6 +30,7 @@ GUIDES = (
     "real-cluster",
     "modules",
     "gpu-health",
+    "alert-rules",
     "placement",
     "ci-validation",
     "plugin-config",

@@ -58,6 +58,7 @@ def runs(report_dir: Path, inventory: Path, device: dict[str, str]) -> list[tupl
         ("device_plugin.yml", [], device_plugin),
         ("device_plugin.yml", [], {**device_plugin, "device_plugin_state": "absent"}),
         ("admission_policy.yml", ["--check", "--diff"], {}),
+        ("alert_rules.yml", [], {"alert_rules_dest": str(report_dir / "kubegpu-gpu-alerts.yml")}),
         (
             "node_quarantine.yml",
             ["--check", "--diff"],

@@ -167,3 +167,13 @@ def test_the_node_label_helper_prefers_the_exporters_own_label():
         'label_replace(label_replace(label_replace(m, "node", "$1", "kubernetes_node", "(.+)"), '
         '"node", "$1", "hostname", "(.+)"), "node", "$1", "Hostname", "(.+)")'
     )
+
+
+def test_the_docs_page_names_every_alert_and_the_lines_of_the_counters_off_by_default():
+    text = (REPO / "docs" / "alert-rules.md").read_text()
+    for name in BY_NAME:
+        assert f"| `{name}` | {BY_NAME[name]['labels']['tier']} |" in text, name
+    for signal in METRIC_SIGNALS:
+        assert (signal.csv_line in text) is (not signal.default_on), signal.metric
+    for status in (FAILED, DEGRADED, WORKLOAD):
+        assert ", ".join(str(c) for c in xids_of(status)) in text, status
