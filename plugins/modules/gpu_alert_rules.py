@@ -114,7 +114,9 @@ options:
     default: https://github.com/kubegpu/scheduling/blob/main/docs/runbooks
 notes:
   - On the cluster, needs C(get), C(create), C(patch) and C(delete) on C(prometheusrules) (C(monitoring.coreos.com))
-    in O(namespace), and the Prometheus Operator's CRDs. With O(dest), no cluster access.
+    in O(namespace), and the Prometheus Operator's CRDs; C(create) because the first server-side apply of an object
+    creates it. The ClusterRole C(kubegpu-alert-rules) of C(rbac/kubegpu-writer.yaml) grants exactly these for the
+    default O(name), bound with a RoleBinding in O(namespace). With O(dest), no cluster access.
   - C(GpuExporterAbsent) needs kube-state-metrics; without it, the rule is silent.
   - C(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL), C(DCGM_FI_DEV_ROW_REMAP_PENDING) and C(DCGM_FI_DEV_RETIRED_PENDING) are not
     among the exporter's default counters; their rules stay silent until they are collected (docs/alert-rules.md

@@ -577,6 +577,25 @@ def test_device_plugin_passes_with_its_role_bound_in_its_namespace_and_the_reade
         run_ansible_module(cluster.kubeconfig, "gpu_device_plugin", {"state": "absent", "namespace": namespace})
 
 
+def test_alert_rules_passes_with_its_role_bound_in_its_namespace(cluster: LocalCluster, identities):
+    namespace = identities.namespace
+    identity = identities.make("alert-rules", cluster_roles_in=((namespace, "kubegpu-alert-rules"),))
+    wait_until(
+        lambda: allowed(cluster, identity, "create", "prometheusrules", "monitoring.coreos.com", namespace=namespace),
+        what="the alert rules binding",
+    )
+    assert not allowed(cluster, identity, "create", "prometheusrules", "monitoring.coreos.com", namespace="default")
+    extra = {"alert_rules_namespace": namespace}
+    try:
+        assert_passes(run_playbook(identity, "alert_rules.yml", extra))
+        assert "changed=0" in run_playbook(identity, "alert_rules.yml", extra).stdout
+        assert_passes(run_playbook(identity, "alert_rules.yml", {**extra, "alert_rules_state": "absent"}))
+        rule = f"/apis/monitoring.coreos.com/v1/namespaces/{namespace}/prometheusrules/kubegpu-gpu-alerts"
+        assert cluster.api.request("GET", rule)[0] == 404
+    finally:
+        run_ansible_module(cluster.kubeconfig, "gpu_alert_rules", {"state": "absent", "namespace": namespace})
+
+
 def test_site_playbook_passes_with_every_shipped_role(cluster: LocalCluster, identities, unlabeled_nodes):
     identity = identities.make(
         "site",

@@ -509,7 +509,11 @@ def test_the_rbac_table_names_every_verb_of_the_roles_it_describes():
 
 @pytest.mark.parametrize(
     ("module", "role"),
-    [("gpu_admission_policy", "kubegpu-admission-policy"), ("gpu_device_plugin", "kubegpu-device-plugin")],
+    [
+        ("gpu_admission_policy", "kubegpu-admission-policy"),
+        ("gpu_device_plugin", "kubegpu-device-plugin"),
+        ("gpu_alert_rules", "kubegpu-alert-rules"),
+    ],
 )
 def test_the_rbac_notes_of_the_modules_name_every_verb_of_their_role(module: str, role: str):
     import importlib
