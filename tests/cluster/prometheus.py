@@ -10,11 +10,18 @@ API (`/api/v1/query`). With `tls=True` it serves HTTPS only, with basic auth and
 certificate required (`--web.config.file`), from a CA, server and client certificates made in its
 temporary folder with the same openssl steps as the local cluster's PKI.
 
-    exporter = DcgmExporter().start()
-    prometheus = PrometheusServer(exporter.address).start()
-    prometheus.set_nodes(["gfd-h100"])
-    prometheus.wait_until('up{node="gfd-h100"}', lambda result: result)
-    prometheus.stop()
+In a test (fixtures of tests/integration/conftest.py; `dcgm_prometheus_tls` for the TLS variant):
+
+    def test_xid_seen(dcgm_prometheus):
+        exporter, prometheus = dcgm_prometheus.exporter, dcgm_prometheus.prometheus
+        for node in ("gfd-h100", "ack-v100"):
+            exporter.set_node(node, render_snapshot(node, 2))
+        prometheus.set_nodes(["gfd-h100", "ack-v100"])  # returns once both are scraped (about 5 s)
+        exporter.set_node("gfd-h100", render_snapshot("gfd-h100", 2, {"DCGM_FI_DEV_XID_ERRORS": {1: 79}}))
+        seen = prometheus.wait_until("DCGM_FI_DEV_XID_ERRORS == 79")
+        assert [s["metric"]["node"] for s in seen] == ["gfd-h100"]
+
+Alone: `DcgmPrometheus.start()` ... `.stop()`.
 """
 
 from __future__ import annotations

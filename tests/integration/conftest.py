@@ -476,6 +476,7 @@ def dcgm_prometheus_server():
 def dcgm_prometheus(dcgm_prometheus_server: local_prometheus.DcgmPrometheus):
     """The session's exporters and Prometheus (`.exporter`, `.prometheus`), with no nodes, no targets
     and no samples at the start of the test; whatever the test set is gone after it."""
+    dcgm_prometheus_server.reset_if_used()
     yield dcgm_prometheus_server
     dcgm_prometheus_server.reset_if_used()
 
@@ -493,5 +494,6 @@ def dcgm_prometheus_tls_server():
 def dcgm_prometheus_tls(dcgm_prometheus_tls_server: local_prometheus.DcgmPrometheus):
     """The TLS variant: `.url`, `.ca`, `.client_cert`, `.client_key`, `.username`, `.password`, and
     `.exporter` and `.prometheus` as in dcgm_prometheus; clean at the start of each test."""
+    dcgm_prometheus_tls_server.reset_if_used()
     yield dcgm_prometheus_tls_server
     dcgm_prometheus_tls_server.reset_if_used()
