@@ -40,7 +40,10 @@ def _health_lines(facts: Mapping[str, Any]) -> list[str]:
     health = facts.get("health")
     if not isinstance(health, Mapping):
         return []
-    counts = ", ".join(f"{health.get(status, 0)} {status}" for status in ("healthy", "degraded", "failed"))
+    statuses = (
+        ("healthy", "unknown", "degraded", "failed") if health.get("unknown") else ("healthy", "degraded", "failed")
+    )
+    counts = ", ".join(f"{health.get(status, 0)} {status}" for status in statuses)
     lines = [f"health: {counts}"]
     for node in facts.get("nodes") or []:
         for problem in (node.get("health") or {}).get("problems") or []:

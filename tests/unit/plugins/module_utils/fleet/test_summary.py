@@ -54,3 +54,10 @@ def test_summary_counts_the_nodes_by_health_and_names_each_health_problem():
         "note: a note",
     ]
     assert not any(line.startswith("health:") for line in summary_lines(FACTS))
+
+
+def test_summary_counts_the_unknown_nodes_when_there_are_some():
+    facts = {**FACTS, "health": {"healthy": 1, "unknown": 1, "degraded": 0, "failed": 0}}
+    assert "health: 1 healthy, 1 unknown, 0 degraded, 0 failed" in summary_lines(facts)
+    quiet = {**FACTS, "health": {"healthy": 2, "unknown": 0, "degraded": 0, "failed": 0}}
+    assert "health: 2 healthy, 0 degraded, 0 failed" in summary_lines(quiet)
