@@ -151,15 +151,16 @@ def prometheus_source(option: Mapping[str, Any]) -> PrometheusSource:
     )
 
 
-def tagged(signal: MetricSignal, window: str) -> str:
-    """A signal's bad series, each tagged with the signal's metric in SIGNAL_LABEL."""
-    return f'label_replace({signal_expr(signal, window)}, "{SIGNAL_LABEL}", "{signal.metric}", "", "")'
+def tagged(signal: MetricSignal, source: PrometheusSource) -> str:
+    """A signal's bad GPUs, each tagged with the signal's metric in SIGNAL_LABEL."""
+    expr = signal_expr(signal, source.window, labels=source.node_labels)
+    return f'label_replace({expr}, "{SIGNAL_LABEL}", "{signal.metric}", "", "")'
 
 
 def queries(source: PrometheusSource) -> dict[str, str]:
     """The fixed set of instant queries, by name: the same at 5 nodes and at 5,000."""
     return {
-        Q_SIGNALS: " or ".join(tagged(signal, source.window) for signal in SIGNALS),
+        Q_SIGNALS: " or ".join(tagged(signal, source) for signal in SIGNALS),
         Q_GPUS: gpu_count_expr(source.node_labels),
         Q_AGE: sample_age_expr(source.node_labels),
         Q_COLLECTED: collected_expr(WATCHED_METRICS),

@@ -9,7 +9,9 @@ from collections.abc import Iterable, Sequence
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import (
     CHANGED,
+    GPU_LABEL,
     INCREASED,
+    MODEL_LABEL,
     NODE_LABELS,
     PRESENCE_METRIC,
     SET,
@@ -17,31 +19,45 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signal
     MetricSignal,
 )
 
+# The labels that name one GPU on the exporter's series (UUID, or uuid where the exporter is told so), and its model.
+GPU_IDENTITY = (GPU_LABEL, UUID_LABEL, UUID_LABEL.lower(), MODEL_LABEL)
+
 
 def by(labels: Sequence[str] = NODE_LABELS) -> str:
     """The grouping that keeps a series' node: every label that may name it (absent ones group as empty)."""
     return ", ".join(labels)
 
 
-def value_in(metric: str, codes: Iterable[int]) -> str:
-    """The series of ``metric`` whose value is one of ``codes``."""
-    return " or ".join(f"{metric} == {code}" for code in codes)
+def per_gpu(signal: MetricSignal, labels: Sequence[str] = NODE_LABELS) -> str:
+    """The signal's metric, one series per GPU (and per label the signal keeps, such as the windowed
+    XID count's ``xid``). The exporter's other labels change while the GPU stays: the last-XID
+    gauge carries the XID's ``err_code`` and ``err_msg`` since its release 3.3.6-3.4.2, and the pod
+    mapping the ``pod`` holding the GPU, so each new XID or pod starts a new series and the old one
+    goes stale. Read per series, no XID would ever be seen to change."""
+    return f"max by ({by((*labels, *GPU_IDENTITY, *signal.keep))}) ({signal.metric})"
 
 
-def signal_expr(signal: MetricSignal, window: str, codes: Iterable[int] | None = None) -> str:
-    """The series of the signal's metric that say a GPU is bad now, read as the signal says: for the
-    last-XID gauge, a value that changed within ``window`` and is not 0 (optionally only ``codes``);
-    for a counter, an increase within ``window``; for a flag, a value above 0."""
-    metric = signal.metric
+def value_in(expr: str, codes: Iterable[int]) -> str:
+    """The series of ``expr`` whose value is one of ``codes``."""
+    return " or ".join(f"{expr} == {code}" for code in codes)
+
+
+def signal_expr(
+    signal: MetricSignal, window: str, codes: Iterable[int] | None = None, labels: Sequence[str] = NODE_LABELS
+) -> str:
+    """The GPUs whose signal says they are bad now, read as the signal says: for the last-XID gauge,
+    a value that changed within ``window`` and is not 0 (optionally only ``codes``); for a counter,
+    an increase within ``window``; for a flag, a value above 0 (optionally only ``codes``). Subqueries
+    at the evaluation interval read the per-GPU series over the window."""
+    gpu = per_gpu(signal, labels)
     if signal.reading == CHANGED:
-        current = f"({value_in(metric, codes)})" if codes is not None else f"{metric} != 0"
-        return f"{current} and changes({metric}[{window}]) > 0"
+        current = f"({value_in(gpu, codes)})" if codes is not None else f"{gpu} != 0"
+        return f"{current} and changes(({gpu})[{window}:]) > 0"
     if signal.reading == INCREASED:
-        return f"increase({metric}[{window}]) > 0"
+        return f"increase(({gpu})[{window}:]) > 0"
     if signal.reading == SET:
-        current = f"({value_in(metric, codes)})" if codes is not None else metric
-        return f"{current} > 0" if codes is None else current
-    raise ValueError(f"unknown reading {signal.reading!r} of {metric}")
+        return f"({value_in(gpu, codes)})" if codes is not None else f"{gpu} > 0"
+    raise ValueError(f"unknown reading {signal.reading!r} of {signal.metric}")
 
 
 def gpu_count_expr(labels: Sequence[str] = NODE_LABELS) -> str:
@@ -65,14 +81,16 @@ def targets_down_expr(job_pattern: str) -> str:
     return f'up{{job=~"{job_pattern}"}} == 0'
 
 
-def changed_outside_expr(signal: MetricSignal, window: str, codes: Iterable[int]) -> str:
-    """For the last-XID gauge, the series whose value changed within ``window`` and is neither 0 nor
+def changed_outside_expr(
+    signal: MetricSignal, window: str, codes: Iterable[int], labels: Sequence[str] = NODE_LABELS
+) -> str:
+    """For the last-XID gauge, the GPUs whose value changed within ``window`` and is neither 0 nor
     one of ``codes``: an XID that no row of the table names."""
     if signal.reading != CHANGED:
         raise ValueError(f"{signal.metric} is not read by its changes")
-    metric = signal.metric
-    current = " and ".join([f"{metric} != 0", *(f"{metric} != {code}" for code in codes)])
-    return f"({current}) and changes({metric}[{window}]) > 0"
+    gpu = per_gpu(signal, labels)
+    current = " and ".join([f"{gpu} != 0", *(f"{gpu} != {code}" for code in codes)])
+    return f"({current}) and changes(({gpu})[{window}:]) > 0"
 
 
 def with_node_label(expr: str, target: str = "node", labels: Sequence[str] = NODE_LABELS) -> str:

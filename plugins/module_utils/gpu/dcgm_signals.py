@@ -9,7 +9,9 @@ its source. The traps the rows are written against:
 
 - ``DCGM_FI_DEV_XID_ERRORS`` is the value of the last XID seen and never resets
   (NVIDIA/dcgm-exporter#500, NVIDIA/DCGM#277): it is judged by a change within the window, never
-  by its value, so an XID from last month does not alarm forever.
+  by its value, so an XID from last month does not alarm forever; and since the exporter labels
+  each XID's series with its code (``err_code``), a change is looked for per GPU, not per series
+  (gpu/dcgm_promql.py per_gpu).
 - ECC totals and retired pages are commented out of the exporter's default counters
   (dcgm-exporter#666): a metric without series while the exporter is up is "not collected", and
   each row carries the counters-CSV line that turns it on.
@@ -48,6 +50,7 @@ NODE_LABELS = ("Hostname", "hostname", "kubernetes_node", "node")
 PRESENCE_METRIC = "DCGM_FI_DEV_GPU_TEMP"
 GPU_LABEL = "gpu"
 UUID_LABEL = "UUID"
+MODEL_LABEL = "modelName"
 XID_LABEL = "xid"
 
 WORKLOAD = "workload"
@@ -141,6 +144,8 @@ class MetricSignal:
     default_on: bool
     csv_line: str
     source: str = EXPORTER_COUNTERS
+    # Labels of the metric, beyond the node and the GPU, that say what the value is about.
+    keep: tuple[str, ...] = ()
 
 
 METRIC_SIGNALS = (
@@ -204,5 +209,6 @@ XID_COUNT_SIGNAL = MetricSignal(
     False,
     "DCGM_EXP_XID_ERRORS_COUNT, gauge, Count of XID Errors within user-specified time window "
     "(see xid-count-window-size param).",
+    keep=(XID_LABEL,),
 )
 WATCHED_METRICS = tuple(dict.fromkeys([PRESENCE_METRIC, *(s.metric for s in METRIC_SIGNALS)]))
