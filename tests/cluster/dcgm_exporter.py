@@ -359,7 +359,10 @@ class DcgmExporter:
                 self.send_header("Content-Type", CONTENT_TYPE if status == 200 else "text/plain; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # Prometheus stopped or restarted mid-scrape: nobody reads the answer.
 
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
                 pass

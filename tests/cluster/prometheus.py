@@ -226,6 +226,10 @@ class PrometheusServer:
                 port = free_port()
         raise PrometheusError(f"Prometheus found no free port on {LOOPBACK}: see {self.log}")
 
+    def outage(self) -> None:
+        """Stop the server as an outage would, keeping its folder: restart() brings it back empty."""
+        self._terminate()
+
     def stop(self) -> None:
         """Stop the process this object started and remove its folder."""
         self._terminate()
