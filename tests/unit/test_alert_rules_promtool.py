@@ -1,6 +1,7 @@
 """The alert rules rendered from the DCGM signal table, judged by Prometheus' own `promtool`: `check rules`
 accepts them, and `test rules` evaluates them over series made here. A critical XID (0, then 79) fires once
-its `for` has passed; a workload XID (0, then 13) and an XID of last month (79 the whole time) never do; an
+its `for` has passed, also where the exporter starts a new series for the new XID (its `err_code` label); a
+workload XID (0, then 13) and an XID of last month (79 the whole time, across an exporter restart) never do; an
 uncorrectable ECC increase and a GPU that leaves the exporter fire; the exporter's absence fires only for a
 node whose kube-state-metrics capacity has GPUs, and nothing fires on a cluster without GPU nodes.
 
@@ -77,6 +78,12 @@ def gpu_cluster() -> dict[str, Any]:
         series(XID, gpu("hostname", "gpu-b", 0), "0x10 13x50"),
         # gpu-c: XID 79 from long before the series began: the gauge never resets.
         series(XID, gpu("Hostname", "gpu-c", 0), "79x60"),
+        # gpu-g: the exporter labels each XID's series with its code: XID 79 at minute 11 starts a new series.
+        series(XID, {**gpu("Hostname", "gpu-g", 2), "err_code": "0"}, "0x10"),
+        series(XID, {**gpu("Hostname", "gpu-g", 2), "err_code": "79"}, "_x11 79x49"),
+        # gpu-h: XID 79 of last month, its series moving to a new pod when the exporter restarts at minute 20.
+        series(XID, {**gpu("Hostname", "gpu-h", 0), "pod": "dcgm-exporter-a"}, "79x20"),
+        series(XID, {**gpu("Hostname", "gpu-h", 0), "pod": "dcgm-exporter-b"}, "_x21 79x39"),
         # gpu-d: one uncorrectable (double-bit) ECC error at minute 31.
         series(ECC, gpu("hostname", "gpu-d", 1), "0x30 1x30"),
         # gpu-e: four GPUs, one of which leaves the exporter after minute 20.
@@ -89,11 +96,13 @@ def gpu_cluster() -> dict[str, Any]:
         series(CAPACITY, {"node": "cpu-1", "resource": "cpu", "unit": "core"}, "16x60"),
     ]
     failed_a = alert("GpuXidFailed", 79, **on_gpu("gpu-a", 0))
+    failed_g = alert("GpuXidFailed", 79, **on_gpu("gpu-g", 2))
     tests = [
-        # Pending for its `for` (2m) first, then firing; gpu-c's month-old 79 never.
+        # Pending for its `for` (2m) first, then firing; gpu-c's and gpu-h's month-old 79 never.
         check("12m", "GpuXidFailed"),
-        check("15m", "GpuXidFailed", failed_a),
-        check("40m", "GpuXidFailed", failed_a),
+        check("15m", "GpuXidFailed", failed_a, failed_g),
+        check("30m", "GpuXidFailed", failed_a, failed_g),
+        check("40m", "GpuXidFailed", failed_a, failed_g),
         # Past the window (30m) after the change, it resolves.
         check("45m", "GpuXidFailed"),
         # A workload XID opens nothing, in no tier.

@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[5]
 
 
 def compared_codes(expr: str) -> set[int]:
-    """The XID codes an expression compares the last-XID gauge with, by == or !=."""
-    return {int(code) for code in re.findall(rf"{XID_METRIC} [!=]= (\d+)", expr)}
+    """The XID codes an expression compares the last-XID gauge (per GPU) with, by == or !=."""
+    return {int(code) for code in re.findall(rf"{XID_METRIC}\)? [!=]= (\d+)", expr)}
 
 
 def tier(name: str) -> str:
@@ -54,7 +54,7 @@ def test_every_failed_class_xid_is_in_a_page_rule_and_degraded_in_a_ticket_rule(
     assert tier("GpuXidDegraded") == "kubegpu-gpu-ticket"
     # An XID outside the table: every code of the table (and 0) is left out, and it opens a ticket.
     assert compared_codes(BY_NAME["GpuXidUnlisted"]["expr"]) == set(XID_TABLE) | {0}
-    assert f"{XID_METRIC} != 0" in BY_NAME["GpuXidUnlisted"]["expr"]
+    assert re.search(rf"{XID_METRIC}\)? != 0 and", BY_NAME["GpuXidUnlisted"]["expr"])
     assert tier("GpuXidUnlisted") == "kubegpu-gpu-ticket"
 
 
@@ -62,15 +62,15 @@ def test_no_workload_xid_alerts_anywhere():
     workload = set(xids_of(WORKLOAD))
     assert workload == {13, 31, 43, 45, 68}
     for r in RULES:
-        selected = {int(c) for c in re.findall(rf"{XID_METRIC} == (\d+)", r["expr"])}
+        selected = {int(c) for c in re.findall(rf"{XID_METRIC}\)? == (\d+)", r["expr"])}
         assert not selected & workload, r["alert"]
-        excluded = {int(c) for c in re.findall(rf"{XID_METRIC} != (\d+)", r["expr"])}
+        excluded = {int(c) for c in re.findall(rf"{XID_METRIC}\)? != (\d+)", r["expr"])}
         assert workload <= excluded or not excluded, r["alert"]
 
 
 def test_the_xid_rules_judge_a_change_within_the_window_never_the_value_alone():
     for name in ("GpuXidFailed", "GpuXidDegraded", "GpuXidUnlisted"):
-        assert f"changes({XID_METRIC}[30m]) > 0" in BY_NAME[name]["expr"], name
+        assert re.search(rf"changes\(\(max by \([^)]*\) \({XID_METRIC}\)\)\[30m:\]\) > 0", BY_NAME[name]["expr"]), name
 
 
 def test_every_signal_of_the_table_has_a_rule_of_its_status():
@@ -85,7 +85,8 @@ def test_every_signal_of_the_table_has_a_rule_of_its_status():
     assert tier("GpuUncorrectableRemappedRowsIncreased") == "kubegpu-gpu-ticket"
     assert tier("GpuRowRemapPending") == "kubegpu-gpu-ticket"
     assert tier("GpuRetiredPending") == "kubegpu-gpu-ticket"
-    assert "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[30m]) > 0" in BY_NAME["GpuEccDbeVolTotalIncreased"]["expr"]
+    ecc = BY_NAME["GpuEccDbeVolTotalIncreased"]["expr"]
+    assert re.search(r"increase\(\(max by \([^)]*\) \(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL\)\)\[30m:\]\) > 0", ecc)
 
 
 def test_every_rule_has_the_node_label_for_runbook_and_annotations():
