@@ -257,3 +257,16 @@ def test_a_malformed_url_fails_the_task_naming_the_option_before_any_read(cluste
     assert result["msg"].startswith("prometheus.url must be an http:// or https:// URL")
     assert "Traceback" not in done.stdout + done.stderr
     assert result.get("api_requests", 0) == 0
+
+
+def test_the_fleet_reports_read_carries_the_metrics_health(cluster, nodes, dcgm_prometheus):
+    serve_healthy(dcgm_prometheus, nodes)
+    dcgm_prometheus.exporter.set_node(nodes["xid79"], healthy(nodes["xid79"], **{XID: {3: 79}}))
+    dcgm_prometheus.prometheus.wait_until(NEW_XID, bool, timeout=30)
+    args = {"placement": False, "prometheus": prometheus_option(dcgm_prometheus)}
+    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_cluster_info", args)
+    assert status == "SUCCESS", result.get("msg")
+    health = {n["name"]: n["health"] for n in result["fleet"]["nodes"]}
+    assert health[nodes["xid79"]]["status"] == "failed"
+    assert [p["kind"] for p in health[nodes["xid79"]]["problems"]] == ["gpu_xid_error"]
+    assert health[nodes["ok"]]["status"] == "healthy"
