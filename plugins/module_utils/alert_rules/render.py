@@ -27,13 +27,11 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu import dcgm_promql as promql
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import (
     CHANGED,
-    GPU_LABEL,
     GPU_METRICS_UNKNOWN,
     GPUS_MISSING_FROM_METRICS,
     INCREASED,
     METRIC_SIGNALS,
     PRESENCE_METRIC,
-    UUID_LABEL,
     XID_TABLE,
     MetricSignal,
     xid_class,
@@ -106,7 +104,7 @@ def check_settings(settings: AlertSettings) -> None:
 
 def per_gpu(expr: str) -> str:
     """Per GPU of a node, named by the ``node`` label, whatever label the series gave the node."""
-    return f"max by ({NODE}, {GPU_LABEL}, {UUID_LABEL}, modelName) ({promql.with_node_label(expr)})"
+    return f"max by ({NODE}, {promql.by(promql.GPU_IDENTITY)}) ({promql.with_node_label(expr)})"
 
 
 def per_node(expr: str, aggregation: str = "max") -> str:
