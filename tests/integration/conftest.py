@@ -41,6 +41,7 @@ CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
     "gpu_cluster_info": {},
     # Removal of what is not there: reads only, so a working connection changes nothing.
     "gpu_admission_policy": {"state": "absent"},
+    "gpu_alert_rules": {"state": "absent", "namespace": "kubegpu-never-made"},
     "gpu_device_plugin": {"state": "absent", "namespace": "kubegpu-never-made"},
     "gpu_placement_info": {},
     # A node that does not exist: reads only.
