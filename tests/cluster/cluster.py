@@ -129,11 +129,10 @@ def _issue(pki: Path, name: str, subject: str, *, server_sans: str = "", client:
     )
 
 
-def make_pki(pki: Path) -> None:
-    """A CA and one certificate per identity; all serving names are loopback."""
-    if (pki / "done").exists():
-        return
-    pki.mkdir(parents=True, exist_ok=True)
+def make_ca(folder: Path, subject: str, days: int, name: str = "ca") -> Path:
+    """A self-signed CA in `folder` (<name>.crt and <name>.key); its certificate's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    key, cert = f"{name}.key", f"{name}.crt"
     _openssl(
         "req",
         "-x509",
@@ -141,15 +140,23 @@ def make_pki(pki: Path) -> None:
         "rsa:2048",
         "-nodes",
         "-keyout",
-        "ca.key",
+        key,
         "-out",
-        "ca.crt",
+        cert,
         "-days",
-        "3650",
+        str(days),
         "-subj",
-        "/CN=kubegpu-local-ca",
-        cwd=pki,
+        subject,
+        cwd=folder,
     )
+    return folder / cert
+
+
+def make_pki(pki: Path) -> None:
+    """A CA and one certificate per identity; all serving names are loopback."""
+    if (pki / "done").exists():
+        return
+    make_ca(pki, "/CN=kubegpu-local-ca", days=3650)
     sans = (
         "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,"
         "DNS:kubernetes.default.svc.cluster.local"

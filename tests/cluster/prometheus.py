@@ -49,7 +49,7 @@ from typing import Any
 
 import yaml
 
-from .cluster import _issue, _openssl
+from .cluster import _issue, make_ca
 from .dcgm_exporter import DcgmExporter
 
 LOOPBACK = "127.0.0.1"
@@ -91,23 +91,7 @@ def free_port() -> int:
 def make_tls(pki: Path, username: str = USERNAME) -> TlsFiles:
     """A CA, a server certificate for 127.0.0.1 and a client certificate (tests/cluster/cluster.py's
     openssl steps), and a basic-auth password; the web config names their files and the bcrypt hash."""
-    pki.mkdir(parents=True, exist_ok=True)
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "30",
-        "-subj",
-        "/CN=kubegpu-prometheus-test-ca",
-        cwd=pki,
-    )
+    make_ca(pki, "/CN=kubegpu-prometheus-test-ca", days=30)
     _issue(pki, "server", "/CN=prometheus", server_sans="IP:127.0.0.1,DNS:localhost", client=False)
     _issue(pki, "client", "/CN=kubegpu-prometheus-client")
     password = base64.urlsafe_b64encode(os.urandom(18)).decode()

@@ -35,6 +35,8 @@ from typing import Any
 import pytest
 from conftest import CLUSTER_MODULE_CALLS, LocalCluster, ansible_env, local_cluster, wait_until, write_token_kubeconfig
 
+from tests.cluster.cluster import make_ca
+
 pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 BIN = Path(sys.executable).parent
@@ -795,28 +797,7 @@ def status_with_token(cluster: LocalCluster, token: str) -> int:
 
 def other_ca(folder: Path) -> Path:
     """A CA certificate that did not sign the API server's certificate."""
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "other-ca.key",
-            "-out",
-            "other-ca.crt",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=not-the-cluster-ca",
-        ],
-        cwd=folder,
-        capture_output=True,
-        check=True,
-    )
-    return folder / "other-ca.crt"
+    return make_ca(folder, "/CN=not-the-cluster-ca", days=1, name="other-ca")
 
 
 @pytest.fixture(scope="module")
