@@ -173,7 +173,7 @@ options:
         query refused), when no series name the node, when a scrape target of the exporter for it is down, or when
         its newest sample is older than O(prometheus.stale_after). The run does not fail for that; the rest of
         the facts are returned, with the reason in each node's C(health.metrics.unknown) and in
-        RV(ansible_facts.gpu_fleet.metrics.error), and a warning.
+        the fleet facts' C(metrics.error) and notes, and a warning.
       - A health metric that has no series while the exporter is up is not collected (ECC totals and retired
         pages are commented out of the exporter's default counters); a fleet problem names it with the counters-CSV
         line that turns it on.

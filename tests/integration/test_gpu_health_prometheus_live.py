@@ -111,7 +111,7 @@ def test_each_signal_classes_its_node_and_an_old_xid_or_a_workload_xid_does_not(
     names = list(nodes.values())
     before, warnings = facts_of(cluster, names, prometheus_option(dcgm_prometheus))
     assert warnings == []
-    assert {name: status for name, (status, _) in judged(before).items()} == dict.fromkeys(names, "healthy")
+    assert {name: status for name, (status, _ids) in judged(before).items()} == dict.fromkeys(names, "healthy")
     assert before["metrics"]["queries"] == 5 and before["metrics"]["requests"] == 5
     assert before["metrics"]["error"] is None and before["metrics"]["unknown"] == []
     exporter = dcgm_prometheus.exporter
@@ -124,7 +124,7 @@ def test_each_signal_classes_its_node_and_an_old_xid_or_a_workload_xid_does_not(
     exporter.set_node(nodes["head"], healthy(nodes["head"], dcgm_exporter.HEAD_SHAPE, **{XID: {0: 48}}))
     dcgm_prometheus.prometheus.wait_until(NEW_XID, lambda found: len(found) == 3, timeout=30)
     dcgm_prometheus.prometheus.wait_scrapes(1)
-    after, _ = facts_of(cluster, names, prometheus_option(dcgm_prometheus))
+    after, _warnings = facts_of(cluster, names, prometheus_option(dcgm_prometheus))
     seen = judged(after)
     assert seen[nodes["xid79"]] == ("failed", ["health.gpu_xid_error"])
     assert seen[nodes["head"]] == ("failed", ["health.gpu_xid_error"])
@@ -149,7 +149,7 @@ def test_an_uncorrectable_counter_that_rises_degrades_and_what_is_not_collected_
     dcgm_prometheus.prometheus.wait_until(f"{rows} == 0", lambda found: len(found) == GPUS, timeout=30)
     dcgm_prometheus.exporter.set_node(nodes["rows"], healthy(nodes["rows"], **{rows: {2: 1}}))
     dcgm_prometheus.prometheus.wait_until(f"increase((max by (node, gpu) ({rows}))[{WINDOW}:]) > 0", bool, timeout=30)
-    facts, _ = facts_of(cluster, list(nodes.values()), prometheus_option(dcgm_prometheus))
+    facts, _warnings = facts_of(cluster, list(nodes.values()), prometheus_option(dcgm_prometheus))
     assert judged(facts)[nodes["rows"]] == ("degraded", ["health.gpu_ecc_uncorrectable"])
     # The exporters serve the default counters' XID and temperature, and now remapped rows: the others
     # are not collected, each named with the counters-CSV line that turns it on.
@@ -168,7 +168,7 @@ def test_a_node_whose_scrapes_fail_or_that_has_no_series_is_unknown(cluster, nod
     serve_healthy(dcgm_prometheus, nodes, unserved=("short",))
     dcgm_prometheus.exporter.fail_node(nodes["ok"], True)
     dcgm_prometheus.prometheus.wait_until('up{job="dcgm-exporter"} == 0', lambda found: len(found) == 1, timeout=30)
-    facts, _ = facts_of(cluster, list(nodes.values()), prometheus_option(dcgm_prometheus))
+    facts, _warnings = facts_of(cluster, list(nodes.values()), prometheus_option(dcgm_prometheus))
     seen = judged(facts)
     assert seen[nodes["ok"]] == ("unknown", ["health.gpu_metrics_unknown"])
     assert seen[nodes["short"]] == ("unknown", ["health.gpu_metrics_unknown"])
@@ -183,11 +183,11 @@ def test_a_node_whose_scrapes_fail_or_that_has_no_series_is_unknown(cluster, nod
 def test_prometheus_stopped_reads_unknown_never_healthy_and_the_api_facts_stay(cluster, nodes, dcgm_prometheus):
     serve_healthy(dcgm_prometheus, nodes)
     names = list(nodes.values())
-    without, _ = facts_of(cluster, names, None)
+    without, _warnings = facts_of(cluster, names, None)
     url = dcgm_prometheus.url
     dcgm_prometheus.prometheus.outage()
     facts, warnings = facts_of(cluster, names, {"url": url, "timeout": 5})
-    assert {status for status, _ in judged(facts).values()} == {"unknown"}
+    assert {status for status, _ids in judged(facts).values()} == {"unknown"}
     assert facts["metrics"]["error"].startswith(f"Prometheus at {url} unreachable")
     assert [w for w in warnings if w.startswith("Prometheus at")] == [facts["metrics"]["error"]]
     assert facts["totals"] == without["totals"] and facts["models"] == without["models"]
@@ -201,7 +201,7 @@ def test_the_quarantine_dry_run_takes_exactly_the_failed_nodes_and_writes_nothin
     exporter.set_node(nodes["remap"], healthy(nodes["remap"], DCGM_FI_DEV_ROW_REMAP_FAILURE={1: 1}))
     dcgm_prometheus.prometheus.wait_until(NEW_XID, bool, timeout=30)
     dcgm_prometheus.prometheus.wait_scrapes(1)
-    everything, _ = facts_of(cluster, None, prometheus_option(dcgm_prometheus))
+    everything, _warnings = facts_of(cluster, None, prometheus_option(dcgm_prometheus))
     failed = sorted(n["name"] for n in everything["nodes"] if n["health"]["status"] == "failed")
     assert {nodes["xid79"], nodes["remap"]} <= set(failed)
     assert not {nodes[c] for c in ("ok", "xid13", "old79", "short", "head", "rows")} & set(failed)
@@ -220,7 +220,9 @@ def test_the_quarantine_dry_run_takes_exactly_the_failed_nodes_and_writes_nothin
         "-e",
         json.dumps(extra),
     ]
-    done = subprocess.run(command, env=ansible_env(cluster.kubeconfig), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        command, check=False, env=ansible_env(cluster.kubeconfig), capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f'"failed GPU nodes: {", ".join(failed)}"' in done.stdout
     assert f'"quarantined: {", ".join(failed)}"' in done.stdout
@@ -242,10 +244,10 @@ def test_tls_basic_auth_and_a_client_certificate_are_used_as_given(cluster, node
     facts, warnings = facts_of(cluster, [nodes["ok"]], secure)
     assert warnings == [] and facts["metrics"]["error"] is None
     assert judged(facts)[nodes["ok"]] == ("healthy", [])
-    refused, warnings = facts_of(cluster, [nodes["ok"]], {**secure, "password": "wrong"})
+    refused, _refused_warnings = facts_of(cluster, [nodes["ok"]], {**secure, "password": "wrong"})
     assert "HTTP 401" in refused["metrics"]["error"] and "check prometheus.bearer_token" in refused["metrics"]["error"]
     assert judged(refused)[nodes["ok"]] == ("unknown", ["health.gpu_metrics_unknown"])
-    untrusted, _ = facts_of(cluster, [nodes["ok"]], {k: v for k, v in secure.items() if k != "ca_cert"})
+    untrusted, _warnings = facts_of(cluster, [nodes["ok"]], {k: v for k, v in secure.items() if k != "ca_cert"})
     assert "CERTIFICATE_VERIFY_FAILED" in untrusted["metrics"]["error"]
 
 

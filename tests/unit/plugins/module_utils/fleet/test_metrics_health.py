@@ -44,7 +44,7 @@ NOW = 1764928800.0
 
 def exporter_labels(fixture: str = "lke-rtx4000-pod-mapping") -> dict[str, str]:
     """The labels of the first GPU series of a published exporter output."""
-    return next(dict(labels) for metric, labels, _ in published(fixture) if metric == PRESENCE_METRIC)
+    return next(dict(labels) for metric, labels, _value in published(fixture) if metric == PRESENCE_METRIC)
 
 
 def gpu_labels(node: str, gpu: int, host_label: str = "Hostname") -> dict[str, str]:
@@ -145,7 +145,7 @@ def test_a_series_names_its_node_by_the_first_node_label_it_carries():
 
 
 def test_the_exporters_newer_lowercase_hostname_label_names_the_node_too():
-    labels = next(dict(lb) for m, lb, _ in published("exporter-test-head-hostname"))
+    labels = next(dict(lb) for m, lb, _value in published("exporter-test-head-hostname"))
     assert "Hostname" not in labels and labels["hostname"]
     assert node_of(labels, SOURCE.node_labels) == labels["hostname"]
 
@@ -154,13 +154,13 @@ def test_the_exporters_newer_lowercase_hostname_label_names_the_node_too():
 
 
 def test_a_healthy_node_has_no_problem_and_says_what_the_metrics_saw():
-    found, _, said = judge(read())
+    found, _problems, said = judge(read())
     assert found == []
     assert said == {"gpus": 8, "sample_age_seconds": 3.0, "workload_xids": [], "unknown": None}
 
 
 def test_a_hardware_xid_new_within_the_window_fails_the_node_naming_gpu_xid_and_metric():
-    found, problems, _ = judge(read([signal("DCGM_FI_DEV_XID_ERRORS", "gpu-a", 3, 79.0)]))
+    found, problems, _said = judge(read([signal("DCGM_FI_DEV_XID_ERRORS", "gpu-a", 3, 79.0)]))
     assert found == [("gpu_xid_error", "failed")]
     fields = problems[0].fields
     assert (fields["xid"], fields["meaning"], fields["gpu"], fields["uuid"]) == (
@@ -178,7 +178,7 @@ def test_a_hardware_xid_new_within_the_window_fails_the_node_naming_gpu_xid_and_
 
 @pytest.mark.parametrize("xid", [13, 31, 43, 45, 68])
 def test_a_workload_xid_is_kept_apart_and_never_a_problem(xid):
-    found, _, said = judge(read([signal("DCGM_FI_DEV_XID_ERRORS", "gpu-a", 0, float(xid))]))
+    found, _problems, said = judge(read([signal("DCGM_FI_DEV_XID_ERRORS", "gpu-a", 0, float(xid))]))
     assert found == []
     assert [w["xid"] for w in said["workload_xids"]] == [xid]
 
@@ -187,16 +187,16 @@ def test_a_workload_xid_is_kept_apart_and_never_a_problem(xid):
     ("xid", "status"), [(48, "failed"), (63, "degraded"), (94, "degraded"), (95, "failed"), (999, "degraded")]
 )
 def test_an_xid_is_classed_by_the_table_and_one_outside_it_degrades(xid, status):
-    found, _, _ = judge(read([signal("DCGM_FI_DEV_XID_ERRORS", "gpu-a", 0, float(xid))]))
+    found, _problems, _said = judge(read([signal("DCGM_FI_DEV_XID_ERRORS", "gpu-a", 0, float(xid))]))
     assert found == [("gpu_xid_error", status)]
 
 
 def test_the_windowed_xid_count_is_classed_by_its_xid_label():
     # The published injection (dcgm-exporter#239) counts XID 42 once: not in the table, so degraded.
-    [(_, labels, value)] = published("pr-xid-count-injected")
+    [(_metric, labels, value)] = published("pr-xid-count-injected")
     series = {"metric": {**labels, SIGNAL_LABEL: "DCGM_EXP_XID_ERRORS_COUNT"}, "value": value}
     metrics = read([series], gpus={labels["Hostname"]: 1})
-    found, problems, _ = judge(metrics, labels["Hostname"], expected=(1, "GPUs registered"))
+    found, problems, _said = judge(metrics, labels["Hostname"], expected=(1, "GPUs registered"))
     assert found == [("gpu_xid_error", "degraded")] and problems[0].fields["xid"] == 42
     failed = {**series, "metric": {**series["metric"], "xid": "79"}}
     assert judge(read([failed], gpus={labels["Hostname"]: 1}), labels["Hostname"], (1, "x"))[0] == [
@@ -215,7 +215,7 @@ def test_the_windowed_xid_count_is_classed_by_its_xid_label():
     ],
 )
 def test_each_memory_signal_gives_its_status(metric, expected):
-    found, problems, _ = judge(read([signal(metric, "gpu-a", 5, 2.0)]))
+    found, problems, _said = judge(read([signal(metric, "gpu-a", 5, 2.0)]))
     assert found == [expected]
     assert (problems[0].fields["metric"], problems[0].fields["value"], problems[0].fields["gpu"]) == (metric, 2, "5")
 
@@ -231,7 +231,9 @@ def test_fewer_gpus_in_the_metrics_than_expected_degrades_the_node():
 
 
 def test_a_series_of_another_node_does_not_judge_this_one():
-    found, _, _ = judge(read([signal("DCGM_FI_DEV_XID_ERRORS", "gpu-b", 0, 79.0)], gpus={"gpu-a": 8, "gpu-b": 8}))
+    found, _problems, _said = judge(
+        read([signal("DCGM_FI_DEV_XID_ERRORS", "gpu-b", 0, 79.0)], gpus={"gpu-a": 8, "gpu-b": 8})
+    )
     assert found == []
 
 
@@ -246,26 +248,28 @@ def test_no_series_naming_the_node_is_unknown_with_the_labels_tried():
 
 
 def test_a_scrape_target_down_is_unknown():
-    found, _, said = judge(read(gpus={}, down=["gpu-a"]))
+    found, _problems, said = judge(read(gpus={}, down=["gpu-a"]))
     assert found == [("gpu_metrics_unknown", "unknown")]
     assert "scrape target of the exporter for the node is down" in said["unknown"]
 
 
 def test_samples_older_than_stale_after_are_unknown():
-    found, _, said = judge(read(ages={"gpu-a": 600.0}))
+    found, _problems, said = judge(read(ages={"gpu-a": 600.0}))
     assert found == [("gpu_metrics_unknown", "unknown")]
     assert "600 s old, above prometheus.stale_after 120 s" in said["unknown"]
 
 
 def test_a_failed_read_leaves_every_node_unknown_with_its_reason():
     error = "Prometheus at http://127.0.0.1:9090 unreachable: [Errno 111] Connection refused"
-    found, _, said = judge(MetricsRead(SOURCE, NOW, error=error))
+    found, _problems, said = judge(MetricsRead(SOURCE, NOW, error=error))
     assert found == [("gpu_metrics_unknown", "unknown")] and said["unknown"] == error
     assert not_collected(MetricsRead(SOURCE, NOW, error=error)) == []
 
 
 def test_a_hardware_fault_still_counts_when_the_node_is_also_unknown():
-    found, _, _ = judge(read([signal("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gpu-a", 1, 1.0)], ages={"gpu-a": 900.0}))
+    found, _problems, _said = judge(
+        read([signal("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gpu-a", 1, 1.0)], ages={"gpu-a": 900.0})
+    )
     assert found == [("gpu_row_remap_failed", "failed"), ("gpu_metrics_unknown", "unknown")]
 
 
@@ -274,7 +278,7 @@ def test_a_hardware_fault_still_counts_when_the_node_is_also_unknown():
 
 def test_a_signal_without_series_while_the_exporter_is_up_is_not_collected():
     # The GPU Operator's default counters, as published: ECC, retired pages and remap pending are off.
-    collected = {metric for metric, _, _ in published("lke-rtx4000-pod-mapping")}
+    collected = {metric for metric, _labels, _value in published("lke-rtx4000-pod-mapping")}
     missing = not_collected(read(collected=[m for m in WATCHED_METRICS if m in collected]))
     assert [s.metric for s in missing] == [
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
