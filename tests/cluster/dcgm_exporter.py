@@ -15,6 +15,7 @@ line shape of a published exporter output: the labels of its render template
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import threading
@@ -359,10 +360,9 @@ class DcgmExporter:
                 self.send_header("Content-Type", CONTENT_TYPE if status == 200 else "text/plain; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                try:
+                # Prometheus stopped or restarted mid-scrape: nobody reads the answer.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # Prometheus stopped or restarted mid-scrape: nobody reads the answer.
 
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
                 pass
