@@ -123,9 +123,11 @@ options:
   system_components:
     description:
       - >-
-        The GPU system components (device plugins, GPU Feature Discovery, the GPU Operator's operands, GKE's
-        device plugin, driver installer and device injector, Alibaba's gpushare, Volcano's and HAMi's device
-        plugins, the AMD and Intel GPU plugins, NVIDIA's DRA kubelet plugin) whose access to GPUs is on purpose.
+        The GPU system components (device plugins, GPU Feature Discovery, the MPS control daemon, the GPU
+        Operator's operands, GKE's device plugin, driver installer, device injector and GPUDirect NCCL installers
+        (RDMA with its container toolkit installer, TCPX, TCPXO), Koordinator's node agents, Alibaba's gpushare,
+        Volcano's and HAMi's device plugins, the AMD and Intel GPU plugins, NVIDIA's and the Kubernetes example's
+        DRA kubelet plugins) whose access to GPUs is on purpose.
         M(kubegpu.scheduling.gpu_pod_validate) allows their findings, each with the reason
         C(known GPU system component: <name>); M(kubegpu.scheduling.gpu_node_facts) does not count them as
         GPU use outside the scheduler.

@@ -15,15 +15,26 @@ pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 SYSTEM_FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "manifests" / "system"
 # Published DaemonSets applied as they are: the operator's golden renders of the driver (init with the
-# driver's args, OpenShift's Driver Toolkit), GKE's NCCL installers and Koordinator's node agents.
+# driver's args, OpenShift's Driver Toolkit), GKE's NCCL installers (RDMA with its container toolkit
+# installer, TCPX, TCPXO), the MPS control daemon as the operator and the device plugin's chart render it,
+# and Koordinator's node agents.
 PUBLISHED_COMPONENTS = {
     "NVIDIA GPU Operator driver": (
         "gpu-operator-driver-full-spec.yaml",
         "gpu-operator-driver-openshift-drivertoolkit.yaml",
         "gpu-operator-driver-gdrcopy-openshift.yaml",
     ),
-    "GKE NCCL RDMA installer": ("gke-nccl-rdma-installer.yaml",),
-    "GKE NCCL TCPXO installer": ("gke-nccl-tcpxo-installer.yaml",),
+    "GKE NCCL RDMA installer": (
+        "gke-nccl-rdma-installer.yaml",
+        "gke-nccl-rdma-installer-autopilot.yaml",
+        "gke-nccl-rdma-installer-a4x-container-toolkit.yaml",
+    ),
+    "GKE NCCL TCPX installer": ("gke-nccl-tcpx-installer.yaml", "gke-nccl-tcpx-installer-autopilot.yaml"),
+    "GKE NCCL TCPXO installer": ("gke-nccl-tcpxo-installer.yaml", "gke-nccl-tcpxo-installer-iptables.yaml"),
+    "NVIDIA MPS control daemon": (
+        "gpu-operator-mps-control-daemon-v24.3.0.yaml",
+        "nvidia-device-plugin-mps-control-daemon-helm.yaml",
+    ),
     "Koordinator koordlet": ("koordlet.yaml",),
     "AMD GPU Operator device config manager": ("amd-gpu-device-config-manager.yaml",),
     "Kubernetes DRA example driver, kubelet plugin": ("dra-example-driver-kubeletplugin.yaml",),

@@ -21,10 +21,14 @@ from typing import Any
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.amd_components import AMD_COMPONENTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.component import ANY_ARGUMENTS, Component
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.published_commands import (
+    GKE_CONTAINER_TOOLKIT_INSTALL,
     GKE_COS_INSTALL,
-    GKE_NCCL_RDMA_INSTALL,
+    GKE_NCCL_RDMA_INSTALLS,
+    GKE_NCCL_TCPX_INSTALL,
     GKE_NCCL_TCPXO_INSTALL,
+    GKE_RDMA_LOG_MARTIANS,
     GKE_TCPXO_APERTURES,
+    GKE_TCPXO_IPTABLES,
     OPENSHIFT_DTK_BUILD,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
@@ -381,18 +385,28 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
     ),
     Component(
         "GKE NCCL RDMA installer",
-        ("gce-ai-infra/gpudirect-gib/nccl-plugin-gib",),
-        (GKE_NCCL_RDMA_INSTALL,),
+        ("gce-ai-infra/gpudirect-gib/nccl-plugin-gib", "gce-ai-infra/gpudirect-gib/nccl-plugin-gib-arm64"),
+        (*GKE_NCCL_RDMA_INSTALLS, *GKE_RDMA_LOG_MARTIANS, GKE_CONTAINER_TOOLKIT_INSTALL),
         namespaces=("kube-system",),
-        source=_GKE_SOURCE + "gpudirect-rdma/nccl-rdma-installer.yaml",
+        source=_GKE_SOURCE + "gpudirect-rdma/nccl-rdma-installer.yaml, nccl-rdma-installer-autopilot.yaml, "
+        "nccl-rdma-installer-a4x.yaml (its container toolkit installer at c7f8e870)",
+        # The log-martians init container (alpine) and the container toolkit installer (ubuntu) of earlier versions.
+        helper_images=("pause", "alpine", "ubuntu"),
+    ),
+    Component(
+        "GKE NCCL TCPX installer",
+        ("gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev",),
+        (GKE_NCCL_TCPX_INSTALL,),
+        namespaces=("kube-system",),
+        source=_GKE_SOURCE + "gpudirect-tcpx/nccl-tcpx-installer.yaml, nccl-tcpx-installer-autopilot.yaml",
         helper_images=("pause",),
     ),
     Component(
         "GKE NCCL TCPXO installer",
         ("gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev",),
-        (GKE_NCCL_TCPXO_INSTALL, GKE_TCPXO_APERTURES),
+        (GKE_NCCL_TCPXO_INSTALL, GKE_TCPXO_APERTURES, GKE_TCPXO_IPTABLES),
         namespaces=("kube-system",),
-        source=_GKE_SOURCE + "gpudirect-tcpxo/nccl-tcpxo-installer.yaml",
+        source=_GKE_SOURCE + "gpudirect-tcpxo/nccl-tcpxo-installer.yaml, nccl-tcpxo-installer-autopilot.yaml",
         helper_images=("pause", "ubuntu"),
     ),
     Component(

