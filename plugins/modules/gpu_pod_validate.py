@@ -28,7 +28,8 @@ description:
   - Rules, each with its id, severity, the JSON path of the offending field, a message and a remedy.
     V(KGPU101) error, C(NVIDIA_VISIBLE_DEVICES) or a MIG device variable selects GPUs in a container
     that requests none. V(KGPU102) error, the same in a container that requests GPUs (it overrides the
-    device plugin, or the DRA driver for a claim). V(KGPU103) warning, such a variable comes from a value that cannot be known here.
+    device plugin, or the DRA driver for a claim). V(KGPU103) warning, such a variable comes from a value that cannot be known here
+    (C(valueFrom)) in a container that requests GPUs. V(KGPU104) error, the same in a container that requests none.
     V(KGPU201) error, a hostPath of C(/dev), C(/dev/nvidia*), C(/dev/char), C(/run/nvidia) or driver
     files is mounted, with or without a GPU limit (the toolkit injects the driver for the GPUs assigned).
     V(KGPU202) error, a mount under C(/var/run/nvidia-container-devices).
@@ -166,14 +167,14 @@ requirements:
 notes:
   - Live mode needs C(list) on pods, deployments, statefulsets, daemonsets, replicasets, cronjobs, jobs,
     replicationcontrollers and podtemplates, and C(get) on the configmaps and secrets that pods refer to
-    in their env. A ConfigMap or Secret that cannot be read makes its variables unknown (V(KGPU103)).
+    in their env. A ConfigMap or Secret that cannot be read makes its variables unknown (V(KGPU103), V(KGPU104)).
   - Live mode also reads discovery (C(GET /apis)) and lists, where the cluster serves them, the
     resourceclaims and resourceclaimtemplates (group C(resource.k8s.io)) and the custom resources of the
     workload table (the PyTorchJobs, RayClusters, JobSets, ... that C(rbac/kubegpu-reader.yaml) names), and
     gets the collection's validatingadmissionpolicies and their bindings by name (the RV(admission) field).
     Any of these it may not read is a note (for the policies, V(unknown) with the reason), never a failure.
   - Offline, an C(envFrom) source that is not among the manifests is assumed to set no NVIDIA variable,
-    unless its C(prefix) leads to one (V(KGPU103)); live mode reads it.
+    unless its C(prefix) leads to one (V(KGPU103), V(KGPU104)); live mode reads it.
   - The image config env is not fetched from registries; O(image_env) and the known image families stand
     in for it.
 seealso:

@@ -452,14 +452,14 @@ def test_the_mutating_policy_rewrites_only_what_admission_cannot_see(cluster, de
         assert checked > 10
 
         run(cluster, {"enforcement": "warn", "warnings_enforcement": "warn", "mutating": True})
-        # Each binding reaches Warn on its own: the error rules' (KGPU101) and the warning rules' (KGPU103).
+        # Both bindings in Warn: the error rules' warnings (KGPU101; KGPU104, a valueFrom without a GPU limit).
         probes = (explicit, mig, referenced)
         wait_until(
             lambda: all(dry_run(cluster, sent, denying)[0] == 201 for sent in probes),
             timeout=60,
             what="the Warn bindings",
         )
-        for sent, rule in zip(probes, ("KGPU101", "KGPU101", "KGPU103"), strict=True):
+        for sent, rule in zip(probes, ("KGPU101", "KGPU101", "KGPU104"), strict=True):
             status, reply, warnings = cluster.api.request_with_warnings(
                 "POST", collection(sent, denying) + "?dryRun=All", sent
             )

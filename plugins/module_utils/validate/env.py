@@ -333,7 +333,13 @@ def _field_ref_value(field_path: str, path: str, pod_metadata: Mapping[str, Any]
     match = _METADATA_MAP_FIELD.match(field_path)
     if match:
         values = as_mapping(pod_metadata.get(match[1]))
-        value = values.get(match[2], "")
+        if match[2] not in values:
+            # Labels and annotations can be set after creation (a scheduler sets one at dispatch): one the
+            # manifest lacks is not known to be empty when the kubelet reads it.
+            return EnvValue(
+                None, path, f"the pod's {field_path}", note=f"the manifest does not set {match[1]} {match[2]!r}"
+            )
+        value = values[match[2]]
         if isinstance(value, str):
             return EnvValue(value, path, f"the pod's {field_path}")
     return EnvValue(

@@ -92,8 +92,13 @@ def _assigned(c: ContainerFacts) -> dict[str, str]:
     return dict(assigner="the DRA driver", request=f"resource claim{'s' if len(c.claims) > 1 else ''} {names}")
 
 
-def visible_devices_unknown(pod: PodFacts) -> Iterator[Hit]:
+def visible_devices_unknown(pod: PodFacts, with_gpu: bool) -> Iterator[Hit]:
+    """Device variables whose value cannot be known here (valueFrom of a source not at hand or known
+    only at run time, an unreadable envFrom source whose prefix leads to one), in containers that hold
+    GPUs (or not: whatever the value, such a container asks the runtime for GPUs by name)."""
     for c in pod.containers:
+        if c.has_gpu != with_gpu:
+            continue
         for variable, _verb, value in c.device_values:
             if value.value is None:
                 yield Hit(c.site, value.path, dict(variable=variable, who=c.who, origin=value.origin, note=value.note))
@@ -317,7 +322,8 @@ def allow_annotation_without_reason(pod: PodFacts) -> Iterator[Hit]:
 CHECKS: dict[str, Check] = {
     "KGPU101": partial(gpu_selections, with_gpu=False),
     "KGPU102": partial(gpu_selections, with_gpu=True),
-    "KGPU103": visible_devices_unknown,
+    "KGPU103": partial(visible_devices_unknown, with_gpu=True),
+    "KGPU104": partial(visible_devices_unknown, with_gpu=False),
     "KGPU201": partial(gpu_mounts, host_path=True),
     "KGPU202": partial(gpu_mounts, host_path=False),
     "KGPU203": parent_mounts,

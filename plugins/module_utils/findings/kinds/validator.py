@@ -77,15 +77,38 @@ KINDS = (
     Kind(
         "KGPU103",
         WARNING,
-        "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) may be set to a value that cannot be known here",
+        "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) in a container with GPUs may be set to a value that "
+        "cannot be known here",
         "{variable} in {who} comes from {origin}, whose value cannot be known here ({note}); if it names GPUs, "
-        "the container gets them without the scheduler counting them",
-        "Set the variable from a literal value, or not at all; check the referenced source.",
+        "the container gets them beside the GPUs assigned for its GPU limit or claim, without the scheduler "
+        "counting them",
+        "Remove the variable: the device plugin, or the DRA driver for a resource claim, gives the container the "
+        "GPUs the scheduler counted. If it must stay, set it from a literal value.",
         VALIDATOR,
         "visible-devices-unknown",
         admission=Admission(
-            'variables.deviceEnv.filter(e, e.unknown.size() > 0).map(e, "container \'" + e.name + "\': " + '
+            'variables.deviceEnv.filter(e, e.gpu && e.unknown.size() > 0).map(e, "container \'" + e.name + "\': " + '
             "e.unknown.join(', ') + \" comes from valueFrom, whose value admission cannot know\")"
+        ),
+    ),
+    Kind(
+        "KGPU104",
+        ERROR,
+        "NVIDIA_VISIBLE_DEVICES (or a MIG device variable) is set from a value that cannot be known here in a "
+        "container that requests no GPU",
+        "{variable} in {who} comes from {origin}, whose value cannot be known here ({note}), and the container "
+        "requests no GPU: whatever the value, the container asks the runtime for GPUs by name, and any GPU it "
+        "names is used without the scheduler counting it",
+        "Request GPUs in resources.limits (for example nvidia.com/gpu: 1) and remove the variable; to keep a "
+        "container away from GPUs set NVIDIA_VISIBLE_DEVICES=void as a literal value. A ConfigMap or Secret key "
+        "(or another valueFrom) cannot be read at admission and may change after it, so it is never trusted to "
+        "hold void.",
+        VALIDATOR,
+        "visible-devices-unknown-without-gpu",
+        admission=Admission(
+            'variables.deviceEnv.filter(e, !e.gpu && e.unknown.size() > 0).map(e, "container \'" + e.name + "\': " + '
+            "e.unknown.join(', ') + \" comes from valueFrom, whose value admission cannot know, and the \" + "
+            '"container requests no GPU")'
         ),
     ),
     Kind(

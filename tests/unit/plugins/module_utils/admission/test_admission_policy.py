@@ -31,7 +31,17 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.owned imp
 )
 from ansible_collections.kubegpu.scheduling.plugins.modules import gpu_admission_policy as module
 
-DECIDED_AT_ADMISSION = {"KGPU101", "KGPU102", "KGPU103", "KGPU201", "KGPU202", "KGPU601", "KGPU602", "KGPU603"}
+DECIDED_AT_ADMISSION = {
+    "KGPU101",
+    "KGPU102",
+    "KGPU103",
+    "KGPU104",
+    "KGPU201",
+    "KGPU202",
+    "KGPU601",
+    "KGPU602",
+    "KGPU603",
+}
 
 
 def objects(**settings):
@@ -414,3 +424,32 @@ def test_enforcement_is_unknown_not_a_failure(resources, status, reason):
     result = reads.read_enforcement(EnforcementClient(resources, status=status))
     assert result["state"] == plan.UNKNOWN and reason in result["reason"] and result["policies"] == []
     assert plan.enforcement_summary(result).startswith("admission policies: unknown (")
+
+
+def test_a_value_from_without_a_gpu_is_refused_by_the_error_policy_and_warned_beside_one():
+    """KGPU104 (error policy, Deny by default) and KGPU103 (warnings policy) split the containers with a
+    device variable from valueFrom between them by whether the container holds a GPU: none falls between."""
+    by_name = objects(enforcement="deny", mutating=True)
+    errors = by_name[f"ValidatingAdmissionPolicy {policy.POLICY_NAME}"]["spec"]
+    warnings = by_name[f"ValidatingAdmissionPolicy {policy.WARNINGS_POLICY_NAME}"]["spec"]
+    assert "KGPU104" in {v["message"].split()[0] for v in errors["validations"]}
+    assert "KGPU103" in {v["message"].split()[0] for v in warnings["validations"]}
+    assert by_name[f"ValidatingAdmissionPolicyBinding {policy.POLICY_NAME}"]["spec"]["validationActions"] == [
+        "Deny",
+        "Audit",
+    ]
+    without, beside = RULES["KGPU104"].admission.findings, RULES["KGPU103"].admission.findings
+    assert without.startswith("variables.deviceEnv.filter(e, !e.gpu && e.unknown.size() > 0)")
+    assert beside.startswith("variables.deviceEnv.filter(e, e.gpu && e.unknown.size() > 0)")
+    # unknown: the variable's last env entry has valueFrom, whatever its source (ConfigMap, Secret, field).
+    [device_env] = [e for n, e in cel.POD_VARIABLES if n == "deviceEnv"]
+    unknown = device_env.split("'unknown': ")[1]
+    assert "has(c.?env.orValue([]).filter(e, e.name == v)[" in unknown and ".valueFrom)" in unknown
+    for ref in ("configMapKeyRef", "secretKeyRef", "fieldRef", "resourceFieldRef"):
+        assert ref not in unknown
+    # The mutating policy leaves such a container to the validating policies, which run after it.
+    [left_alone] = [e for n, e in cel.MUTATING_VARIABLES if n == "leftAlone"]
+    assert "c.?env.orValue([]).exists(e, e.name in [" in left_alone
+    message = policy.message_expression(RULES["KGPU104"])
+    assert "set NVIDIA_VISIBLE_DEVICES=void as a literal value" in message
+    assert "\n" not in message

@@ -39,6 +39,12 @@ EXPECTED = {
     "published/rapids-image-prepuller.yaml": {("KGPU501", "spec.template.spec.initContainers[0].image")},
     "published/nim-list-profiles.yaml": {("KGPU501", "spec.template.spec.containers[0].image")},
     "published/nim-download-all.yaml": {("KGPU501", "spec.template.spec.containers[0].image")},
+    # NVIDIA_VISIBLE_DEVICES through valueFrom in a container that requests no GPU (KGPU104): a ConfigMap key
+    # another container writes at run time, and an annotation a scheduler sets at dispatch.
+    "published/cobalt-dind-configmap-visible-devices.yaml": {
+        ("KGPU104", "spec.template.spec.containers[0].env[0].valueFrom.configMapKeyRef")
+    },
+    "published/lsf-kube-template.yaml": {("KGPU104", "spec.containers[0].env[0].valueFrom.fieldRef")},
 }
 
 

@@ -82,7 +82,8 @@ BAD = {
     "env-all.yaml": {("KGPU101", "spec.template.spec.containers[0].env[1].value")},
     "env-override.yaml": {("KGPU102", "spec.containers[0].env[0].value")},
     "env-from-configmap.yaml": {("KGPU101", "items[1].spec.template.spec.containers[0].envFrom[0].configMapRef")},
-    "env-unknown-secret.yaml": {("KGPU103", "spec.containers[0].env[0].valueFrom.secretKeyRef")},
+    "env-unknown-secret.yaml": {("KGPU104", "spec.containers[0].env[0].valueFrom.secretKeyRef")},
+    "env-unknown-with-gpu.yaml": {("KGPU103", "spec.containers[0].env[0].valueFrom.configMapKeyRef")},
     "device-host-path.yaml": {("KGPU201", "spec.template.spec.volumes[0].hostPath.path")},
     "device-list-mount.yaml": {("KGPU202", "spec.containers[0].volumeMounts[0].mountPath")},
     "host-root.yaml": {("KGPU203", "spec.template.spec.volumes[0].hostPath.path")},
@@ -328,7 +329,7 @@ def test_config_map_key_refs_resolve_and_optional_missing_keys_set_nothing():
         ("KGPU101", "spec.containers[0].env[0].valueFrom.configMapKeyRef")
     ]
     assert rules(cm, pod(container(env=[("NVIDIA_VISIBLE_DEVICES", optional)]))) == []
-    assert rules(cm, pod(container(env=[("NVIDIA_VISIBLE_DEVICES", required)]))) == ["KGPU103"]
+    assert rules(cm, pod(container(env=[("NVIDIA_VISIBLE_DEVICES", required)]))) == ["KGPU104"]
 
 
 def test_dollar_references_expand_from_earlier_variables_only():
@@ -374,7 +375,7 @@ def test_exponential_expansion_is_cut_off_as_unknown():
     env_list = [("V0", "x" * 100)] + [(f"V{i}", f"$(V{i - 1})$(V{i - 1})") for i in range(1, 40)]
     env_list.append(("NVIDIA_VISIBLE_DEVICES", "$(V39)"))
     [finding] = check(pod(container(env=env_list))).findings
-    assert finding.rule == "KGPU103"
+    assert finding.rule == "KGPU104"
     assert "longer than" in finding.message
 
 
@@ -387,8 +388,13 @@ def test_exponential_expansion_is_cut_off_as_unknown():
         ({"value": 1}, "is not a string"),
     ],
 )
-def test_values_that_cannot_be_known_here_are_warnings(env_entry, note):
+def test_values_that_cannot_be_known_here_are_errors_without_a_gpu_and_warnings_beside_one(env_entry, note):
     [finding] = check(pod(container(env=[("NVIDIA_VISIBLE_DEVICES", env_entry)]))).findings
+    assert finding.rule == "KGPU104" and finding.severity == "error"
+    assert note in finding.message and "whatever the value" in finding.message
+    assert "set NVIDIA_VISIBLE_DEVICES=void as a literal value" in finding.remedy
+    with_gpu = container(env=[("NVIDIA_VISIBLE_DEVICES", env_entry)], limits={"nvidia.com/gpu": 1})
+    [finding] = check(pod(with_gpu)).findings
     assert finding.rule == "KGPU103" and finding.severity == "warning"
     assert note in finding.message
 
@@ -397,12 +403,28 @@ def test_field_refs_to_pod_annotations_are_resolved():
     entry = {"valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['gpus']"}}}
     assert rules(pod(container(env=[("NVIDIA_VISIBLE_DEVICES", entry)]), annotations={"gpus": "all"})) == ["KGPU101"]
     assert rules(pod(container(env=[("NVIDIA_VISIBLE_DEVICES", entry)]), annotations={"gpus": "void"})) == []
+    # An annotation the manifest lacks may be set after creation (a scheduler sets one at dispatch).
+    [finding] = check(pod(container(env=[("NVIDIA_VISIBLE_DEVICES", entry)]), annotations={})).findings
+    assert finding.rule == "KGPU104" and "the manifest does not set annotations 'gpus'" in finding.message
+
+
+def test_a_value_from_that_cannot_be_known_is_an_error_in_each_container_without_a_gpu():
+    """Judged per container, as KGPU101 is: another container's GPU limit does not cover this one."""
+    ref = {"valueFrom": {"configMapKeyRef": {"name": "elsewhere", "key": "devices"}}}
+    mixed = pod(
+        container("gpu", limits={"nvidia.com/gpu": 1}, env=[("NVIDIA_VISIBLE_DEVICES", ref)]),
+        container("side", env=[("NVIDIA_VISIBLE_DEVICES", ref)]),
+    )
+    assert sorted((f.rule, f.container, f.severity) for f in check(mixed).findings) == [
+        ("KGPU103", "gpu", "warning"),
+        ("KGPU104", "side", "error"),
+    ]
 
 
 def test_env_from_an_unknown_source_warns_only_when_its_prefix_leads_to_the_variable():
     nvidia_prefix = pod(container(env_from=[{"prefix": "NVIDIA_", "configMapRef": {"name": "elsewhere"}}]))
     no_prefix = pod(container(env_from=[{"configMapRef": {"name": "elsewhere"}}]))
-    assert found(nvidia_prefix) == [("KGPU103", "spec.containers[0].envFrom[0].configMapRef")]
+    assert found(nvidia_prefix) == [("KGPU104", "spec.containers[0].envFrom[0].configMapRef")]
     assert found(no_prefix) == []
 
 
