@@ -23,6 +23,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.component i
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.published_commands import (
     GKE_CONTAINER_TOOLKIT_INSTALL,
     GKE_COS_INSTALL,
+    GKE_COS_INSTALL_LATEST,
     GKE_NCCL_RDMA_INSTALLS,
     GKE_NCCL_TCPX_INSTALL,
     GKE_NCCL_TCPXO_INSTALL,
@@ -378,9 +379,10 @@ BUILTIN_COMPONENTS: tuple[Component, ...] = (
     Component(
         "GKE NVIDIA driver installer",
         ("cos-nvidia-installer", "gke-nvidia-installer", "gke-release/nvidia-partition-gpu"),
-        (("bash", "-c", GKE_COS_INSTALL),),
+        (("bash", "-c", GKE_COS_INSTALL), ("bash", "-c", GKE_COS_INSTALL_LATEST)),
         namespaces=("kube-system",),
-        source="GoogleCloudPlatform/container-engine-accelerators nvidia-driver-installer/{cos,ubuntu}/daemonset-preloaded.yaml",
+        source="GoogleCloudPlatform/container-engine-accelerators nvidia-driver-installer/{cos,ubuntu}/daemonset-preloaded.yaml, "
+        "cos/daemonset-preloaded-latest.yaml, cos/daemonset-preloaded-latest-a4x.yaml",
         helper_images=("pause",),
     ),
     Component(

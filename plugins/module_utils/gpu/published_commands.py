@@ -6,8 +6,9 @@ Driver Toolkit side-car and the AMD GPU Operator's wait for its driver."""
 
 from __future__ import annotations
 
-# GKE's COS driver installer (nvidia-driver-installer/cos/daemonset-preloaded.yaml).
-GKE_COS_INSTALL = (
+# GKE's COS driver installer (nvidia-driver-installer/cos/daemonset-preloaded.yaml), and the latest driver
+# (daemonset-preloaded-latest.yaml, daemonset-preloaded-latest-a4x.yaml, since 2024-07).
+_GKE_COS_INSTALL = (
     'echo "Checking for existing GPU driver modules"\n'
     "if lsmod | grep nvidia; then\n"
     '  echo "GPU driver is already installed, the installed version may or may not be the driver version being '
@@ -15,8 +16,12 @@ GKE_COS_INSTALL = (
     "  exit 0\n"
     "else\n"
     '  echo "No GPU driver module detected, installing now"\n'
-    "  /cos-gpu-installer install || exit 1\n"
+    "{install}"
     "fi\n"
+)
+GKE_COS_INSTALL = _GKE_COS_INSTALL.format(install="  /cos-gpu-installer install || exit 1\n")
+GKE_COS_INSTALL_LATEST = _GKE_COS_INSTALL.format(
+    install="  /cos-gpu-installer install --version=latest || exit 1\n  chmod 755 /root/home/kubernetes/bin/nvidia\n"
 )
 
 # GKE's NCCL plugin installers for GPUDirect (gpudirect-rdma/nccl-rdma-installer*.yaml,

@@ -34,6 +34,8 @@ PUBLISHED = {
     "gke-nccl-tcpx-installer-autopilot.yaml": "GKE NCCL TCPX installer",
     "gke-nccl-tcpxo-installer.yaml": "GKE NCCL TCPXO installer",
     "gke-nccl-tcpxo-installer-iptables.yaml": "GKE NCCL TCPXO installer",
+    "gke-nvidia-driver-installer-cos-latest.yaml": "GKE NVIDIA driver installer",
+    "gke-nvidia-driver-installer-cos-latest-a4x.yaml": "GKE NVIDIA driver installer",
 }
 NODE = "gpu-1"
 

@@ -51,6 +51,8 @@ EXPECTED = {
     "gke-nvidia-gpu-device-plugin.yaml": "GKE NVIDIA GPU device plugin",
     "gke-nvidia-driver-installer-cos.yaml": "GKE NVIDIA driver installer",
     "gke-nvidia-driver-installer-ubuntu.yaml": "GKE NVIDIA driver installer",
+    "gke-nvidia-driver-installer-cos-latest.yaml": "GKE NVIDIA driver installer",
+    "gke-nvidia-driver-installer-cos-latest-a4x.yaml": "GKE NVIDIA driver installer",
     "gke-nri-device-injector.yaml": "GKE NRI device injector",
     "gke-nccl-rdma-installer.yaml": "GKE NCCL RDMA installer",
     "gke-nccl-rdma-installer-autopilot.yaml": "GKE NCCL RDMA installer",
@@ -227,6 +229,7 @@ def test_any_container_of_an_installer_or_mps_daemon_with_a_users_command_is_not
         # The plugin's install script made to run a user's program after it.
         ("gke-nccl-rdma-installer-autopilot.yaml", "python train.py\n"),
         ("gke-nccl-tcpx-installer.yaml", "python train.py\n"),
+        ("gke-nvidia-driver-installer-cos-latest.yaml", "python train.py\n"),
     ],
 )
 def test_a_published_script_with_more_appended_is_not_the_component(name, script):
