@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from conftest import ANSIBLE_BIN, REPO_ROOT, LocalCluster, ansible_env, fleet_facts, run_ansible_module
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet import prometheus_reads
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_promql import signal_expr
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import METRIC_SIGNALS
 from tests.cluster import dcgm_exporter
@@ -272,3 +273,10 @@ def test_the_fleet_reports_read_carries_the_metrics_health(cluster, nodes, dcgm_
     assert health[nodes["xid79"]]["status"] == "failed"
     assert [p["kind"] for p in health[nodes["xid79"]]["problems"]] == ["gpu_xid_error"]
     assert health[nodes["ok"]]["status"] == "healthy"
+
+
+def test_a_query_prometheus_refuses_is_said_with_prometheus_own_words(dcgm_prometheus):
+    source = prometheus_reads.prometheus_source({"url": dcgm_prometheus.url})
+    with pytest.raises(prometheus_reads.QueryRefused) as refused:
+        prometheus_reads.run_query(prometheus_reads.url_opener(source), source, "max by (node) (", 0.0)
+    assert str(refused.value).startswith("HTTP 400 Bad Request: bad_data: ")

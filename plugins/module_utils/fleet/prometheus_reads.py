@@ -168,7 +168,7 @@ def queries(source: PrometheusSource) -> dict[str, str]:
     }
 
 
-def _opener(source: PrometheusSource) -> urllib.request.OpenerDirector:
+def url_opener(source: PrometheusSource) -> urllib.request.OpenerDirector:
     context = ssl.create_default_context(cafile=source.ca_cert) if source.url.startswith("https") else None
     if context is not None:
         if not source.validate_certs:
@@ -182,7 +182,7 @@ def _opener(source: PrometheusSource) -> urllib.request.OpenerDirector:
     )
 
 
-class _Refused(Exception):
+class QueryRefused(Exception):
     """Prometheus, or what stands at its URL, did not answer a query with data."""
 
 
@@ -196,22 +196,22 @@ def _http_error_text(error: urllib.error.HTTPError) -> str:
     return f"HTTP {error.code} {error.reason}{said}{hint}"
 
 
-def _query(opener: urllib.request.OpenerDirector, source: PrometheusSource, expr: str, at: float) -> list[dict]:
+def run_query(opener: urllib.request.OpenerDirector, source: PrometheusSource, expr: str, at: float) -> list[dict]:
     url = f"{source.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
     request = urllib.request.Request(url, headers={"Accept": "application/json", **source.headers})
     try:
         with opener.open(request, timeout=source.timeout) as response:
             body = json.loads(response.read())
     except urllib.error.HTTPError as error:
-        raise _Refused(_http_error_text(error)) from None
+        raise QueryRefused(_http_error_text(error)) from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
-        raise _Refused(f"unreachable: {reason}") from None
+        raise QueryRefused(f"unreachable: {reason}") from None
     except ValueError:
-        raise _Refused("answered with something that is not JSON: is the URL Prometheus's?") from None
+        raise QueryRefused("answered with something that is not JSON: is the URL Prometheus's?") from None
     data = body.get("data") if isinstance(body, dict) else None
     if body.get("status") != "success" or not isinstance(data, dict) or data.get("resultType") != "vector":
-        raise _Refused(f"refused the query: {body.get('errorType')}: {body.get('error')}")
+        raise QueryRefused(f"refused the query: {body.get('errorType')}: {body.get('error')}")
     return [{"metric": s.get("metric") or {}, "value": float(s["value"][1])} for s in data.get("result") or []]
 
 
@@ -220,14 +220,14 @@ def read_metrics(source: PrometheusSource, now: float | None = None) -> MetricsR
     judges nodes by less than they need."""
     at = time.time() if now is None else now
     try:
-        opener = _opener(source)
+        opener = url_opener(source)
     except (OSError, ssl.SSLError) as error:
         files = "prometheus.ca_cert, client_cert or client_key"
         return MetricsRead(source, at, error=f"{files} could not be loaded for {source.url}: {error}")
     series: dict[str, list[dict]] = {}
     for name, expr in queries(source).items():
         try:
-            series[name] = _query(opener, source, expr, at)
-        except _Refused as refused:
+            series[name] = run_query(opener, source, expr, at)
+        except QueryRefused as refused:
             return MetricsRead(source, at, error=f"Prometheus at {source.url} {refused}", requests=len(series) + 1)
     return MetricsRead(source, at, series=series, requests=len(series))
