@@ -92,6 +92,9 @@ def _option_error(key: str, why: str) -> OptionError:
 
 def _checked_url(url: Any) -> str:
     parsed = urllib.parse.urlparse(str(url or ""))
+    if parsed.username or parsed.password:
+        # Said without the URL, which would show the password.
+        raise _option_error("url", "must not carry credentials: give prometheus.username and password")
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise _option_error("url", f"must be an http:// or https:// URL of the Prometheus server, not {url!r}")
     if parsed.query or parsed.fragment:

@@ -120,6 +120,13 @@ def test_a_bad_option_value_is_an_error_naming_it(option, named):
         prometheus_source(option)
 
 
+def test_credentials_in_the_url_are_refused_without_showing_them():
+    with pytest.raises(OptionError) as refused:
+        prometheus_source({"url": "https://ops:s3cret@prom.example:9090"})
+    assert "prometheus.url must not carry credentials" in str(refused.value)
+    assert "s3cret" not in str(refused.value)
+
+
 def test_the_queries_are_a_fixed_set_naming_every_signal_with_the_window():
     asked = queries(prometheus_source({"url": "http://p", "window": "30m", "job": "gpu-metrics"}))
     assert tuple(asked) == QUERY_NAMES and len(asked) == 5
