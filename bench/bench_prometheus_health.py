@@ -108,9 +108,13 @@ def measure(kubeconfig: str, prometheus: str | None, profile: str | None) -> dic
         parts["json"] = time.perf_counter() - at
         said = result.get("metrics") or {}
         health: dict[str, int] = {}
+        problems: dict[str, int] = {}
         for node in result.get("nodes") or []:
             status = (node.get("health") or {}).get("status", "?")
             health[status] = health.get(status, 0) + 1
+            for problem in (node.get("health") or {}).get("problems") or []:
+                kind = str(problem.get("kind") or problem.get("code") or "?")
+                problems[kind] = problems.get(kind, 0) + 1
         return {
             "nodes": len(nodes),
             "gpu_pods": len(pods),
@@ -119,6 +123,7 @@ def measure(kubeconfig: str, prometheus: str | None, profile: str | None) -> dic
             "metrics_error": metrics.error if metrics else None,
             "metrics_unknown": len(said.get("unknown") or []) if isinstance(said, dict) else 0,
             "health": health,
+            "problems": problems,
             "result_bytes": len(text),
         }
 
@@ -197,8 +202,10 @@ class Metrics:
         if not self.first_sample:
             self.first_sample = started
         changed = time.time()
-        step = max(1, len(names) // bad) if bad else 0
-        chosen = [names[i * step] for i in range(bad)] if bad else []
+        # Among the nodes new at this size: an XID set at an earlier size may be older than the window by now.
+        pool = new or names
+        step = max(1, len(pool) // bad) if bad else 0
+        chosen = [pool[i * step] for i in range(min(bad, len(pool)))] if bad else []
         for turn, name in enumerate(chosen):
             xid = BAD_XIDS[turn % len(BAD_XIDS)]
             values: dict[str, Any] = {**HEALTH_VALUES, XID_METRIC: {turn % GPUS: xid}}
@@ -330,6 +337,8 @@ def row(nodes: int, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "queries_without": sorted({r["queries_counted"] for r in without}),
         "requests_said": sorted({r["prometheus_requests"] for r in with_}),
         "health": with_[-1]["health"],
+        "problems": with_[-1].get("problems"),
+        "health_without": without[-1]["health"],
         "metrics_unknown": with_[-1]["metrics_unknown"],
         "metrics_error": with_[-1]["metrics_error"],
         "api_requests": with_[-1]["api_requests"],
@@ -380,7 +389,7 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"{r['with_range'][0]:.3f}-{r['with_range'][1]:.3f} s, pair ratios "
             f"{', '.join(f'{x:.2f}' for x in r['pair_ratios'])}; queries counted in the without runs "
             f"{'/'.join(map(str, r['queries_without']))}, the read's own count {'/'.join(map(str, r['requests_said']))}; "
-            f"health {r['health']}, unknown by metrics {r['metrics_unknown']}, read error {r['metrics_error']}"
+            f"health {r['health']} (without: {r['health_without']}), problems {r['problems']}, unknown by metrics {r['metrics_unknown']}, read error {r['metrics_error']}"
         )
 
 
