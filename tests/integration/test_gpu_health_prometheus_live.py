@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 import uuid
 from collections import Counter
 from typing import Any
@@ -28,7 +29,10 @@ from tests.cluster.dcgm_exporter import render_snapshot
 pytestmark = pytest.mark.cluster
 
 GPUS = 4
-WINDOW = "5m"
+# Short, so that a test can give Prometheus more history than the window, as a Prometheus that has run
+# for a while holds: a GPU with no series a window ago counts as having had XID 0 then.
+WINDOW = "30s"
+HISTORY_SECONDS = 33
 XID = "DCGM_FI_DEV_XID_ERRORS"
 # A new XID on a GPU, as the module reads it (per GPU: each XID is a series of its own).
 NEW_XID = signal_expr(METRIC_SIGNALS[0], WINDOW)
@@ -67,14 +71,17 @@ def healthy(node: str, template=dcgm_exporter.RELEASE_SHAPE, **values: Any) -> s
     return render_snapshot(node, GPUS, values or None, template)
 
 
-def serve_healthy(harness, names: dict[str, str], unserved: tuple[str, ...] = ()) -> None:
-    """Every node's exporter as a healthy node's, the month-old XID 79 already there from the first scrape;
-    the nodes of the cases `unserved` have no exporter and no scrape target."""
+def serve_healthy(harness, names: dict[str, str], unserved: tuple[str, ...] = (), history: bool = False) -> None:
+    """Every node's exporter as a healthy node's, the month-old XID 79 there from the first scrape; the
+    nodes of the cases `unserved` have no exporter and no scrape target. With history, returns once
+    Prometheus holds more than the window of samples, so the old XID reads as old."""
     snapshots = {n: healthy(n) for case, n in names.items() if case not in unserved}
     snapshots[names["old79"]] = healthy(names["old79"], **{XID: {2: 79}})
     snapshots[names["head"]] = healthy(names["head"], dcgm_exporter.HEAD_SHAPE)
     harness.serve(snapshots)
     harness.prometheus.wait_scrapes(2)
+    if history:
+        time.sleep(HISTORY_SECONDS)
 
 
 def prometheus_option(harness, **extra: Any) -> dict[str, Any]:
@@ -108,7 +115,7 @@ def node_writes(cluster: LocalCluster) -> Counter:
 
 
 def test_each_signal_classes_its_node_and_an_old_xid_or_a_workload_xid_does_not(cluster, nodes, dcgm_prometheus):
-    serve_healthy(dcgm_prometheus, nodes)
+    serve_healthy(dcgm_prometheus, nodes, history=True)
     names = list(nodes.values())
     before, warnings = facts_of(cluster, names, prometheus_option(dcgm_prometheus))
     assert warnings == []
@@ -144,12 +151,14 @@ def test_each_signal_classes_its_node_and_an_old_xid_or_a_workload_xid_does_not(
 def test_an_uncorrectable_counter_that_rises_degrades_and_what_is_not_collected_is_said(
     cluster, nodes, dcgm_prometheus
 ):
-    rows = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+    rows_signal = next(s for s in METRIC_SIGNALS if s.metric == "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS")
+    rows = rows_signal.metric
     serve_healthy(dcgm_prometheus, nodes)
     dcgm_prometheus.exporter.set_node(nodes["rows"], healthy(nodes["rows"], **{rows: 0}))
     dcgm_prometheus.prometheus.wait_until(f"{rows} == 0", lambda found: len(found) == GPUS, timeout=30)
+    time.sleep(HISTORY_SECONDS)  # a counter is judged against its value a window ago, so it needs one
     dcgm_prometheus.exporter.set_node(nodes["rows"], healthy(nodes["rows"], **{rows: {2: 1}}))
-    dcgm_prometheus.prometheus.wait_until(f"increase((max by (node, gpu) ({rows}))[{WINDOW}:]) > 0", bool, timeout=30)
+    dcgm_prometheus.prometheus.wait_until(signal_expr(rows_signal, WINDOW), bool, timeout=30)
     facts, _warnings = facts_of(cluster, list(nodes.values()), prometheus_option(dcgm_prometheus))
     assert judged(facts)[nodes["rows"]] == ("degraded", ["health.gpu_ecc_uncorrectable"])
     # The exporters serve the default counters' XID and temperature, and now remapped rows: the others
@@ -196,7 +205,7 @@ def test_prometheus_stopped_reads_unknown_never_healthy_and_the_api_facts_stay(c
 
 
 def test_the_quarantine_dry_run_takes_exactly_the_failed_nodes_and_writes_nothing(cluster, nodes, dcgm_prometheus):
-    serve_healthy(dcgm_prometheus, nodes)
+    serve_healthy(dcgm_prometheus, nodes, history=True)
     exporter = dcgm_prometheus.exporter
     exporter.set_node(nodes["xid79"], healthy(nodes["xid79"], **{XID: {0: 79}}))
     exporter.set_node(nodes["remap"], healthy(nodes["remap"], DCGM_FI_DEV_ROW_REMAP_FAILURE={1: 1}))

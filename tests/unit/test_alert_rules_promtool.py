@@ -70,47 +70,48 @@ CAPACITY = "kube_node_status_capacity"
 
 
 def gpu_cluster() -> dict[str, Any]:
-    """A cluster with GPU nodes: each fault on a node of its own, named by a different label."""
+    """A cluster with GPU nodes: each fault on a node of its own, named by a different label. Faults come
+    after 50 minutes of history, more than the window (30m), as on a Prometheus that has run for a while."""
     input_series = [
-        # gpu-a: XID 79 (failed class) at minute 11.
-        series(XID, gpu("Hostname", "gpu-a", 0), "0x10 79x50"),
-        # gpu-b: XID 13 (workload class) at minute 11.
-        series(XID, gpu("hostname", "gpu-b", 0), "0x10 13x50"),
-        # gpu-c: XID 79 from long before the series began: the gauge never resets.
-        series(XID, gpu("Hostname", "gpu-c", 0), "79x60"),
-        # gpu-g: the exporter labels each XID's series with its code: XID 79 at minute 11 starts a new series.
-        series(XID, {**gpu("Hostname", "gpu-g", 2), "err_code": "0"}, "0x10"),
-        series(XID, {**gpu("Hostname", "gpu-g", 2), "err_code": "79"}, "_x11 79x49"),
-        # gpu-h: XID 79 of last month, its series moving to a new pod when the exporter restarts at minute 20.
-        series(XID, {**gpu("Hostname", "gpu-h", 0), "pod": "dcgm-exporter-a"}, "79x20"),
-        series(XID, {**gpu("Hostname", "gpu-h", 0), "pod": "dcgm-exporter-b"}, "_x21 79x39"),
-        # gpu-d: one uncorrectable (double-bit) ECC error at minute 31.
-        series(ECC, gpu("hostname", "gpu-d", 1), "0x30 1x30"),
-        # gpu-e: four GPUs, one of which leaves the exporter after minute 20.
-        *(series(TEMP, gpu("kubernetes_node", "gpu-e", i), "40x60") for i in range(3)),
-        series(TEMP, gpu("kubernetes_node", "gpu-e", 3), "40x20"),
+        # gpu-a: XID 79 (failed class) at minute 51.
+        series(XID, gpu("Hostname", "gpu-a", 0), "0x50 79x50"),
+        # gpu-b: XID 13 (workload class) at minute 51.
+        series(XID, gpu("hostname", "gpu-b", 0), "0x50 13x50"),
+        # gpu-c: XID 79 from long before: the gauge never resets.
+        series(XID, gpu("Hostname", "gpu-c", 0), "79x100"),
+        # gpu-g: the exporter labels each XID's series with its code: XID 79 at minute 51 starts a new series.
+        series(XID, {**gpu("Hostname", "gpu-g", 2), "err_code": "0"}, "0x50"),
+        series(XID, {**gpu("Hostname", "gpu-g", 2), "err_code": "79"}, "_x51 79x49"),
+        # gpu-h: XID 79 of last month, its series moving to a new pod when the exporter restarts at minute 60.
+        series(XID, {**gpu("Hostname", "gpu-h", 0), "pod": "dcgm-exporter-a"}, "79x60"),
+        series(XID, {**gpu("Hostname", "gpu-h", 0), "pod": "dcgm-exporter-b"}, "_x61 79x39"),
+        # gpu-d: one uncorrectable (double-bit) ECC error at minute 71.
+        series(ECC, gpu("hostname", "gpu-d", 1), "0x70 1x30"),
+        # gpu-e: four GPUs, one of which leaves the exporter after minute 60.
+        *(series(TEMP, gpu("kubernetes_node", "gpu-e", i), "40x100") for i in range(3)),
+        series(TEMP, gpu("kubernetes_node", "gpu-e", 3), "40x60"),
         # kube-state-metrics: gpu-e (exporter present), gpu-f (no exporter), cpu-1 (no GPU).
-        series(CAPACITY, {"node": "gpu-e", "resource": "nvidia_com_gpu", "unit": "integer"}, "4x60"),
-        series(CAPACITY, {"node": "gpu-f", "resource": "nvidia_com_gpu", "unit": "integer"}, "8x60"),
-        series(CAPACITY, {"node": "cpu-1", "resource": "nvidia_com_gpu", "unit": "integer"}, "0x60"),
-        series(CAPACITY, {"node": "cpu-1", "resource": "cpu", "unit": "core"}, "16x60"),
+        series(CAPACITY, {"node": "gpu-e", "resource": "nvidia_com_gpu", "unit": "integer"}, "4x100"),
+        series(CAPACITY, {"node": "gpu-f", "resource": "nvidia_com_gpu", "unit": "integer"}, "8x100"),
+        series(CAPACITY, {"node": "cpu-1", "resource": "nvidia_com_gpu", "unit": "integer"}, "0x100"),
+        series(CAPACITY, {"node": "cpu-1", "resource": "cpu", "unit": "core"}, "16x100"),
     ]
     failed_a = alert("GpuXidFailed", 79, **on_gpu("gpu-a", 0))
     failed_g = alert("GpuXidFailed", 79, **on_gpu("gpu-g", 2))
     tests = [
         # Pending for its `for` (2m) first, then firing; gpu-c's and gpu-h's month-old 79 never.
-        check("12m", "GpuXidFailed"),
-        check("15m", "GpuXidFailed", failed_a, failed_g),
-        check("30m", "GpuXidFailed", failed_a, failed_g),
-        check("40m", "GpuXidFailed", failed_a, failed_g),
+        check("52m", "GpuXidFailed"),
+        check("55m", "GpuXidFailed", failed_a, failed_g),
+        check("70m", "GpuXidFailed", failed_a, failed_g),
+        check("80m", "GpuXidFailed", failed_a, failed_g),
         # Past the window (30m) after the change, it resolves.
-        check("45m", "GpuXidFailed"),
+        check("85m", "GpuXidFailed"),
         # A workload XID opens nothing, in no tier.
-        *(check(at, name) for at in ("15m", "30m") for name in ("GpuXidDegraded", "GpuXidUnlisted")),
-        check("30m", "GpuEccDbeVolTotalIncreased"),
-        check("45m", "GpuEccDbeVolTotalIncreased", alert("GpuEccDbeVolTotalIncreased", 1, **on_gpu("gpu-d", 1))),
-        check("20m", "GpuCountDropped"),
-        check("35m", "GpuCountDropped", alert("GpuCountDropped", 3, node="gpu-e")),
+        *(check(at, name) for at in ("55m", "70m") for name in ("GpuXidDegraded", "GpuXidUnlisted")),
+        check("70m", "GpuEccDbeVolTotalIncreased"),
+        check("85m", "GpuEccDbeVolTotalIncreased", alert("GpuEccDbeVolTotalIncreased", 1, **on_gpu("gpu-d", 1))),
+        check("55m", "GpuCountDropped"),
+        check("75m", "GpuCountDropped", alert("GpuCountDropped", 3, node="gpu-e")),
         # Absent after its own `for` (10m), only where the capacity has GPUs and the exporter has no series.
         check("5m", "GpuExporterAbsent"),
         check("15m", "GpuExporterAbsent", alert("GpuExporterAbsent", 8, node="gpu-f")),
@@ -121,8 +122,8 @@ def gpu_cluster() -> dict[str, Any]:
 def cluster_without_gpus() -> dict[str, Any]:
     """No GPU node and no exporter: nothing fires, whatever the time."""
     input_series = [
-        series(CAPACITY, {"node": "cpu-1", "resource": "cpu", "unit": "core"}, "16x60"),
-        series(CAPACITY, {"node": "cpu-2", "resource": "nvidia_com_gpu", "unit": "integer"}, "0x60"),
+        series(CAPACITY, {"node": "cpu-1", "resource": "cpu", "unit": "core"}, "16x100"),
+        series(CAPACITY, {"node": "cpu-2", "resource": "nvidia_com_gpu", "unit": "integer"}, "0x100"),
     ]
     tests = [check(at, name) for at in ("15m", "45m") for name in BY_NAME]
     return {"interval": "1m", "input_series": input_series, "alert_rule_test": tests}

@@ -28,13 +28,14 @@ def by(labels: Sequence[str] = NODE_LABELS) -> str:
     return ", ".join(labels)
 
 
-def per_gpu(signal: MetricSignal, labels: Sequence[str] = NODE_LABELS) -> str:
+def per_gpu(signal: MetricSignal, labels: Sequence[str] = NODE_LABELS, offset: str = "") -> str:
     """The signal's metric, one series per GPU (and per label the signal keeps, such as the windowed
-    XID count's ``xid``). The exporter's other labels change while the GPU stays: the last-XID
-    gauge carries the XID's ``err_code`` and ``err_msg`` since its release 3.3.6-3.4.2, and the pod
-    mapping the ``pod`` holding the GPU, so each new XID or pod starts a new series and the old one
-    goes stale. Read per series, no XID would ever be seen to change."""
-    return f"max by ({by((*labels, *GPU_IDENTITY, *signal.keep))}) ({signal.metric})"
+    XID count's ``xid``), now or ``offset`` ago. The exporter's other labels change while the GPU
+    stays: the last-XID gauge carries the XID's ``err_code`` and ``err_msg`` since its release
+    3.3.6-3.4.2, and the pod mapping the ``pod`` holding the GPU, so each new XID or pod starts a new
+    series and the old one goes stale. Read per series, no XID would ever be seen to change."""
+    at = f" offset {offset}" if offset else ""
+    return f"max by ({by((*labels, *GPU_IDENTITY, *signal.keep))}) ({signal.metric}{at})"
 
 
 def value_in(expr: str, codes: Iterable[int]) -> str:
@@ -46,17 +47,22 @@ def signal_expr(
     signal: MetricSignal, window: str, codes: Iterable[int] | None = None, labels: Sequence[str] = NODE_LABELS
 ) -> str:
     """The GPUs whose signal says they are bad now, read as the signal says: for the last-XID gauge,
-    a value that changed within ``window`` and is not 0 (optionally only ``codes``); for a counter,
-    an increase within ``window``; for a flag, a value above 0 (optionally only ``codes``). Subqueries
-    at the evaluation interval read the per-GPU series over the window."""
-    gpu = per_gpu(signal, labels)
+    a value that is not 0 (optionally only ``codes``) and not the GPU's value ``window`` ago (0 for a
+    GPU Prometheus has no series of then: a node that joined since and failed is seen; the price is
+    an old XID read as new for one window after Prometheus lost its data); for a counter, a value
+    above the GPU's value ``window`` ago (none then: not judged, since counters such as remapped rows
+    carry the GPU's whole life and would all read as new); for a flag,
+    a value above 0 (optionally only ``codes``). Two instant selections per signal: a subquery over
+    the window would evaluate every GPU's series at every step, ten times and more the work at
+    thousands of nodes."""
+    now, before = per_gpu(signal, labels), per_gpu(signal, labels, offset=window)
     if signal.reading == CHANGED:
-        current = f"({value_in(gpu, codes)})" if codes is not None else f"{gpu} != 0"
-        return f"{current} and changes(({gpu})[{window}:]) > 0"
+        current = f"({value_in(now, codes)})" if codes is not None else f"{now} != 0"
+        return f"{current} and on ({by((*labels, *GPU_IDENTITY, *signal.keep))}) ({now} != ({before} or {now} * 0))"
     if signal.reading == INCREASED:
-        return f"increase(({gpu})[{window}:]) > 0"
+        return f"{now} - {before} > 0"
     if signal.reading == SET:
-        return f"({value_in(gpu, codes)})" if codes is not None else f"{gpu} > 0"
+        return f"({value_in(now, codes)})" if codes is not None else f"{now} > 0"
     raise ValueError(f"unknown reading {signal.reading!r} of {signal.metric}")
 
 
@@ -84,13 +90,13 @@ def targets_down_expr(job_pattern: str) -> str:
 def changed_outside_expr(
     signal: MetricSignal, window: str, codes: Iterable[int], labels: Sequence[str] = NODE_LABELS
 ) -> str:
-    """For the last-XID gauge, the GPUs whose value changed within ``window`` and is neither 0 nor
-    one of ``codes``: an XID that no row of the table names."""
+    """For the last-XID gauge, the GPUs whose value is new within ``window`` (as signal_expr reads it)
+    and is neither 0 nor one of ``codes``: an XID that no row of the table names."""
     if signal.reading != CHANGED:
         raise ValueError(f"{signal.metric} is not read by its changes")
-    gpu = per_gpu(signal, labels)
-    current = " and ".join([f"{gpu} != 0", *(f"{gpu} != {code}" for code in codes)])
-    return f"({current}) and changes(({gpu})[{window}:]) > 0"
+    now = per_gpu(signal, labels)
+    outside = " and ".join(f"{now} != {code}" for code in codes)
+    return f"({outside}) and ({signal_expr(signal, window, labels=labels)})"
 
 
 def with_node_label(expr: str, target: str = "node", labels: Sequence[str] = NODE_LABELS) -> str:

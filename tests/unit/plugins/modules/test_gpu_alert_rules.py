@@ -40,8 +40,8 @@ def test_writes_the_rules_file_once_then_nothing(tmp_path, capsys):
     assert dest.stat().st_mtime_ns == stamp
 
     changed = run_module(capsys, dest=str(dest), window="1h", _ansible_diff=True)
-    assert changed["changed"] is True and "[1h" in dest.read_text() and "[30m" not in dest.read_text()
-    assert "[30m" in changed["diff"][0]["before"]
+    assert changed["changed"] is True and "offset 1h)" in dest.read_text() and "offset 30m)" not in dest.read_text()
+    assert "offset 30m)" in changed["diff"][0]["before"]
 
 
 def test_the_prometheus_rule_format_carries_the_mark_and_labels(tmp_path, capsys):

@@ -70,7 +70,11 @@ def test_no_workload_xid_alerts_anywhere():
 
 def test_the_xid_rules_judge_a_change_within_the_window_never_the_value_alone():
     for name in ("GpuXidFailed", "GpuXidDegraded", "GpuXidUnlisted"):
-        assert re.search(rf"changes\(\(max by \([^)]*\) \({XID_METRIC}\)\)\[30m:\]\) > 0", BY_NAME[name]["expr"]), name
+        expr = BY_NAME[name]["expr"]
+        # The GPU's XID now against its XID a window ago (0 where it had none), never the value alone.
+        assert re.search(
+            rf"max by \([^)]*\) \({XID_METRIC}\) != \(max by \([^)]*\) \({XID_METRIC} offset 30m\) or ", expr
+        ), name
 
 
 def test_every_signal_of_the_table_has_a_rule_of_its_status():
@@ -86,7 +90,8 @@ def test_every_signal_of_the_table_has_a_rule_of_its_status():
     assert tier("GpuRowRemapPending") == "kubegpu-gpu-ticket"
     assert tier("GpuRetiredPending") == "kubegpu-gpu-ticket"
     ecc = BY_NAME["GpuEccDbeVolTotalIncreased"]["expr"]
-    assert re.search(r"increase\(\(max by \([^)]*\) \(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL\)\)\[30m:\]\) > 0", ecc)
+    ecc_now, ecc_before = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL offset 30m)"
+    assert re.search(rf"max by \([^)]*\) \({re.escape(ecc_now)} - max by \([^)]*\) \({re.escape(ecc_before)} > 0", ecc)
 
 
 def test_every_rule_has_the_node_label_for_runbook_and_annotations():

@@ -133,7 +133,7 @@ def test_the_queries_are_a_fixed_set_naming_every_signal_with_the_window():
     for each in (*METRIC_SIGNALS, XID_COUNT_SIGNAL):
         assert f'"{SIGNAL_LABEL}", "{each.metric}"' in asked[Q_SIGNALS]
     per_gpu = "max by (Hostname, hostname, kubernetes_node, node, gpu, UUID, uuid, modelName) (DCGM_FI_DEV_XID_ERRORS)"
-    assert f"changes(({per_gpu})[30m:]) > 0" in asked[Q_SIGNALS]
+    assert f"{per_gpu} != (max by" in asked[Q_SIGNALS] and "(DCGM_FI_DEV_XID_ERRORS offset 30m)" in asked[Q_SIGNALS]
     assert "[10m]" not in asked[Q_SIGNALS]
     assert asked[Q_DOWN] == 'up{job=~"gpu-metrics"} == 0'
     assert "by (Hostname, hostname, kubernetes_node, node)" in asked[Q_GPUS]
