@@ -354,9 +354,12 @@ def _by_role(pods: Iterable[Mapping[str, Any]], role: str) -> dict[str, list[Map
 
 def _expected_in_metrics(node: Mapping[str, Any], facts: Mapping[str, Any], options: FleetOptions):
     """The GPUs the exporter should report for the node: as the health view expects them, else its
-    registered GPUs where they are whole GPUs (not MIG devices, which the exporter does not count)."""
+    registered GPUs. On a MIG node only health.expected_gpus: its count label and its capacity count
+    MIG devices, and the exporter counts GPUs."""
+    if facts["mig_profile"]:
+        return expected_gpus(facts, {}, options.health)
     expected = expected_gpus(facts, node["labels"], options.health)
-    if expected is None and not facts["mig_profile"] and facts["capacity"]:
+    if expected is None and facts["capacity"]:
         return facts["capacity"], "GPUs registered"
     return expected
 

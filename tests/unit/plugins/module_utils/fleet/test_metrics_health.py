@@ -376,6 +376,8 @@ def test_a_failed_read_is_a_note_and_leaves_the_api_facts_as_they_were():
 
 
 def test_mig_nodes_are_not_expected_to_show_their_mig_devices_as_gpus():
-    mig = make_node("gpu-mig", 14, labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"})
+    # GFD under the single MIG strategy: the count label and the capacity count 1g.5gb devices.
+    labels = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "nvidia.com/gpu.count": "14"}
+    mig = make_node("gpu-mig", 14, labels=labels)
     facts = fleet_with_metrics(read(gpus={"gpu-mig": 2}), nodes=[mig])
     assert facts["nodes"][0]["health"]["status"] == "healthy"
