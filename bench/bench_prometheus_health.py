@@ -389,7 +389,8 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"{r['with_range'][0]:.3f}-{r['with_range'][1]:.3f} s, pair ratios "
             f"{', '.join(f'{x:.2f}' for x in r['pair_ratios'])}; queries counted in the without runs "
             f"{'/'.join(map(str, r['queries_without']))}, the read's own count {'/'.join(map(str, r['requests_said']))}; "
-            f"health {r['health']} (without: {r['health_without']}), problems {r['problems']}, unknown by metrics {r['metrics_unknown']}, read error {r['metrics_error']}"
+            f"health {r['health']} (without: {r['health_without']}), problems {r['problems']}, "
+            f"unknown by metrics {r['metrics_unknown']}, read error {r['metrics_error']}"
         )
 
 
