@@ -36,7 +36,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signal
     METRIC_SIGNALS,
     PRESENCE_METRIC,
     UUID_LABEL,
-    WATCHED_METRICS,
     WORKLOAD,
     XID_COUNT_SIGNAL,
     XID_LABEL,
@@ -68,17 +67,21 @@ def node_of(labels: Mapping[str, str], node_labels: Sequence[str]) -> str | None
 def by_node(read: MetricsRead) -> dict[str, NodeSeries]:
     """The read's series, node by node (series that name no node are left out)."""
     nodes: dict[str, NodeSeries] = defaultdict(NodeSeries)
-    labels = read.source.node_labels
-    for query, apply in (
-        (Q_GPUS, lambda view, s: setattr(view, "gpus", int(s["value"]))),
-        (Q_AGE, lambda view, s: setattr(view, "age", s["value"])),
-        (Q_DOWN, lambda view, s: setattr(view, "down", True)),
-        (Q_SIGNALS, lambda view, s: view.bad.append(s)),
-    ):
+
+    def of(query: str):
         for series in read.series.get(query, ()):
-            name = node_of(series["metric"], labels)
+            name = node_of(series["metric"], read.source.node_labels)
             if name:
-                apply(nodes[name], series)
+                yield nodes[name], series
+
+    for view, series in of(Q_GPUS):
+        view.gpus = int(series["value"])
+    for view, series in of(Q_AGE):
+        view.age = series["value"]
+    for view, _series in of(Q_DOWN):
+        view.down = True
+    for view, series in of(Q_SIGNALS):
+        view.bad.append(series)
     return dict(nodes)
 
 
@@ -177,8 +180,7 @@ def not_collected(read: MetricsRead) -> list[MetricSignal]:
     collected = {series["metric"].get("__name__") for series in read.series.get(Q_COLLECTED, ())}
     if PRESENCE_METRIC not in collected:
         return []
-    missing = [metric for metric in WATCHED_METRICS if metric not in collected]
-    return [next(s for s in METRIC_SIGNALS if s.metric == metric) for metric in missing]
+    return [signal for signal in METRIC_SIGNALS if signal.metric not in collected]
 
 
 def down_targets(read: MetricsRead, gpu_nodes: set[str]) -> list[str]:

@@ -39,8 +39,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signal
     MetricSignal,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import GROUPS, PROMETHEUS
 
-OPTION = "prometheus"
+OPTION = PROMETHEUS
+# The option's defaults, as its group declares them.
+DEFAULTS = {name: spec.get("default") for name, spec in GROUPS[PROMETHEUS][OPTION]["options"].items()}
 # The label each signal's series carry in the signals query, naming the signal's metric.
 SIGNAL_LABEL = "kubegpu_signal"
 SIGNALS = (*METRIC_SIGNALS, XID_COUNT_SIGNAL)
@@ -67,11 +70,11 @@ class PrometheusSource:
     client_key: str | None = None
     validate_certs: bool = True
     proxy: str | None = None
-    timeout: int = 30
+    timeout: int = DEFAULTS["timeout"]
     node_labels: tuple[str, ...] = NODE_LABELS
-    window: str = "10m"
-    job: str = ".*dcgm.*"
-    stale_after: int = 120
+    window: str = DEFAULTS["window"]
+    job: str = DEFAULTS["job"]
+    stale_after: int = DEFAULTS["stale_after"]
 
 
 @dataclass(frozen=True)
@@ -119,14 +122,14 @@ def _auth_headers(option: Mapping[str, Any]) -> dict[str, str]:
 def prometheus_source(option: Mapping[str, Any]) -> PrometheusSource:
     """The source the ``prometheus`` option describes, every value checked; an OptionError naming
     the first bad one."""
-    window = str(option.get("window") or "10m")
+    window = str(option.get("window") or DEFAULTS["window"])
     if not _DURATION.match(window):
         raise _option_error("window", f"must be a Prometheus duration such as 10m or 1h30m, not {window!r}")
     labels = tuple(option.get("node_labels") or NODE_LABELS)
     bad = [label for label in labels if not _LABEL_NAME.match(label)]
     if bad:
         raise _option_error("node_labels", f"must be Prometheus label names; not: {', '.join(bad)}")
-    job = str(option.get("job") or ".*dcgm.*")
+    job = str(option.get("job") or DEFAULTS["job"])
     try:
         re.compile(job)
     except re.error as error:
@@ -146,11 +149,11 @@ def prometheus_source(option: Mapping[str, Any]) -> PrometheusSource:
         client_key=option.get("client_key"),
         validate_certs=option.get("validate_certs", True) is not False,
         proxy=option.get("proxy") or None,
-        timeout=int(option.get("timeout") or 30),
+        timeout=int(option.get("timeout") or DEFAULTS["timeout"]),
         node_labels=labels,
         window=window,
         job=job,
-        stale_after=int(option.get("stale_after") or 120),
+        stale_after=int(option.get("stale_after") or DEFAULTS["stale_after"]),
     )
 
 

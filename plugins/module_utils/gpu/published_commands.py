@@ -78,13 +78,10 @@ GKE_NCCL_TCPXO_INSTALL = (
     "set -ex\nchmod 755 /scripts/container_entry.sh\n/scripts/container_entry.sh install --install-nccl\n"
     'mkdir -p /usr/local/nvidia/lib64\ncp -r /var/lib/tcpxo/lib64/. /usr/local/nvidia/lib64\necho "installation finishes"\n',
 )
+# The TCPXO installer's init containers run their script in the host's namespaces.
+_ON_HOST = ("nsenter", "-at", "1", "--", "sh", "-c")
 GKE_TCPXO_APERTURES = (
-    "nsenter",
-    "-at",
-    "1",
-    "--",
-    "sh",
-    "-c",
+    *_ON_HOST,
     "/sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT && modprobe import-helper\nsudo mkdir -p /dev/aperture_devices\n"
     "while IFS= read -r line; do\n  BDF=$( echo \"$line\" | awk '{print $1}' );\n"
     '  target_aperture_path="/dev/aperture_devices/$BDF"\n'
@@ -95,12 +92,7 @@ GKE_TCPXO_APERTURES = (
 )
 # Before 2024-06 (f0422385) the TCPXO installer's ubuntu init container only opened TCP and loaded the helper.
 GKE_TCPXO_IPTABLES = (
-    "nsenter",
-    "-at",
-    "1",
-    "--",
-    "sh",
-    "-c",
+    *_ON_HOST,
     "/sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT && modprobe import-helper",
 )
 # The GPU Operator driver's OpenShift Driver Toolkit side-car (manifests/state-driver/0500_daemonset.yaml).
