@@ -1,0 +1,364 @@
+# Copyright: kubegpu.scheduling contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""kubegpu.scheduling.gpu_health: an Event-Driven Ansible source of GPU node health transitions.
+
+It lists the cluster's Nodes, then watches them (``watch=1&resourceVersion=RV&allowWatchBookmarks=true``),
+judges each GPU node's health class as the health view of gpu_node_facts does (the node conditions and
+taints of the health table, GPUs withdrawn or fewer than expected), and puts an event on the queue only
+when a node's class changes: a heartbeat changes nothing that is compared and gives no event.
+
+Events (``event.type``):
+
+- ``transition``: ``node``, ``pool`` (as the quarantine's breaker names it, ``model=...``), ``from``,
+  ``to`` (healthy, unknown, degraded, failed, or deleted), ``problems``, ``summary``, ``gpus``,
+  ``cordoned``, ``quarantined`` (the collection's record is on the node), ``pool_gpus``,
+  ``pool_gpus_out`` and ``pool_share_out`` (GPUs of the pool on nodes not healthy or cordoned),
+  ``max_share``, ``breaker_holds`` and ``breaker`` (the quarantine's breaker would hold the node back,
+  and why), ``seen`` (list, watch, or relist after the watch expired), ``act``.
+- ``healthy_for``: a node quarantined by the collection has stayed healthy for ``release_hold`` seconds.
+- ``source_status``: ``status`` api_unreachable (with ``retry_in``) or api_reachable.
+
+Arguments: the connection options of the collection's modules (``kubeconfig``, ``context``, ``host``,
+``api_key``, ``ca_cert``, ``client_cert``, ``client_key``, ``validate_certs``, ... and their
+``K8S_AUTH_*`` variables), ``pool_by`` (default [model]), ``max_share`` (0.5, as the quarantine
+playbook), ``release_hold`` (seconds, 600), ``act`` (false: copied into each event; the collection's
+rulebooks act only when it is true), ``initial`` (true: the nodes found not healthy at start give an
+event), ``watch_timeout`` (300), ``page_size`` (500), ``retry_max`` (60: the longest wait between tries
+while the API server cannot be reached).
+
+Every API call runs in a thread (the list through ``asyncio.to_thread``, each watch in a daemon thread
+that hands its lines to the event loop), so the loop never blocks. A watch that ends is resumed from
+the last resource version (bookmarks keep it recent); a watch that expired (410 Gone) is followed by a
+new list, compared with what was known: only the transitions that happened meanwhile are emitted. An API
+server that cannot be reached is tried again with back-off and reported, never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+_COLLECTION = ("ansible_collections", "kubegpu", "scheduling")
+
+
+def _collections_importable() -> None:
+    """Make ``ansible_collections.kubegpu.scheduling`` importable: from the collection this file is part of
+    (ansible-rulebook runs it by path from ANSIBLE_COLLECTIONS_PATH), else from where Python finds it
+    (this checkout linked into the venv), else from Ansible's collection paths."""
+    here = os.path.abspath(__file__).split(os.sep)
+    if len(here) > 9 and tuple(here[-9:-6]) == _COLLECTION:
+        root = os.sep.join(here[:-9]) or os.sep
+        if root not in sys.path:
+            sys.path.insert(0, root)
+        return
+    try:
+        __import__("ansible_collections.kubegpu.scheduling.plugins.module_utils.events")
+        return
+    except ImportError:
+        pass
+    configured = os.environ.get("ANSIBLE_COLLECTIONS_PATH") or os.environ.get("ANSIBLE_COLLECTIONS_PATHS") or ""
+    paths = [p for p in configured.split(os.pathsep) if p]
+    paths += [os.path.expanduser("~/.ansible/collections"), "/usr/share/ansible/collections"]
+    for path in paths:
+        if os.path.isdir(os.path.join(path, *_COLLECTION)) and path not in sys.path:
+            sys.path.append(path)
+
+
+_collections_importable()
+
+import contextlib
+
+import urllib3  # noqa: E402  (after the path is set, with the collection's own imports)
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.events.stream import (  # noqa: E402
+    BOOKMARK,
+    DELETED,
+    ERROR,
+    NODES_PATH,
+    SourceArgs,
+    error_text,
+    expired,
+    list_query,
+    resource_version,
+    retry_wait,
+    source_args,
+    split_lines,
+    watch_event,
+    watch_query,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.events.transitions import (  # noqa: E402
+    SEEN_IN_LIST,
+    SEEN_IN_RELIST,
+    SEEN_ON_WATCH,
+    Holds,
+    due,
+    healthy_for_event,
+    next_due,
+    observe,
+    relist,
+    source_status_event,
+    transition_event,
+    update_hold,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.events.views import NodeView, view_of  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import (  # noqa: E402
+    KubeClient,
+    client_from_params,
+    decode_json,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (  # noqa: E402
+    ClusterError,
+    KubegpuError,
+    describe_api_error,
+    describe_connection_error,
+)
+
+LOG = logging.getLogger("kubegpu.scheduling.gpu_health")
+UNREACHABLE = "api_unreachable"
+REACHABLE = "api_reachable"
+
+
+class Expired(Exception):
+    """The resource version is too old for a watch (410 Gone): list again."""
+
+
+def list_nodes(client: KubeClient, args: SourceArgs) -> tuple[list[NodeView], str]:
+    """Every GPU node's view and the list's resource version, page by page (runs in a thread)."""
+    views: list[NodeView] = []
+    token: str | None = None
+    version = ""
+    while True:
+        page = client.get(NODES_PATH, query=list_query(args.page_size, token))
+        metadata = page.get("metadata") or {}
+        version = version or str(metadata.get("resourceVersion") or "")
+        views += [v for v in (view_of(item, args.view) for item in page.get("items") or []) if v is not None]
+        token = metadata.get("continue") or None
+        if not token:
+            return views, version
+
+
+def open_watch(client: KubeClient, query: dict[str, Any], read_timeout: float) -> Any:
+    """The streamed answer of a watch, through the modules' client (its configuration, credentials and
+    pool); an HTTP error is a ClusterError, a 410 is Expired."""
+    headers = client._headers("application/json", None)  # the client's own credentials and headers
+    pool = client.api_client.rest_client.pool_manager
+    client.request_count += 1
+    response = pool.request(
+        "GET",
+        client._url(NODES_PATH, query),
+        headers=headers,
+        preload_content=False,
+        retries=False,
+        timeout=urllib3.Timeout(connect=client.timeout, read=read_timeout),
+    )
+    if response.status < 400:
+        return response
+    body = response.read().decode("utf-8", "replace")
+    response.release_conn()
+    if response.status == 410:
+        raise Expired(body)
+    raise ClusterError(describe_api_error(response.status, response.reason, body, "GET", NODES_PATH), response.status)
+
+
+class WatchReader(threading.Thread):
+    """One watch, read in its own thread: each event handed to the loop as (type, name, view, version),
+    and at the end ("END", exception or None)."""
+
+    def __init__(self, client: KubeClient, args: SourceArgs, version: str, hand: Callable[[tuple], object]) -> None:
+        super().__init__(name="gpu_health-watch", daemon=True)
+        self.client, self.args, self.version, self.hand = client, args, version, hand
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        failure: BaseException | None = None
+        try:
+            self.read()
+        except Exception as exc:  # handed to the loop, which says what it was and tries again
+            failure = exc
+        self.hand(("END", failure))
+
+    def read(self) -> None:
+        query = watch_query(self.version, self.args.watch_timeout)
+        response = open_watch(self.client, query, self.args.watch_timeout + 30)
+        self.hand(("OPEN", None))
+        pending = b""
+        try:
+            for chunk in response.stream(65536):
+                lines, pending = split_lines(pending, chunk)
+                for line in lines:
+                    self.line(line)
+                if self.stop.is_set():
+                    return
+        finally:
+            response.release_conn()
+
+    def line(self, line: bytes) -> None:
+        kind, item = watch_event(line, decode_json)
+        if expired(kind, item):
+            raise Expired(error_text(item))
+        if kind == ERROR:
+            raise ClusterError(f"the watch of {NODES_PATH} ended: {error_text(item)}")
+        version = resource_version(item)
+        if kind == BOOKMARK:
+            self.hand((kind, "", None, version))
+            return
+        name = str((item.get("metadata") or {}).get("name") or "")
+        self.hand((kind, name, None if kind == DELETED else view_of(item, self.args.view), version))
+
+
+class GpuHealthSource:
+    """The source's state: what it knows of each GPU node, the release holds, the resource version."""
+
+    def __init__(self, queue: Any, args: SourceArgs, clock: Callable[[], float] = time.monotonic) -> None:
+        self.queue, self.args, self.clock = queue, args, clock
+        self.known: dict[str, NodeView] = {}
+        self.holds = Holds()
+        self.version: str | None = None
+        self.client: KubeClient | None = None
+        self.listed = False
+        self.outage = False
+        self.attempt = 0
+
+    async def put(self, event: dict[str, Any]) -> None:
+        await self.queue.put(event)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                if self.client is None:
+                    self.client = await asyncio.to_thread(client_from_params, self.args.connection, retries=0)
+                if self.version is None:
+                    await self.list_again()
+                    await self.reached()
+                await self.watch()
+            except Expired as exc:
+                LOG.info("the watch of the nodes expired (%s): listing them again", exc)
+                self.version = None
+            except (KubegpuError, OSError, urllib3.exceptions.HTTPError) as exc:
+                await self.unreachable(exc)
+
+    async def list_again(self) -> None:
+        assert self.client is not None
+        views, version = await asyncio.to_thread(list_nodes, self.client, self.args)
+        first = not self.listed
+        self.known, changes = relist(self.known, views)
+        self.listed, self.version = True, version
+        now = self.clock()
+        for name in list(self.holds.since) + list(self.known):
+            update_hold(self.holds, name, self.known.get(name), now)
+        if first and not self.args.initial:
+            return
+        for change in changes:
+            await self.put(self.transition(change, SEEN_IN_LIST if first else SEEN_IN_RELIST))
+
+    def transition(self, change: Any, seen: str) -> dict[str, Any]:
+        event = transition_event(change, self.known, self.args.view, seen, self.args.act)
+        LOG.info("%s", event["summary"])
+        return event
+
+    async def watch(self) -> None:
+        assert self.client is not None and self.version is not None
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue = asyncio.Queue()
+        reader = WatchReader(
+            self.client, self.args, self.version, lambda item: loop.call_soon_threadsafe(inbox.put_nowait, item)
+        )
+        reader.start()
+        try:
+            while True:
+                item = await self.next_item(inbox)
+                if item[0] == "END":
+                    if item[1] is not None:
+                        raise item[1]
+                    return
+                if item[0] == "OPEN":
+                    await self.reached()
+                    continue
+                await self.handle(*item)
+        finally:
+            reader.stop.set()
+
+    async def next_item(self, inbox: asyncio.Queue) -> tuple:
+        """The next item of the watch; meanwhile the healthy_for events that fall due."""
+        while True:
+            deadline = next_due(self.holds, self.args.release_hold)
+            timeout = None if deadline is None else max(0.0, deadline - self.clock())
+            try:
+                return await asyncio.wait_for(inbox.get(), timeout)
+            except TimeoutError:
+                await self.emit_due()
+
+    async def emit_due(self) -> None:
+        now = self.clock()
+        for name in due(self.holds, now, self.args.release_hold):
+            view = self.known.get(name)
+            if view is not None:
+                held_for = now - self.holds.since[name]
+                event = healthy_for_event(view, self.known, self.args.view, held_for, self.args.act)
+                LOG.info("%s", event["summary"])
+                await self.put(event)
+
+    async def handle(self, kind: str, name: str, view: NodeView | None, version: str | None) -> None:
+        if version:
+            self.version = version
+        if kind == BOOKMARK or not name:
+            return
+        change = observe(self.known, name, view)
+        update_hold(self.holds, name, self.known.get(name), self.clock())
+        if change is not None:
+            await self.put(self.transition(change, SEEN_ON_WATCH))
+        await self.emit_due()
+
+    async def reached(self) -> None:
+        self.attempt = 0
+        if self.outage:
+            self.outage = False
+            host = self.client.host if self.client else ""
+            LOG.warning("the API server at %s answers again", host)
+            await self.put(source_status_event(REACHABLE, f"the API server at {host} answers again", self.args.act))
+
+    async def unreachable(self, exc: BaseException) -> None:
+        wait = retry_wait(self.attempt, self.args.retry_max)
+        self.attempt += 1
+        host = self.client.host if self.client else "the configured cluster"
+        message = str(exc) if isinstance(exc, KubegpuError) else describe_connection_error(exc, host)
+        LOG.warning("cannot watch the GPU nodes: %s; trying again in %.1f s", message, wait)
+        if not self.outage:
+            self.outage = True
+            await self.put(source_status_event(UNREACHABLE, message, self.args.act, wait))
+        await self.idle(wait)
+
+    async def idle(self, seconds: float) -> None:
+        """Wait, giving the healthy_for events that fall due meanwhile."""
+        end = self.clock() + seconds
+        while True:
+            now = self.clock()
+            if now >= end:
+                return
+            deadline = next_due(self.holds, self.args.release_hold)
+            await asyncio.sleep(min(end, deadline if deadline is not None else end) - now)
+            await self.emit_due()
+
+
+async def main(queue: Any, args: dict[str, Any]) -> None:
+    """The entry point ansible-rulebook calls."""
+    await GpuHealthSource(queue, source_args(args)).run()
+
+
+if __name__ == "__main__":
+    # A harness that prints the events: python gpu_health.py '{"kubeconfig": "~/.kube/config", "release_hold": 30}'
+
+    class _PrintQueue:
+        async def put(self, event: dict[str, Any]) -> None:
+            print(json.dumps(event, sort_keys=True), flush=True)
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main(_PrintQueue(), json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}))
