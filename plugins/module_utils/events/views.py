@@ -81,9 +81,14 @@ def check_pool_by(value: object) -> tuple[str, ...]:
 def view_options(args: Mapping[str, Any]) -> ViewOptions:
     """The options from the source's arguments ``pool_by`` and ``max_share``."""
     share = args.get("max_share")
+    if isinstance(share, str):  # a templated value arrives as text
+        try:
+            share = float(share)
+        except ValueError:
+            raise OptionError(f"max_share must be a number above 0 and at most 1, not {share!r}") from None
     return ViewOptions(
         pool_by=check_pool_by(args.get("pool_by")),
-        max_share=DEFAULT_MAX_SHARE if share is None else check_share(float(share), "max_share"),
+        max_share=DEFAULT_MAX_SHARE if share is None else check_share(share, "max_share"),
     )
 
 
