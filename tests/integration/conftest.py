@@ -44,6 +44,7 @@ CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
     "gpu_alert_rules": {"state": "absent", "namespace": "kubegpu-never-made"},
     "gpu_device_plugin": {"state": "absent", "namespace": "kubegpu-never-made"},
     "gpu_placement_info": {},
+    "gpu_driver_info": {},
     # A node that does not exist: reads only.
     "gpu_node_quarantine": {"names": ["never-created"], "reason": "connection check"},
     # Release of a device no rule names: reads only.
