@@ -18,12 +18,12 @@ At each size (--sizes, growing: the targets of the smaller size stay), alternati
 each, every run in a fresh process:
 
 - without: `read_fleet` + `summarise` + the result made JSON (as `facts_direct.py`);
-- with: `read_fleet` + `read_metrics` (the option `prometheus: {url: ...}`, every other key its default) +
-  `summarise(..., metrics)` + JSON.
+- with: `read_fleet` with `read_metrics` beside it in a thread, as the modules read (`read_beside`; the option
+  `prometheus: {url: ...}`, every other key its default) + `summarise(..., metrics)` + JSON.
 
 Time: the run's own wall clock around those calls (the interpreter's start and imports left out). Memory: the
 process's peak RSS as GNU time reports it (timing.py); added MB = median peak with - median peak without.
-Queries: Prometheus's own counter `prometheus_http_requests_total{handler="/api/v1/query"}`, read from its /metrics
+Queries: Prometheus's own counter `prometheus_http_requests_total` of its query and label-values handlers, read from its /metrics
 page (not a query, so the reading does not count itself) before and after each run. Targets: the with run at most
 1.15x the without (ratio of the medians), at most 50 MB more, and the same number of queries at every size; the
 script exits 1 if one is missed. --profile writes a cProfile of one more with run at the largest size and prints its
@@ -65,7 +65,8 @@ HEALTH_VALUES: dict[str, float] = {
 # The new XIDs of the bad nodes, in turn: fallen off the bus, double-bit ECC, contained ECC, GSP timeout, and a
 # workload XID (never a problem).
 BAD_XIDS = (79, 48, 94, 119, 13)
-QUERY_HANDLER = "/api/v1/query"
+# The API handlers the read's requests go to, as Prometheus's own request counter names them.
+QUERY_HANDLERS = ('handler="/api/v1/query"', 'handler="/api/v1/label/:name/values"')
 TARGETS = {"ratio": 1.15, "added_mb": 50.0}
 
 
@@ -81,7 +82,7 @@ def measure(kubeconfig: str, prometheus: str | None, profile: str | None) -> dic
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheus_reads import (
         prometheus_source,
-        read_metrics,
+        read_beside,
     )
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_fleet
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import options_from_params
@@ -93,13 +94,9 @@ def measure(kubeconfig: str, prometheus: str | None, profile: str | None) -> dic
         started = time.perf_counter()
         client = client_from_params({"kubeconfig": kubeconfig})
         options = options_from_params()
-        nodes, pods, plugins, dra = read_fleet(client, options, None, None, 500)
-        parts["api"] = time.perf_counter() - started
-        metrics = None
-        if prometheus:
-            at = time.perf_counter()
-            metrics = read_metrics(prometheus_source({"url": prometheus}))
-            parts["prometheus"] = time.perf_counter() - at
+        source = prometheus_source({"url": prometheus}) if prometheus else None
+        (nodes, pods, plugins, dra), metrics = read_beside(source, lambda: read_fleet(client, options, None, None, 500))
+        parts["reads"] = time.perf_counter() - started
         at = time.perf_counter()
         result = summarise(nodes, pods, plugins, options, dra, metrics)
         parts["summarise"] = time.perf_counter() - at
@@ -234,7 +231,7 @@ class Metrics:
             text = response.read().decode()
         total = 0.0
         for line in text.splitlines():
-            if line.startswith("prometheus_http_requests_total{") and f'handler="{QUERY_HANDLER}"' in line:
+            if line.startswith("prometheus_http_requests_total{") and any(h in line for h in QUERY_HANDLERS):
                 total += float(line.rsplit(" ", 1)[1])
         return int(total)
 

@@ -139,7 +139,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.v
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheus_reads import (
     prometheus_source,
-    read_metrics,
+    read_beside,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import read_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import catalogue_from_option
@@ -193,8 +193,9 @@ class Run:
 def fleet(run: Run) -> dict[str, Any]:
     options = options_from_params(system_components=DEFAULT_COMPONENTS)
     source = prometheus_source(run.params["prometheus"]) if run.params["prometheus"] else None
-    nodes, pods, plugins, run.dra = read_fleet(run.client, options, None, None, PAGE_SIZE)
-    metrics = read_metrics(source) if source else None
+    (nodes, pods, plugins, run.dra), metrics = read_beside(
+        source, lambda: read_fleet(run.client, options, None, None, PAGE_SIZE)
+    )
     return fleet_input(summarise(nodes, pods, plugins, options, run.dra, metrics))
 
 

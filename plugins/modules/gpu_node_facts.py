@@ -500,7 +500,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheus_reads import (
     prometheus_source,
-    read_metrics,
+    read_beside,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.reads import missing_names_warning, read_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import (
@@ -576,8 +576,10 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     source = prometheus_source(params["prometheus"]) if params["prometheus"] else None
     client = module_client(module)
     selector = joined_selector(params["label_selectors"])
-    nodes, pods, plugins, dra = read_fleet(client, options, selector, params["names"], params["page_size"])
-    metrics = read_metrics(source) if source else None
+    fleet, metrics = read_beside(
+        source, lambda: read_fleet(client, options, selector, params["names"], params["page_size"])
+    )
+    nodes, pods, plugins, dra = fleet
     for warning in (missing_names_warning(params["names"], nodes, selector), metrics and metrics.error):
         if warning:
             module.warn(warning)

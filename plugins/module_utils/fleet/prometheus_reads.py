@@ -1,8 +1,10 @@
 # Copyright: kubegpu.scheduling contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The DCGM exporter's metrics, read through the cluster's Prometheus: the one place the fleet
-facts talk to Prometheus. A fixed set of instant queries over the whole fleet, all evaluated at
-the same instant, whatever the number of nodes; never a query per node.
+facts talk to Prometheus. A fixed set of requests over the whole fleet, sent together and all
+evaluated at the same instant, whatever the number of nodes; never a query per node. They run
+while the facts read the API server (read_beside), so on a fleet whose Prometheus answers within
+the API server's lists they add no time.
 
 What the option says is checked before anything is read (a bad URL, window or label name is an
 OptionError naming it). What Prometheus says is never an exception: unreachable, refused
@@ -20,12 +22,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_promql import (
-    collected_expr,
+    collected_selector,
     gpu_count_expr,
     sample_age_expr,
     signal_expr,
@@ -47,13 +50,18 @@ DEFAULTS = {name: spec.get("default") for name, spec in GROUPS[PROMETHEUS][OPTIO
 # The label each signal's series carry in the signals query, naming the signal's metric.
 SIGNAL_LABEL = "kubegpu_signal"
 SIGNALS = (*METRIC_SIGNALS, XID_COUNT_SIGNAL)
-# The queries, by name: one for every signal at once, and four about the exporter itself.
+# The requests, by name: one query for every signal at once, and four reads about the exporter itself.
 Q_SIGNALS = "signals"
 Q_GPUS = "gpus"
 Q_AGE = "sample_age"
 Q_COLLECTED = "collected"
 Q_DOWN = "targets_down"
 QUERY_NAMES = (Q_SIGNALS, Q_GPUS, Q_AGE, Q_COLLECTED, Q_DOWN)
+
+# How far back the metrics the exporter collects are looked for: Prometheus's lookback of an instant query.
+LOOKBACK_SECONDS = 300
+QUERY_PATH = "/api/v1/query"
+NAMES_PATH = "/api/v1/label/__name__/values"
 
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -169,9 +177,17 @@ def queries(source: PrometheusSource) -> dict[str, str]:
         Q_SIGNALS: " or ".join(tagged(signal, source) for signal in SIGNALS),
         Q_GPUS: gpu_count_expr(source.node_labels),
         Q_AGE: sample_age_expr(source.node_labels),
-        Q_COLLECTED: collected_expr(WATCHED_METRICS),
         Q_DOWN: targets_down_expr(source.job),
     }
+
+
+def requests_at(source: PrometheusSource, at: float) -> dict[str, tuple[str, dict[str, str]]]:
+    """Every request of the read, by name: its API path and parameters. Which health metrics the
+    exporter collects is asked of the label-values API, which reads the index only: as an instant
+    query it would read every GPU's sample of every watched metric."""
+    instant = {name: (QUERY_PATH, {"query": expr, "time": f"{at:.3f}"}) for name, expr in queries(source).items()}
+    since = {"start": f"{at - LOOKBACK_SECONDS:.3f}", "end": f"{at:.3f}"}
+    return {**instant, Q_COLLECTED: (NAMES_PATH, {"match[]": collected_selector(WATCHED_METRICS), **since})}
 
 
 def url_opener(source: PrometheusSource) -> urllib.request.OpenerDirector:
@@ -202,8 +218,9 @@ def _http_error_text(error: urllib.error.HTTPError) -> str:
     return f"HTTP {error.code} {error.reason}{said}{hint}"
 
 
-def run_query(opener: urllib.request.OpenerDirector, source: PrometheusSource, expr: str, at: float) -> list[dict]:
-    url = f"{source.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
+def _get(opener: urllib.request.OpenerDirector, source: PrometheusSource, path: str, params: dict[str, str]) -> Any:
+    """The ``data`` of Prometheus's answer to one API request."""
+    url = f"{source.url}{path}?" + urllib.parse.urlencode(params)
     request = urllib.request.Request(url, headers={"Accept": "application/json", **source.headers})
     try:
         with opener.open(request, timeout=source.timeout) as response:
@@ -215,25 +232,61 @@ def run_query(opener: urllib.request.OpenerDirector, source: PrometheusSource, e
         raise QueryRefused(f"unreachable: {reason}") from None
     except ValueError:
         raise QueryRefused("answered with something that is not JSON: is the URL Prometheus's?") from None
-    data = body.get("data") if isinstance(body, dict) else None
-    if body.get("status") != "success" or not isinstance(data, dict) or data.get("resultType") != "vector":
-        raise QueryRefused(f"refused the query: {body.get('errorType')}: {body.get('error')}")
+    if not isinstance(body, dict) or body.get("status") != "success":
+        said = body if isinstance(body, dict) else {}
+        raise QueryRefused(f"refused the query: {said.get('errorType')}: {said.get('error')}")
+    return body.get("data")
+
+
+def run_query(opener: urllib.request.OpenerDirector, source: PrometheusSource, expr: str, at: float) -> list[dict]:
+    return _series(_get(opener, source, QUERY_PATH, {"query": expr, "time": f"{at:.3f}"}), QUERY_PATH)
+
+
+def _series(data: Any, path: str) -> list[dict]:
+    """The answer as series: an instant vector's, or one per name the label-values API gave."""
+    if path == NAMES_PATH:
+        if not isinstance(data, list):
+            raise QueryRefused("answered the label values with something that is not a list")
+        return [{"metric": {"__name__": str(name)}, "value": 1.0} for name in data]
+    if not isinstance(data, dict) or data.get("resultType") != "vector":
+        raise QueryRefused("answered the query with something that is not an instant vector")
     return [{"metric": s.get("metric") or {}, "value": float(s["value"][1])} for s in data.get("result") or []]
 
 
 def read_metrics(source: PrometheusSource, now: float | None = None) -> MetricsRead:
-    """Run the queries at one instant. The first failure ends the read: a part of the answers
-    judges nodes by less than they need."""
+    """Send the requests together, all about one instant. A failure of any ends the read (the first
+    in the order of QUERY_NAMES is said): a part of the answers judges nodes by less than they need."""
     at = time.time() if now is None else now
     try:
         opener = url_opener(source)
     except (OSError, ssl.SSLError) as error:
         files = "prometheus.ca_cert, client_cert or client_key"
         return MetricsRead(source, at, error=f"{files} could not be loaded for {source.url}: {error}")
-    series: dict[str, list[dict]] = {}
-    for name, expr in queries(source).items():
+    requests = requests_at(source, at)
+
+    def answer(name: str) -> list[dict] | QueryRefused:
+        path, params = requests[name]
         try:
-            series[name] = run_query(opener, source, expr, at)
+            return _series(_get(opener, source, path, params), path)
         except QueryRefused as refused:
-            return MetricsRead(source, at, error=f"Prometheus at {source.url} {refused}", requests=len(series) + 1)
-    return MetricsRead(source, at, series=series, requests=len(series))
+            return refused
+
+    with ThreadPoolExecutor(max_workers=len(requests)) as pool:
+        answers = dict(zip(QUERY_NAMES, pool.map(answer, QUERY_NAMES), strict=True))
+    for answered in answers.values():
+        if isinstance(answered, QueryRefused):
+            return MetricsRead(source, at, error=f"Prometheus at {source.url} {answered}", requests=len(requests))
+    return MetricsRead(source, at, series=answers, requests=len(requests))  # type: ignore[arg-type]
+
+
+Read = TypeVar("Read")
+
+
+def read_beside(source: PrometheusSource | None, read: Callable[[], Read]) -> tuple[Read, MetricsRead | None]:
+    """``read()`` (the API server's lists), and the metrics read from ``source`` meanwhile in a
+    thread: both wait on the network, so the slower of the two is the time they take."""
+    if source is None:
+        return read(), None
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        metrics = pool.submit(read_metrics, source)
+        return read(), metrics.result()

@@ -28,14 +28,22 @@ def by(labels: Sequence[str] = NODE_LABELS) -> str:
     return ", ".join(labels)
 
 
-def per_gpu(signal: MetricSignal, labels: Sequence[str] = NODE_LABELS, offset: str = "") -> str:
+def per_gpu(signal: MetricSignal, labels: Sequence[str] = NODE_LABELS, offset: str = "", where: str = "") -> str:
     """The signal's metric, one series per GPU (and per label the signal keeps, such as the windowed
-    XID count's ``xid``), now or ``offset`` ago. The exporter's other labels change while the GPU
-    stays: the last-XID gauge carries the XID's ``err_code`` and ``err_msg`` since its release
-    3.3.6-3.4.2, and the pod mapping the ``pod`` holding the GPU, so each new XID or pod starts a new
-    series and the old one goes stale. Read per series, no XID would ever be seen to change."""
+    XID count's ``xid``), now or ``offset`` ago, of the series whose value passes ``where`` (``!= 0``,
+    say). The exporter's other labels change while the GPU stays: the last-XID gauge carries the XID's
+    ``err_code`` and ``err_msg`` since its release 3.3.6-3.4.2, and the pod mapping the ``pod``
+    holding the GPU, so each new XID or pod starts a new series and the old one goes stale. Read per
+    series, no XID would ever be seen to change. The filter goes before the grouping: on a healthy
+    fleet it leaves a handful of series to group instead of every GPU's."""
     at = f" offset {offset}" if offset else ""
-    return f"max by ({by((*labels, *GPU_IDENTITY, *signal.keep))}) ({signal.metric}{at})"
+    kept = f" {where}" if where else ""
+    return f"max by ({by(gpu_labels(signal, labels))}) ({signal.metric}{at}{kept})"
+
+
+def gpu_labels(signal: MetricSignal, labels: Sequence[str] = NODE_LABELS) -> tuple[str, ...]:
+    """The labels that name one GPU's reading of ``signal``: its node, its identity, what the signal keeps."""
+    return (*labels, *GPU_IDENTITY, *signal.keep)
 
 
 def value_in(expr: str, codes: Iterable[int]) -> str:
@@ -50,19 +58,23 @@ def signal_expr(
     a value that is not 0 (optionally only ``codes``) and not the GPU's value ``window`` ago (0 for a
     GPU Prometheus has no series of then: a node that joined since and failed is seen; the price is
     an old XID read as new for one window after Prometheus lost its data); for a counter, a value
-    above the GPU's value ``window`` ago (none then: not judged, since counters such as remapped rows
-    carry the GPU's whole life and would all read as new); for a flag,
-    a value above 0 (optionally only ``codes``). Two instant selections per signal: a subquery over
-    the window would evaluate every GPU's series at every step, ten times and more the work at
-    thousands of nodes."""
-    now, before = per_gpu(signal, labels), per_gpu(signal, labels, offset=window)
+    above the GPU's value ``window`` ago (the increase its value) (none then: not judged, since counters such as
+    remapped rows carry the GPU's whole life and would all read as new); for a flag, a value above 0
+    (optionally only ``codes``). Two instant selections per signal, each filtered before it is
+    grouped per GPU, so that only a counter's past reading groups every GPU: a subquery over the
+    window would evaluate every GPU's series at every step, ten times and more the work at thousands
+    of nodes."""
+    match = f"on ({by(gpu_labels(signal, labels))})"
     if signal.reading == CHANGED:
-        current = f"({value_in(now, codes)})" if codes is not None else f"{now} != 0"
-        return f"{current} and on ({by((*labels, *GPU_IDENTITY, *signal.keep))}) ({now} != ({before} or {now} * 0))"
+        now = per_gpu(signal, labels, where="!= 0")
+        current = f"({value_in(now, codes)})" if codes is not None else now
+        same_before = f"{now} == {match} {per_gpu(signal, labels, offset=window, where='!= 0')}"
+        return f"{current} unless {match} ({same_before})"
     if signal.reading == INCREASED:
-        return f"{now} - {before} > 0"
+        return f"{per_gpu(signal, labels, where='> 0')} - {match} {per_gpu(signal, labels, offset=window)} > 0"
     if signal.reading == SET:
-        return f"({value_in(now, codes)})" if codes is not None else f"{now} > 0"
+        now = per_gpu(signal, labels, where="> 0")
+        return f"({value_in(now, codes)})" if codes is not None else now
     raise ValueError(f"unknown reading {signal.reading!r} of {signal.metric}")
 
 
@@ -77,9 +89,9 @@ def sample_age_expr(labels: Sequence[str] = NODE_LABELS) -> str:
     return f"max by ({by(labels)}) (time() - timestamp({PRESENCE_METRIC}))"
 
 
-def collected_expr(metrics: Iterable[str]) -> str:
-    """One series per metric of ``metrics`` that has any series at all: what the exporter collects."""
-    return f'count by (__name__) ({{__name__=~"{"|".join(metrics)}"}})'
+def collected_selector(metrics: Iterable[str]) -> str:
+    """The series of every metric of ``metrics``: their names are what the exporter collects."""
+    return f'{{__name__=~"{"|".join(metrics)}"}}'
 
 
 def targets_down_expr(job_pattern: str) -> str:
@@ -94,7 +106,7 @@ def changed_outside_expr(
     and is neither 0 nor one of ``codes``: an XID that no row of the table names."""
     if signal.reading != CHANGED:
         raise ValueError(f"{signal.metric} is not read by its changes")
-    now = per_gpu(signal, labels)
+    now = per_gpu(signal, labels, where="!= 0")
     outside = " and ".join(f"{now} != {code}" for code in codes)
     return f"({outside}) and ({signal_expr(signal, window, labels=labels)})"
 

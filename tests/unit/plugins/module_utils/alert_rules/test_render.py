@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[5]
 
 def compared_codes(expr: str) -> set[int]:
     """The XID codes an expression compares the last-XID gauge (per GPU) with, by == or !=."""
-    return {int(code) for code in re.findall(rf"{XID_METRIC}\)? [!=]= (\d+)", expr)}
+    return {int(code) for code in re.findall(rf"{XID_METRIC}(?: != 0)?\) [!=]= (\d+)", expr)}
 
 
 def tier(name: str) -> str:
@@ -52,9 +52,9 @@ def test_every_failed_class_xid_is_in_a_page_rule_and_degraded_in_a_ticket_rule(
     assert tier("GpuXidFailed") == "kubegpu-gpu-page"
     assert compared_codes(BY_NAME["GpuXidDegraded"]["expr"]) == set(xids_of(DEGRADED))
     assert tier("GpuXidDegraded") == "kubegpu-gpu-ticket"
-    # An XID outside the table: every code of the table (and 0) is left out, and it opens a ticket.
-    assert compared_codes(BY_NAME["GpuXidUnlisted"]["expr"]) == set(XID_TABLE) | {0}
-    assert re.search(rf"{XID_METRIC}\)? != 0 and", BY_NAME["GpuXidUnlisted"]["expr"])
+    # An XID outside the table: every code of the table (and 0, before the grouping) is left out, and it opens a ticket.
+    assert compared_codes(BY_NAME["GpuXidUnlisted"]["expr"]) == set(XID_TABLE)
+    assert f"({XID_METRIC} != 0) != {min(XID_TABLE)} and" in BY_NAME["GpuXidUnlisted"]["expr"]
     assert tier("GpuXidUnlisted") == "kubegpu-gpu-ticket"
 
 
@@ -62,19 +62,18 @@ def test_no_workload_xid_alerts_anywhere():
     workload = set(xids_of(WORKLOAD))
     assert workload == {13, 31, 43, 45, 68}
     for r in RULES:
-        selected = {int(c) for c in re.findall(rf"{XID_METRIC}\)? == (\d+)", r["expr"])}
+        selected = {int(c) for c in re.findall(rf"{XID_METRIC}(?: != 0)?\) == (\d+)", r["expr"])}
         assert not selected & workload, r["alert"]
-        excluded = {int(c) for c in re.findall(rf"{XID_METRIC}\)? != (\d+)", r["expr"])}
+        excluded = {int(c) for c in re.findall(rf"{XID_METRIC}(?: != 0)?\) != (\d+)", r["expr"])}
         assert workload <= excluded or not excluded, r["alert"]
 
 
 def test_the_xid_rules_judge_a_change_within_the_window_never_the_value_alone():
     for name in ("GpuXidFailed", "GpuXidDegraded", "GpuXidUnlisted"):
         expr = BY_NAME[name]["expr"]
-        # The GPU's XID now against its XID a window ago (0 where it had none), never the value alone.
-        assert re.search(
-            rf"max by \([^)]*\) \({XID_METRIC}\) != \(max by \([^)]*\) \({XID_METRIC} offset 30m\) or ", expr
-        ), name
+        # The GPU's XID now, unless it was the same a window ago (none then reads as 0), never the value alone.
+        now, before = rf"max by \([^)]*\) \({XID_METRIC} != 0\)", rf"max by \([^)]*\) \({XID_METRIC} offset 30m != 0\)"
+        assert re.search(rf"unless on \([^)]*\) \({now} == on \([^)]*\) {before}\)", expr), name
 
 
 def test_every_signal_of_the_table_has_a_rule_of_its_status():
@@ -90,8 +89,9 @@ def test_every_signal_of_the_table_has_a_rule_of_its_status():
     assert tier("GpuRowRemapPending") == "kubegpu-gpu-ticket"
     assert tier("GpuRetiredPending") == "kubegpu-gpu-ticket"
     ecc = BY_NAME["GpuEccDbeVolTotalIncreased"]["expr"]
-    ecc_now, ecc_before = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL offset 30m)"
-    assert re.search(rf"max by \([^)]*\) \({re.escape(ecc_now)} - max by \([^)]*\) \({re.escape(ecc_before)} > 0", ecc)
+    ecc_now, ecc_before = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL > 0)", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL offset 30m)"
+    by = r"max by \([^)]*\) \("
+    assert re.search(rf"{by}{re.escape(ecc_now)} - on \([^)]*\) {by}{re.escape(ecc_before)} > 0", ecc)
 
 
 def test_every_rule_has_the_node_label_for_runbook_and_annotations():

@@ -25,6 +25,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheu
     PrometheusSource,
     prometheus_source,
     queries,
+    requests_at,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import (
     METRIC_SIGNALS,
@@ -129,14 +130,25 @@ def test_credentials_in_the_url_are_refused_without_showing_them():
 
 def test_the_queries_are_a_fixed_set_naming_every_signal_with_the_window():
     asked = queries(prometheus_source({"url": "http://p", "window": "30m", "job": "gpu-metrics"}))
-    assert tuple(asked) == QUERY_NAMES and len(asked) == 5
+    assert set(asked) == set(QUERY_NAMES) - {Q_COLLECTED} and len(asked) == 4
     for each in (*METRIC_SIGNALS, XID_COUNT_SIGNAL):
         assert f'"{SIGNAL_LABEL}", "{each.metric}"' in asked[Q_SIGNALS]
-    per_gpu = "max by (Hostname, hostname, kubernetes_node, node, gpu, UUID, uuid, modelName) (DCGM_FI_DEV_XID_ERRORS)"
-    assert f"{per_gpu} != (max by" in asked[Q_SIGNALS] and "(DCGM_FI_DEV_XID_ERRORS offset 30m)" in asked[Q_SIGNALS]
+    per_gpu = "max by (Hostname, hostname, kubernetes_node, node, gpu, UUID, uuid, modelName) (DCGM_FI_DEV_XID_ERRORS"
+    assert f"{per_gpu} != 0) unless on (" in asked[Q_SIGNALS]
+    assert f"{per_gpu} offset 30m != 0)" in asked[Q_SIGNALS]
     assert "[10m]" not in asked[Q_SIGNALS]
     assert asked[Q_DOWN] == 'up{job=~"gpu-metrics"} == 0'
     assert "by (Hostname, hostname, kubernetes_node, node)" in asked[Q_GPUS]
+
+
+def test_which_metrics_are_collected_is_asked_of_the_label_values_api_over_the_lookback():
+    sent = requests_at(prometheus_source({"url": "http://p"}), 1000.0)
+    assert set(sent) == set(QUERY_NAMES)
+    path, params = sent[Q_COLLECTED]
+    assert path == "/api/v1/label/__name__/values"
+    assert params["match[]"].startswith('{__name__=~"') and "DCGM_FI_DEV_ROW_REMAP_PENDING" in params["match[]"]
+    assert (float(params["start"]), float(params["end"])) == (700.0, 1000.0)
+    assert {sent[name][0] for name in set(QUERY_NAMES) - {Q_COLLECTED}} == {"/api/v1/query"}
 
 
 # --- the node a series names -----------------------------------------------------------------
