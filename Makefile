@@ -44,8 +44,9 @@ cluster-status: venv
 site: venv
 	@$(PY) -m tests.cluster.site --timeout $(TIMEOUT) -- $(ARGS)
 
+# The 30 slowest tests are listed at the end, so a run shows where the suite's time goes.
 test: venv
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=30
 
 unit: venv
 	$(PY) -m pytest tests/unit
