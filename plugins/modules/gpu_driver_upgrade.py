@@ -14,7 +14,7 @@ description:
     without GPUs, those carrying the GPU Operator's skip label C(nvidia.com/gpu-driver-upgrade.skip=true) set by
     someone else, those whose GFD driver label is at O(target_version) already, those whose upgrade to it failed
     before, and those the pre-flight finds blocked (GPU use without a request, GPU DaemonSet pods, DRA claim
-    holders, budgets that allow no disruption, CUDA needing a newer driver). The others come in ordered batches:
+    holders, budgets that allow no disruption, CUDA needing a newer driver). The others come in ordered batches,
     the O(canary) first, then O(max_unavailable) nodes each, no batch taking more of a pool's GPUs out of service
     than O(max_share) (nodes cordoned before counted).
   - V(settle) (host mode, after the host tasks) waits until each node in O(names) publishes its GPU count of
@@ -84,7 +84,8 @@ attributes:
     support: full
     description: Reads and returns the plan, or what a step would write; sends no write and does not wait.
   diff_mode:
-    support: none
+    support: full
+    description: Returns, per node patched, the skip label and the roll's record before and after.
 notes:
   - Needs C(list) on C(nodes), C(pods), C(daemonsets), C(poddisruptionbudgets) and C(resourceclaims), C(patch) and
     C(get) on C(nodes), C(delete) on C(pods).
@@ -119,6 +120,8 @@ failed: {description: "V(wait): nodes at upgrade-failed, with the state.", retur
 waiting: {description: "V(wait): nodes still on their way, with the state.", returned: success, type: list, elements: dict}
 kept_cordons: {description: "V(wait): nodes the operator found unschedulable before (their cordon is theirs).", returned: success, type: list, elements: str}
 recorded: {description: "Nodes the failure was recorded on.", returned: success, type: list, elements: str}
+changed: {description: "Whether a node was patched or a pod deleted (or would be, in check mode); never for V(plan).", returned: always, type: bool}
+diff: {description: "Per node patched, the skip label and the roll's record before and after.", returned: in diff mode, type: list, elements: dict}
 writes: {description: "Write requests sent; 0 in check mode and for V(plan).", returned: always, type: int}
 api_requests: {description: "API requests sent.", returned: always, type: int}
 """

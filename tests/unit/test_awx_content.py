@@ -350,6 +350,31 @@ def test_the_rulebooks_templates_keep_their_names():
     assert {"kubegpu GPU node quarantine", "kubegpu GPU node release"} <= set(TEMPLATES)
 
 
+def run_job_template_actions() -> list[dict[str, Any]]:
+    """The run_job_template actions of the collection's rulebooks (extensions/eda/rulebooks/)."""
+    found = []
+    for path in sorted((REPO / "extensions" / "eda" / "rulebooks").glob("*.yml")):
+        for ruleset in yaml.safe_load(path.read_text()):
+            for rule in ruleset.get("rules", []):
+                actions = rule.get("actions") or [rule.get("action", {})]
+                found += [a["run_job_template"] for a in actions if "run_job_template" in a]
+    return found
+
+
+def test_what_a_rulebook_launches_is_a_template_here_that_accepts_what_it_passes():
+    actions = run_job_template_actions()
+    assert {a["name"] for a in actions} == {"kubegpu GPU node quarantine", "kubegpu GPU node release"}
+    for action in actions:
+        template = TEMPLATES[action["name"]]
+        job_args = action.get("job_args", {})
+        passed = set(job_args.get("extra_vars", {}))
+        asked = {q["variable"] for q in survey(template)}
+        assert passed <= asked or template.get("ask_variables_on_launch") is True, action["name"]
+        assert passed <= playbook_variables(template["playbook"]), action["name"]
+        if "job_type" in job_args:
+            assert template.get("ask_job_type_on_launch") is True, action["name"]
+
+
 # --- the workflow -------------------------------------------------------------------------------
 
 

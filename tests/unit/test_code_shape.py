@@ -71,6 +71,7 @@ WRITE_MODULES = (
     "gpu_alert_rules",
     "gpu_device_plugin",
     "gpu_device_quarantine",
+    "gpu_driver_upgrade",
     "gpu_node_label",
     "gpu_node_quarantine",
     "gpu_node_release",

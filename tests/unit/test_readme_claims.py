@@ -292,7 +292,8 @@ def test_the_modules_with_diff_mode_are_those_the_readme_names():
     paragraph = words(section(page("docs/modules.md"), "Modules"))
     assert (
         "(`gpu_node_label`, `gpu_node_quarantine`, `gpu_device_quarantine`, `gpu_node_release`, `gpu_pod`, "
-        "`gpu_admission_policy`, `gpu_device_plugin`, `gpu_alert_rules`) and `gpu_fleet_report` support diff mode"
+        "`gpu_admission_policy`, `gpu_device_plugin`, `gpu_alert_rules`, `gpu_driver_upgrade`) and `gpu_fleet_report` "
+        "support diff mode"
         in paragraph
     )
     assert with_diff == {
@@ -304,6 +305,7 @@ def test_the_modules_with_diff_mode_are_those_the_readme_names():
         "gpu_admission_policy",
         "gpu_device_plugin",
         "gpu_alert_rules",
+        "gpu_driver_upgrade",
         "gpu_fleet_report",
     }
 
@@ -350,7 +352,15 @@ def test_site_runs_every_role_but_admission_policy_and_device_plugin_in_the_orde
     # admission_policy acts on every pod of the cluster, device_plugin provisions the plugin, node_quarantine,
     # device_quarantine and node_release act on the nodes and devices a person names, alert_rules writes to the
     # cluster's monitoring (the Prometheus Operator's PrometheusRule): each runs alone.
-    alone = {"admission_policy", "device_plugin", "node_quarantine", "device_quarantine", "node_release", "alert_rules"}
+    alone = {
+        "admission_policy",
+        "device_plugin",
+        "node_quarantine",
+        "device_quarantine",
+        "node_release",
+        "alert_rules",
+        "driver_upgrade",
+    }
     assert set(included) == roles - alone
     assert " → ".join(included) in section(RUNBOOKS, "Site: `playbooks/site.yml`")
     for playbook in PLAYBOOKS:

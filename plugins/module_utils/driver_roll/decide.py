@@ -23,6 +23,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.driver_upgr
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.patches import JsonPatch, member_ops
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping, as_text
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.diff import diff_entry
 
 # kubelet's reason for a pod admitted before the device plugin registered again after a restart
 # (kubernetes/kubernetes#125579, #128043; NVIDIA/k8s-device-plugin#231).
@@ -77,6 +78,31 @@ def start_patch(node: RollNode) -> NodePatch:
     label_guard, label_write = member_ops(True, "labels", UPGRADE_SKIP_LABEL, "true", None)
     guard, write = _annotation_ops(node, None)
     return NodePatch(node.name, label_guard + guard + label_write + write, "started")
+
+
+def patch_diff(node: RollNode, plan: NodePatch) -> dict[str, Any]:
+    """The members of the node a patch writes, before and after, as text."""
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+    for op in plan.patch or ():
+        if op["op"] == "test":
+            continue
+        path = op["path"].split("/")
+        if len(path) < 4:  # a whole map added: its one member
+            for key, value in op["value"].items():
+                before[f"{path[2]}.{key}"], after[f"{path[2]}.{key}"] = None, value
+            continue
+        key = f"{path[2]}.{path[3].replace('~1', '/').replace('~0', '~')}"
+        source = node.labels if path[2] == "labels" else node.annotations
+        before[key] = source.get(key.split(".", 1)[1])
+        after[key] = op.get("value") if op["op"] != "remove" else None
+    text = "".join
+
+    return diff_entry(
+        f"node/{node.name}",
+        text(f"{k}: {v}\n" for k, v in sorted(before.items()) if v is not None),
+        text(f"{k}: {v}\n" for k, v in sorted(after.items()) if v is not None),
+    )
 
 
 def gpus_back(node: RollNode, expected: int) -> bool:

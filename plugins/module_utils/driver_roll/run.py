@@ -22,6 +22,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.driver_roll.dec
     gpus_back,
     hold_patch,
     kept_cordons,
+    patch_diff,
     start_patch,
     upgrade_stand,
 )
@@ -123,15 +124,34 @@ def run_plan(params: Mapping[str, Any], client: KubeClient, options: RollOptions
     )
 
 
+Sent = tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def send_or_check(
+    client: KubeClient,
+    decided: Sequence[tuple[RollNode, NodePatch]],
+    replan: Callable[[RollNode], NodePatch],
+    params: Mapping[str, Any],
+    check: bool,
+) -> Sent:
+    """The patches sent (none in check mode): the nodes patched (would be), those that failed, the diff."""
+    diff = [patch_diff(node, plan) for node, plan in decided if plan.patch]
+    plans = [plan for _, plan in decided]
+    if check:
+        return [p.name for p in plans if p.patch], [], diff
+    return (*send_patches(client, plans, replan, params), diff)
+
+
 def record_failures(
     client: KubeClient, nodes: Sequence[RollNode], reasons: Mapping[str, str], params: Mapping[str, Any], check: bool
-) -> tuple[list[str], list[dict[str, Any]]]:
+) -> Sent:
     """The failure of each node's upgrade recorded on it (none sent in check mode)."""
     target, at = params["target_version"].strip(), now_text()
-    plans = [failure_patch(n, target, reasons[n.name], at) for n in nodes if n.name in reasons]
-    if check:
-        return [p.name for p in plans if p.patch], []
-    return send_patches(client, plans, lambda node: failure_patch(node, target, reasons[node.name], at), params)
+
+    def decide(node: RollNode) -> NodePatch:
+        return failure_patch(node, target, reasons[node.name], at)
+
+    return send_or_check(client, [(n, decide(n)) for n in nodes if n.name in reasons], decide, params, check)
 
 
 def run_settle(params: Mapping[str, Any], client: KubeClient, fleet: FleetOptions, check: bool) -> WriteRun:
@@ -156,7 +176,7 @@ def run_settle(params: Mapping[str, Any], client: KubeClient, fleet: FleetOption
         if not back(n)
     }
     reasons.update({name: "the node is gone" for name in missing})
-    recorded, patch_failed = record_failures(client, nodes, reasons, params, check)
+    recorded, patch_failed, diff = record_failures(client, nodes, reasons, params, check)
     result = {
         "back": [n.name for n in nodes if back(n)],
         "not_back": [{"node": k, "reason": v} for k, v in reasons.items()],
@@ -170,7 +190,7 @@ def run_settle(params: Mapping[str, Any], client: KubeClient, fleet: FleetOption
         for p in bare
     ]
     failure = "; ".join(f"{k}: {v}" for k, v in reasons.items()) or None
-    return WriteRun(result, bool(owned or recorded), None, warnings, failure)
+    return WriteRun(result, bool(owned or recorded), diff, warnings, failure)
 
 
 def run_gate(params: Mapping[str, Any], client: KubeClient, fleet: FleetOptions, check: bool) -> WriteRun:
@@ -181,12 +201,9 @@ def run_gate(params: Mapping[str, Any], client: KubeClient, fleet: FleetOptions,
     def decide(node: RollNode) -> NodePatch:
         return hold_patch(node, target, at) if hold else start_patch(node)
 
-    plans = [decide(n) for n in nodes]
-    failed: list[dict[str, Any]] = []
-    if check:
-        patched = [p.name for p in plans if p.patch]
-    else:
-        patched, failed = send_patches(client, plans, decide, params)
+    decided = [(n, decide(n)) for n in nodes]
+    patched, failed, diff = send_or_check(client, decided, decide, params, check)
+    plans = [plan for _, plan in decided]
     key = "held" if hold else "started"
     result = {
         key: patched,
@@ -195,7 +212,7 @@ def run_gate(params: Mapping[str, Any], client: KubeClient, fleet: FleetOptions,
         "patch_failed": failed,
     }
     failure = "; ".join(f"{f['node']}: {f['error']}" for f in failed) or None
-    return WriteRun(result, bool(patched), None, [f"no such node: {m}" for m in missing], failure)
+    return WriteRun(result, bool(patched), diff, [f"no such node: {m}" for m in missing], failure)
 
 
 def run_wait(params: Mapping[str, Any], client: KubeClient, fleet: FleetOptions, check: bool) -> WriteRun:
@@ -216,7 +233,7 @@ def run_wait(params: Mapping[str, Any], client: KubeClient, fleet: FleetOptions,
         if v not in (DONE, FAILED)
     }
     reasons = {**failed, **({} if failed else stuck), **{m: "the node is gone" for m in missing}}
-    recorded, patch_failed = record_failures(client, nodes, reasons, params, check)
+    recorded, patch_failed, diff = record_failures(client, nodes, reasons, params, check)
     result = {
         "done": [k for k, (v, _) in stands.items() if v == DONE],
         "failed": [{"node": k, "state": stands[k][1], "reason": r} for k, r in failed.items()],
@@ -226,15 +243,16 @@ def run_wait(params: Mapping[str, Any], client: KubeClient, fleet: FleetOptions,
         "patch_failed": patch_failed,
     }
     failure = None if check else ("; ".join(f"{k}: {v}" for k, v in reasons.items()) or None)
-    return WriteRun(result, bool(recorded), None, (), failure)
+    return WriteRun(result, bool(recorded), diff, (), failure)
 
 
 def run_fail(params: Mapping[str, Any], client: KubeClient, fleet: FleetOptions, check: bool) -> WriteRun:
     if not (params.get("reason") or "").strip():
         raise OptionError("reason must say why the nodes' upgrade failed: it is recorded on each node")
     nodes, missing = named(read_nodes(client, fleet), params["names"] or [])
-    recorded, failed = record_failures(client, nodes, {n.name: params["reason"].strip() for n in nodes}, params, check)
-    return WriteRun({"recorded": recorded, "missing": missing, "patch_failed": failed}, bool(recorded), None)
+    reasons = {n.name: params["reason"].strip() for n in nodes}
+    recorded, failed, diff = record_failures(client, nodes, reasons, params, check)
+    return WriteRun({"recorded": recorded, "missing": missing, "patch_failed": failed}, bool(recorded), diff)
 
 
 def run_roll(params: Mapping[str, Any], client: KubeClient, check_mode: bool) -> WriteRun:
