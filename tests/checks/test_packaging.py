@@ -27,6 +27,7 @@ DEVELOPER_ONLY = {
     ".yamllint",
     "Makefile",
     "bench",
+    "decision-environment.yml",
     "execution-environment.yml",
     "extensions",
     "galaxy.yml",
