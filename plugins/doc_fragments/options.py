@@ -258,3 +258,26 @@ options:
         type: int
         default: 120
 """
+
+    DRIVER_UPGRADE = r"""
+options:
+  driver_upgrade:
+    description:
+      - How each GPU node's driver view (C(driver)) is read and judged.
+    type: dict
+    default: {}
+    suboptions:
+      stuck_after:
+        description:
+          - Seconds a node may stay in an upgrade state whose start the GPU Operator's upgrade controller records
+            (V(wait-for-jobs-required), V(validation-required)) before it is reported as stuck.
+        type: int
+        default: 3600
+      read_objects:
+        description:
+          - Also list DaemonSets and C(NVIDIADrivers) (one list each; a cluster that does not serve C(NVIDIADrivers)
+            gets a note), for the C(NVIDIADriver) that selects each node and whether its driver pod runs the
+            DaemonSet's current pod template.
+        type: bool
+        default: false
+"""

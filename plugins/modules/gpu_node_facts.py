@@ -46,6 +46,9 @@ description:
     publishes). For the cluster, V(GPU pod Pending: no node can allocate its claims) (the scheduler says
     C(cannot allocate all claims) of a pod with GPU limits or a claim on a GPU DeviceClass) and, with O(prometheus),
     V(GPU health metric not collected by the DCGM exporter). Every problem carries a C(remedy)."
+  - B(Drivers.) Per GPU node, C(driver), where its driver stands (O(driver_upgrade)); the problems V(GPU driver upgrade stuck),
+    V(GPU driver upgrade failed), V(GPU driver versions mixed within one pool) (one GPU model) and
+    V(driver pod not on its DaemonSet's current template). M(kubegpu.scheduling.gpu_driver_info) says more.
   - For the fleet, totals per model and in all (each also per source), the GPU nodes that expose no GPU
     capacity, all problems in one list, and notes.
   - Costs one paginated list each of nodes, pods (field selector on the phase), DeviceClasses, ResourceSlices,
@@ -67,6 +70,7 @@ extends_documentation_fragment:
   - kubegpu.scheduling.options.system_components
   - kubegpu.scheduling.health
   - kubegpu.scheduling.options.prometheus
+  - kubegpu.scheduling.options.driver_upgrade
   - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
 options:
@@ -235,11 +239,7 @@ ansible_facts:
               description: Capacity, allocatable and allocated per counted resource of the device plugin.
               type: dict
               sample: {nvidia.com/gpu: {capacity: 8, allocatable: 7, allocated: 4}}
-            gpu_sources:
-              description: Where the node's GPUs come from, V(device_plugin) and V(dra).
-              type: list
-              elements: str
-              sample: [dra]
+            gpu_sources: {description: "Where the node's GPUs come from, V(device_plugin) and V(dra).", type: list, elements: str}
             by_source:
               description: Capacity, allocatable, allocated and free per source, V(device_plugin) and V(dra).
               type: dict
@@ -267,12 +267,8 @@ ansible_facts:
                             taints: [{key: example.com/maintenance, value: hbm-errors, effect: NoExecute}], health: failed}],
                  pods: [ml/trainer-0], kubelet_plugin_pods: [nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-kubelet-plugin-7xk2p],
                  kubelet_plugin_ready: true, served_by_both: [], tainted_devices: [], missing_devices: []}
-            ready:
-              description: Whether the node's Ready condition is True.
-              type: bool
-            schedulable:
-              description: False when the node is cordoned.
-              type: bool
+            ready: {description: "Whether the node's Ready condition is True.", type: bool}
+            schedulable: {description: False when the node is cordoned., type: bool}
             taints:
               description: The node's taints.
               type: list
@@ -286,10 +282,7 @@ ansible_facts:
               elements: dict
               sample: [{type: InternalIP, address: 10.0.105.29}, {type: ExternalIP, address: 3.139.58.222},
                        {type: Hostname, address: ip-10-0-105-29.us-east-2.compute.internal}]
-            provider_id:
-              description: The node's C(spec.providerID), the cloud's name for the machine, else null.
-              type: str
-              sample: aws:///us-east-2c/i-0a99d3bb7b27d62ac
+            provider_id: {description: "The node's C(spec.providerID), the cloud's name for the machine, else null.", type: str}
             zone:
               description: >-
                 From C(topology.kubernetes.io/zone), else the deprecated C(failure-domain.beta.kubernetes.io/zone), else null.
@@ -310,25 +303,18 @@ ansible_facts:
               description: From C(nvidia.com/cuda.driver-version.full) (or the older split labels, or ACK's driver label).
               type: str
               sample: 550.54.15
-            cuda_version:
-              description: From C(nvidia.com/cuda.runtime-version.full) or the older split labels.
-              type: str
-              sample: "12.4"
-            ack_scheduling_mode:
-              description: The value of C(ack.node.gpu.schedule), else null.
-              type: str
-              sample: default
+            driver:
+              description: C(version), C(managed_by), C(driver_resource), C(upgrade_state), C(state_since),
+                C(pod_revision_current), C(pod), C(daemonset), as M(kubegpu.scheduling.gpu_driver_info) gives them.
+              type: dict
+            cuda_version: {description: From C(nvidia.com/cuda.runtime-version.full) or the older split labels., type: str, sample: "12.4"}
+            ack_scheduling_mode: {description: "The value of C(ack.node.gpu.schedule), else null.", type: str, sample: default}
             device_plugin_pod:
               description: The device-plugin pod on the node (a Ready one first), as C(namespace/name), else null.
               type: str
               sample: kube-system/nvidia-device-plugin-daemonset-x7k2p
-            device_plugin_ready:
-              description: Whether a device-plugin pod on the node is Ready.
-              type: bool
-            device_plugin_pods:
-              description: Every device-plugin pod on the node.
-              type: list
-              elements: str
+            device_plugin_ready: {description: Whether a device-plugin pod on the node is Ready., type: bool}
+            device_plugin_pods: {description: Every device-plugin pod on the node., type: list, elements: str}
             gpu_pods:
               description: Pods holding GPUs on the node (by GPU limits, or through DRA claims), as C(namespace/name).
               type: list
@@ -410,6 +396,8 @@ ansible_facts:
           sample: {nodes: 9, capacity: 35, allocatable: 34, unhealthy: 1, allocated: 4, free: 30,
                    by_source: {device_plugin: {capacity: 35, allocatable: 34, allocated: 4, free: 30},
                                dra: {capacity: 0, allocatable: 0, allocated: 0, free: 0}}}
+        drivers: {description: "Nodes per driver C(versions), C(upgrade_states), C(managed_by); C(pods_not_current).",
+                  returned: always, type: dict}
         nodes_without_capacity:
           description: GPU nodes that expose no GPU capacity to the scheduler.
           returned: always
@@ -425,7 +413,8 @@ ansible_facts:
               V(gpu_use_outside_scheduler), V(dra_plugin_not_ready), V(dra_no_resource_slices),
               V(gpus_served_by_device_plugin_and_dra), V(claim_on_unpublished_device), V(dra_devices_tainted),
               V(gpu_claims_unallocatable), V(gpu_metric_not_collected) (with O(prometheus): a health metric the DCGM
-              exporter does not collect)."
+              exporter does not collect), V(driver_upgrade_stuck), V(driver_upgrade_failed), V(driver_versions_mixed),
+              V(driver_pod_not_current)."
           returned: always
           type: list
           elements: dict
@@ -492,11 +481,13 @@ api_requests:
   sample: 5
 """
 
+import time
 from dataclasses import replace
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.drivers import DriverRead, add_driver_view
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheus_reads import (
     prometheus_source,
@@ -519,6 +510,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     with_connection_options,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
+    DRIVER_UPGRADE,
     GPU_RESOURCES,
     MODEL_LABELS,
     NODE_SELECTION,
@@ -549,7 +541,7 @@ def argument_spec() -> dict[str, Any]:
             dra_devices={"type": "str", "choices": ["problems", "all"], "default": "problems"},
             health=health_argument_spec(),
         ),
-        (GPU_RESOURCES, NODE_SELECTION, PAGE_SIZE, MODEL_LABELS, SYSTEM_COMPONENTS, PROMETHEUS),
+        (GPU_RESOURCES, NODE_SELECTION, PAGE_SIZE, MODEL_LABELS, SYSTEM_COMPONENTS, PROMETHEUS, DRIVER_UPGRADE),
         renamed={"label_selector": "label_selectors"},
     )
     return with_connection_options(spec)
@@ -576,14 +568,16 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     source = prometheus_source(params["prometheus"]) if params["prometheus"] else None
     client = module_client(module)
     selector = joined_selector(params["label_selectors"])
+    drivers = DriverRead(objects=params["driver_upgrade"]["read_objects"])
     fleet, metrics = read_beside(
-        source, lambda: read_fleet(client, options, selector, params["names"], params["page_size"])
+        source, lambda: read_fleet(client, options, selector, params["names"], params["page_size"], drivers)
     )
     nodes, pods, plugins, dra = fleet
     for warning in (missing_names_warning(params["names"], nodes, selector), metrics and metrics.error):
         if warning:
             module.warn(warning)
     facts = summarise(nodes, pods, plugins, options, dra, metrics)
+    add_driver_view(facts, drivers, time.time(), params["driver_upgrade"]["stuck_after"])
     facts["api_requests"] = client.request_count
     return facts
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import (
     device_plugin,
+    driver,
     fleet,
     health,
     placement,
@@ -24,6 +25,7 @@ KINDS = KindRegistry(
     validator.KINDS,
     device_plugin.KINDS,
     fleet.KINDS,
+    driver.KINDS,
     health.KINDS,
     placement.KINDS,
     plugin_config.KINDS,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.drivers import DriverRead
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import split_pods
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projection import project_pod
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects
@@ -41,24 +42,33 @@ def compact_nodes(
 
 
 def read_fleet(
-    client: KubeClient, options: FleetOptions, label_selector: str | None, names: list[str] | None, page_size: int
+    client: KubeClient,
+    options: FleetOptions,
+    label_selector: str | None,
+    names: list[str] | None,
+    page_size: int,
+    drivers: DriverRead | None = None,
 ) -> tuple[list[dict[str, Any]], list[Any], list[Any], DraObjects]:
     """The compact nodes, the GPU pods, the device-plugin and DRA kubelet-plugin pods, and the DRA
     objects: one list each of nodes, pods, DeviceClasses, ResourceSlices, ResourceClaims and
-    DeviceTaintRules."""
+    DeviceTaintRules. With ``drivers``, what the driver view needs is kept from the same node and pod
+    lists (and, where it asks for them, one list more each of NVIDIADrivers and DaemonSets)."""
+    drivers = drivers or DriverRead()
     with error_context("cannot read the GPU fleet"), gc_paused():
+        drivers.read_nvidia_drivers(client, page_size)
         node_items = client.list_items(
             api_path("v1", "nodes"),
             label_selector=label_selector,
             field_selector=node_field_selector(names),
             page_size=page_size,
         )
-        nodes = compact_nodes(node_items, options, names)
+        nodes = compact_nodes(drivers.nodes_seen(node_items), options, names)
         pod_items = client.list_items(
             api_path("v1", "pods"), field_selector=pod_field_selector(names), page_size=page_size
         )
-        pods, plugins = split_pods(project_pod(item, options) for item in pod_items)
+        pods, plugins = split_pods(project_pod(item, options) for item in drivers.pods_seen(pod_items))
         dra = read_dra(client, page_size)
+        drivers.read_daemonsets(client, page_size)
     return nodes, pods, plugins, dra
 
 

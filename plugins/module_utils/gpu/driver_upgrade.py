@@ -249,6 +249,20 @@ def _pod_version(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _manager(
+    pod: Mapping[str, Any] | None, daemonset: Mapping[str, Any] | None, owned_by_resource: bool, resource: str | None
+) -> str:
+    """Who manages the node's driver. Without its DaemonSet at hand, the driver pod's app label tells: the
+    ClusterPolicy's DaemonSet is app=nvidia-driver-daemonset, an NVIDIADriver's is named after the resource."""
+    if owned_by_resource:
+        return MANAGED_BY_NVIDIA_DRIVER
+    if pod is None:
+        return MANAGED_BY_NVIDIA_DRIVER if resource is not None else MANAGED_BY_HOST
+    if daemonset is None and string_map(_meta(pod).get("labels")).get(DRIVER_APP_LABEL[0]) != DRIVER_APP_LABEL[1]:
+        return MANAGED_BY_NVIDIA_DRIVER
+    return MANAGED_BY_CLUSTER_POLICY
+
+
 def driver_view(
     node: Mapping[str, Any],
     driver_pods: Iterable[Mapping[str, Any]],
@@ -269,12 +283,9 @@ def driver_view(
     daemonset = _pod_daemonset(pod, driver_daemonsets) if pod is not None else None
     ds_owner = owner(daemonset, NVIDIA_DRIVER_KIND) if daemonset is not None else None
     resource = ds_owner[1] if ds_owner else selecting_driver(nvidia_drivers, labels)
-    if ds_owner or (pod is None and resource is not None):
-        managed_by = MANAGED_BY_NVIDIA_DRIVER
-    elif pod is not None:
-        managed_by, resource = MANAGED_BY_CLUSTER_POLICY, None
-    else:
-        managed_by = MANAGED_BY_HOST
+    managed_by = _manager(pod, daemonset, ds_owner is not None, resource)
+    if managed_by == MANAGED_BY_CLUSTER_POLICY:
+        resource = None
     spec_version = next(
         (as_text(as_mapping(d.get("spec")).get("version")) for d in nvidia_drivers if _meta(d).get("name") == resource),
         "",

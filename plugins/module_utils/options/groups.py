@@ -35,6 +35,7 @@ EVICTION = "eviction"
 MODEL_LABELS = "model_labels"
 SYSTEM_COMPONENTS = "system_components"
 PROMETHEUS = "prometheus"
+DRIVER_UPGRADE = "driver_upgrade"
 
 # The severities at or above which a check fails its task; `never` only reports.
 FAIL_ON_CHOICES = ("error", "warning", "never")
@@ -106,6 +107,16 @@ GROUPS: Mapping[str, Mapping[str, Mapping[str, Any]]] = {
                 "window": {"type": "str", "default": "10m"},
                 "job": {"type": "str", "default": ".*dcgm.*"},
                 "stale_after": {"type": "int", "default": 120},
+            },
+        },
+    },
+    DRIVER_UPGRADE: {
+        "driver_upgrade": {
+            "type": "dict",
+            "default": {},
+            "options": {
+                "stuck_after": {"type": "int", "default": 3600},
+                "read_objects": {"type": "bool", "default": False},
             },
         },
     },

@@ -63,7 +63,7 @@ def test_the_argument_spec_matches_the_documentation_with_its_fragments(module):
 def fleet_reads(monkeypatch):
     seen: dict[str, Any] = {}
 
-    def read_fleet(client, options, selector, names, page_size):
+    def read_fleet(client, options, selector, names, page_size, drivers=None):
         seen.update(selector=selector, names=names, page_size=page_size, resources=options.resource_names)
         return [], [], [], DraObjects()
 

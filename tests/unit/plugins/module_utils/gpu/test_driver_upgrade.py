@@ -191,3 +191,13 @@ def test_trimmed_node_keeps_what_the_view_reads():
     assert trimmed["metadata"]["labels"] == {UPGRADE_STATE_LABEL: "upgrade-done", "pool": "a"}
     assert trimmed["metadata"]["annotations"] == {VALIDATION_START_ANNOTATION: "1"}
     assert driver_view(trimmed, [], [], [], NOW) == driver_view(full, [], [], [], NOW)
+
+
+def test_without_the_daemonsets_the_pod_label_says_who_manages_it():
+    assert driver_view(node(), [driver_pod()], [], [], NOW).managed_by == MANAGED_BY_CLUSTER_POLICY
+    cr_pod = driver_pod(ds="nvidia-gpu-driver-ubuntu22.04-7c6d")
+    cr_pod["metadata"]["labels"] = {
+        "app": "nvidia-gpu-driver-ubuntu22.04-7c6d",
+        "app.kubernetes.io/component": "nvidia-driver",
+    }
+    assert driver_view(node(), [cr_pod], [], [], NOW).managed_by == MANAGED_BY_NVIDIA_DRIVER
