@@ -19,7 +19,9 @@ import re
 import shutil
 import subprocess
 import sys
+import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +30,17 @@ import jinja2
 import jinja2.sandbox
 import pytest
 import yaml
-from conftest import REPO_ROOT, ClusterState, LocalCluster
+from conftest import REPO_ROOT, ClusterState, LocalCluster, wait_until
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
+    PROOF_NAMESPACE,
+    SAMPLE_TOLERATIONS,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import (
+    QUARANTINE_TAINT_KEY,
+    RECORD_ANNOTATION,
+)
+from tests.cluster import fleet as fleet_file
 from tests.versions import smoke
 
 pytestmark = pytest.mark.cluster
@@ -109,8 +120,12 @@ def inject(credential_type: dict[str, Any], inputs: dict[str, str], env_folder: 
 
 
 def survey_extravars(template: dict[str, Any], answers: dict[str, Any]) -> dict[str, Any]:
-    """What AWX passes for a survey: each question's default, or the answer where it has none (or is answered)."""
-    extravars = {}
+    """What AWX passes: each survey question's default, or its answer; and the other variables given at launch,
+    where the template asks for variables on launch."""
+    asked = {q["variable"] for q in template["survey_spec"]["spec"]}
+    beyond = set(answers) - asked
+    assert not beyond or template.get("ask_variables_on_launch"), f"{template['name']} refuses {beyond}"
+    extravars = {k: answers[k] for k in beyond}
     for question in template["survey_spec"]["spec"]:
         variable = question["variable"]
         if variable in answers:
@@ -142,8 +157,10 @@ def job(cluster: LocalCluster, collections: Path, tmp_path_factory: pytest.TempP
     """Run a job template as AWX would: (runner, events) for a template name and the operator's answers."""
     kubeconfig = self_contained_kubeconfig(cluster.kubeconfig)
 
-    def launch(name: str, answers: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+    def launch(name: str, answers: dict[str, Any], job_type: str | None = None) -> tuple[Any, list[dict[str, Any]]]:
+        """`job_type`: the job type chosen at launch (or by a workflow node), where the template asks for it."""
         template = TEMPLATES[name]
+        assert job_type is None or template.get("ask_job_type_on_launch"), name
         private = tmp_path_factory.mktemp("job")
         (private / "env").mkdir()
         shutil.copytree(REPO_ROOT / "playbooks", private / "project" / "playbooks")
@@ -158,7 +175,7 @@ def job(cluster: LocalCluster, collections: Path, tmp_path_factory: pytest.TempP
         }
         (private / "env" / "envvars").write_text(json.dumps(envvars))
         (private / "env" / "extravars").write_text(json.dumps(survey_extravars(template, answers)))
-        flags = ["--check"] if template["job_type"] == "check" else []
+        flags = ["--check"] if (job_type or template["job_type"]) == "check" else []
         flags += ["--diff"] if template.get("diff_mode") else []
         (private / "env" / "cmdline").write_text(" ".join(flags))
         (private / "inventory").mkdir()
@@ -235,3 +252,67 @@ def test_the_acting_templates_dry_run_by_default_plan_and_write_nothing(job, clu
     after = writes(cluster)
     assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == {}
     assert state.changes(ClusterState.read(cluster)) == []
+
+
+# Keeps every other pod off the node made here; the proof pod tolerates it (a launch-time node_release_proof).
+TEST_TAINT = {"key": "kubegpu.test/awx", "value": "true", "effect": "NoSchedule"}
+CORDON_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def marks(cluster: LocalCluster, name: str) -> tuple[bool, list[str], bool]:
+    """A node's cordon, its taints but the test's and the controller's, and whether it holds a quarantine record."""
+    node = cluster.get(f"/api/v1/nodes/{name}")
+    ignored = (TEST_TAINT["key"], CORDON_TAINT)
+    taints = [t["key"] for t in node["spec"].get("taints", []) if t["key"] not in ignored]
+    record = RECORD_ANNOTATION in node["metadata"].get("annotations", {})
+    return node["spec"].get("unschedulable", False), taints, record
+
+
+def settled(cluster: LocalCluster, name: str) -> bool:
+    node = cluster.get(f"/api/v1/nodes/{name}")
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", []))
+    controller = [t["key"] for t in node["spec"].get("taints", []) if t["key"].startswith("node.kubernetes.io/")]
+    return ready and controller == ([CORDON_TAINT] if node["spec"].get("unschedulable") else [])
+
+
+@pytest.fixture
+def kwok_gpu_node(cluster: LocalCluster) -> Iterator[str]:
+    """A KWOK GPU node of its own, Ready; deleted afterwards with the proof namespace the release made."""
+    name = f"awx-{uuid.uuid4().hex[:6]}"
+    had_proof_namespace = cluster.api.request("GET", f"/api/v1/namespaces/{PROOF_NAMESPACE}")[0] == 200
+    spec = {"name": name, "cpu": "16", "memory": "64Gi", "labels": {}, "taints": [TEST_TAINT]}
+    status, reply = cluster.create("/api/v1/nodes", fleet_file.node_object({**spec, "gpus": 2, "allocatable_gpus": 2}))
+    assert status == 201, reply
+    try:
+        wait_until(lambda: settled(cluster, name), timeout=60, interval=0.2, what=f"{name} Ready")
+        yield name
+    finally:
+        cluster.delete(f"/api/v1/nodes/{name}")
+        if not had_proof_namespace:
+            cluster.delete(f"/api/v1/namespaces/{PROOF_NAMESPACE}")
+            wait_until(
+                lambda: cluster.api.request("GET", f"/api/v1/namespaces/{PROOF_NAMESPACE}")[0] == 404,
+                timeout=120,
+                interval=0.2,
+                what=f"namespace {PROOF_NAMESPACE} to go",
+            )
+
+
+def test_the_quarantine_launched_as_run_acts_and_the_release_launched_as_run_undoes_it(
+    job, cluster: LocalCluster, kwok_gpu_node: str
+):
+    """As the workflow's nodes after their approvals: the same templates with the job type run."""
+    node = kwok_gpu_node
+    quarantine = {"node_quarantine_nodes": node, "node_quarantine_reason": "AWX run", "node_quarantine_max_share": 1.0}
+    runner, _events = job("kubegpu GPU node quarantine", quarantine, job_type="run")
+    assert (runner.status, runner.rc) == ("successful", 0), output(runner)
+    assert marks(cluster, node) == (True, [QUARANTINE_TAINT_KEY], True)
+
+    wait_until(lambda: settled(cluster, node), timeout=60, interval=0.2, what=f"{node} cordon taint")
+    proof = {"tolerations": [*SAMPLE_TOLERATIONS, {"key": TEST_TAINT["key"], "operator": "Exists"}]}
+    release = {"node_release_nodes": node, "node_release_proof": proof, "node_release_proof_timeout": 60}
+    runner, events = job("kubegpu GPU node release", release, job_type="run")
+    assert (runner.status, runner.rc) == ("successful", 0), output(runner)
+    [result] = task_results(events, "Release quarantined GPU nodes after a proof pod succeeds on each")
+    assert result["released"] == [node]
+    assert marks(cluster, node) == (False, [], False)
