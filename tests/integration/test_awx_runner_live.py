@@ -7,7 +7,9 @@ applied to a self-contained kubeconfig of the local cluster (the file under `env
 `env/envvars`), the survey's defaults with an operator's answer to each required question without one in
 `env/extravars`, the template's job type and diff mode in `env/cmdline`, and the inventory host of
 extensions/awx/configuration/inventories.yml in `inventory/`. The run must succeed; the acting templates, dry runs
-by default, must plan and write nothing (the API server's request counters, and the cluster as it was).
+by default, must plan and write nothing (the API server's request counters, and the cluster as it was). Then, as
+the workflow runs them after its approvals, the quarantine launched as run quarantines a KWOK GPU node of the
+test's own and the release launched as run proves and releases it; the node is deleted afterwards.
 """
 
 from __future__ import annotations
