@@ -317,4 +317,7 @@ def test_the_quarantine_launched_as_run_acts_and_the_release_launched_as_run_und
     assert (runner.status, runner.rc) == ("successful", 0), output(runner)
     [result] = task_results(events, "Release quarantined GPU nodes after a proof pod succeeds on each")
     assert result["released"] == [node]
+    # The survey's text answer counts as the names it holds.
+    [said] = task_results(events, "Say what the next task waits for")
+    assert said["msg"].startswith("Proving 1 node(s)"), said["msg"]
     assert marks(cluster, node) == (False, [], False)
