@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from conftest import LocalCluster, run_ansible_module, wait_until
+from conftest import LocalCluster, fleet_facts, run_ansible_module, wait_until
 
 from tests.cluster import custom_resources
 
@@ -92,7 +92,7 @@ def bare_pod(name: str, node: str, image: str = "busybox", env: dict | None = No
 
 def pods_of(cluster: LocalCluster, namespace: str, app: str) -> list[dict]:
     items = cluster.get(f"/api/v1/namespaces/{namespace}/pods?labelSelector=app%3D{app}")["items"]
-    return [p for p in items if "deletionTimestamp" not in p["metadata"]]
+    return [p for p in items if "deletionTimestamp" not in p["metadata"] and p["spec"].get("nodeName")]
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +208,19 @@ def test_the_view_and_the_preflight(cluster: LocalCluster, scene: dict):
     ]
     assert not stuck["ready_to_upgrade"] and drivers["counts"]["pods_not_current"] >= 1
     assert any(line.startswith(f"{STUCK_NODE}: driver 550.90.07") for line in result["report"])
+
+
+def test_the_fleet_facts_report_the_stuck_the_failed_and_the_old_template(cluster: LocalCluster, scene: dict):
+    args = {"names": NODES, "driver_upgrade": {"read_objects": True}}
+    status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_node_facts", args)
+    assert status == "SUCCESS", result
+    facts = fleet_facts(result)
+    assert facts["api_requests"] == 8  # the facts' six lists, NVIDIADrivers and DaemonSets
+    problems = sorted((p["where"]["node"], p["id"]) for p in facts["problems"] if p["id"].startswith("fleet.driver"))
+    assert problems == [
+        (FAILED_NODE, "fleet.driver_upgrade_failed"),
+        (STUCK_NODE, "fleet.driver_pod_not_current"),
+        (STUCK_NODE, "fleet.driver_upgrade_stuck"),
+    ]
+    stuck = next(n for n in facts["nodes"] if n["name"] == STUCK_NODE)["driver"]
+    assert stuck["driver_resource"] == scene["driver"] and stuck["pod_revision_current"] is False

@@ -20,7 +20,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.result
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.driver_upgrade import (
     DRIVER_APP_LABEL,
     DRIVER_COMPONENT_LABEL,
-    GFD_DRIVER_LABELS,
+    DRIVER_VERSION_LABELS,
     TERMINAL_STATES,
     UPGRADE_ANNOTATIONS,
     UPGRADE_FAILED,
@@ -39,7 +39,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
 DEFAULT_STUCK_AFTER = 3600
 NVIDIA_DRIVERS_PATH = api_path("nvidia.com/v1alpha1", "nvidiadrivers")
 DAEMONSETS_PATH = api_path("apps/v1", "daemonsets")
-_NODE_LABELS = frozenset((UPGRADE_STATE_LABEL, *GFD_DRIVER_LABELS))
+_NODE_LABELS = frozenset((UPGRADE_STATE_LABEL, *DRIVER_VERSION_LABELS))
 
 
 @dataclass

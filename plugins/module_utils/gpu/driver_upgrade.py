@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import driver_version
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import ACK_DRIVER_LABEL, driver_version
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
     as_list,
     as_mapping,
@@ -109,6 +109,8 @@ GFD_DRIVER_LABELS = (
     "nvidia.com/cuda.driver.minor",
     "nvidia.com/cuda.driver.rev",
 )
+# Every label a driver version is read from: GFD's, then ACK's (gpu/models.py driver_version).
+DRIVER_VERSION_LABELS = (*GFD_DRIVER_LABELS, ACK_DRIVER_LABEL)
 
 
 @dataclass(frozen=True)
@@ -317,7 +319,7 @@ def trimmed_node(node: Mapping[str, Any], extra_label_keys: Iterable[str] = ()) 
     """A Node cut down to what driver_view reads: its name, the driver and upgrade labels (and
     `extra_label_keys`, the keys the NVIDIADrivers select on) and the upgrade annotations."""
     meta = _meta(node)
-    keys = {UPGRADE_STATE_LABEL, UPGRADE_SKIP_LABEL, *GFD_DRIVER_LABELS, *extra_label_keys}
+    keys = {UPGRADE_STATE_LABEL, UPGRADE_SKIP_LABEL, *DRIVER_VERSION_LABELS, *extra_label_keys}
     labels = {k: v for k, v in string_map(meta.get("labels")).items() if k in keys}
     annotations = {k: v for k, v in string_map(meta.get("annotations")).items() if k in UPGRADE_ANNOTATIONS}
     return {"metadata": {"name": meta.get("name"), "labels": labels, "annotations": annotations}}
