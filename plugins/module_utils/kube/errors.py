@@ -210,10 +210,10 @@ def describe_api_error(
             f'grant the verb "{rbac}" on "{target.rbac_resource}" (apiGroup "{target.group}"){to_user}'
         )
     if status == 429 and target is not None and target.subresource == "eviction":
-        # The Eviction API answers 429 when a PodDisruptionBudget allows no disruption now: a refusal
-        # by the budget, not throttling (registry/core/pod/storage/eviction.go, DisruptionBudget cause).
-        causes = "; ".join(_causes(body_text, DISRUPTION_BUDGET_CAUSE)) or api_message
-        return f"refused by a PodDisruptionBudget ({label}) on {request}" + (f": {causes}" if causes else "")
+        refusal = _budget_refusal(body_text, api_message)
+        if refusal is not None:
+            budget, words = refusal
+            return f"refused by {budget} ({label}) on {request}" + (f": {words}" if words else "")
     if status == 404:
         if target is None:
             return f"not found ({label}) on {request}{detail}"
@@ -226,6 +226,31 @@ def describe_api_error(
 
 # The cause type of an eviction a PodDisruptionBudget refuses (policy/v1 DisruptionBudgetCause).
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+# How kube-apiserver names the budget in that cause (pkg/registry/core/pod/storage/eviction.go:
+# "The disruption budget %s needs %d healthy pods and has %d currently", "The disruption budget %s is
+# still being processed by the server."); older releases send the message alone, without a cause.
+_BUDGET_NAMED = re.compile(r"\bThe disruption budget (\S+) (?:needs|is still being processed)")
+_BUDGET_WORDS = "disruption budget"
+
+
+def budget_named(text: str) -> str | None:
+    """The PodDisruptionBudget an eviction's refusal names, in the API server's words; None if it names none."""
+    found = _BUDGET_NAMED.search(text or "")
+    return found.group(1) if found else None
+
+
+def _budget_refusal(body_text: str | None, api_message: str) -> tuple[str, str] | None:
+    """An eviction's 429 as (the budget that refused it, the API server's words), or None when the 429 is
+    the API server throttling (priority and fairness answer any request with 429 and their own message).
+    The Eviction API answers 429 when the pod's PodDisruptionBudget allows no disruption now."""
+    causes = _causes(body_text, DISRUPTION_BUDGET_CAUSE)
+    if not causes and api_message and _BUDGET_WORDS not in api_message.lower():
+        return None
+    words = "; ".join(causes) or api_message
+    name = budget_named(words)
+    return (f'PodDisruptionBudget "{name}"' if name else "the pod's PodDisruptionBudget"), words
+
+
 _FAILURE_WORDS = {409: "conflict", 410: "gone", 422: "invalid", 429: "throttled by the API server"}
 
 

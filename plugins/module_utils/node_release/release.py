@@ -352,7 +352,10 @@ def _container_state(pod: Mapping[str, Any]) -> Mapping[str, Any]:
 def _scheduling_detail(status: Mapping[str, Any]) -> str:
     for condition in (as_mapping(c) for c in as_list(status.get("conditions"))):
         if condition.get("type") == "PodScheduled" and condition.get("status") != "True":
-            return as_text(condition.get("message")) or as_text(condition.get("reason")) or "not scheduled"
+            # As the scheduler (or the API server, for a gated pod) wrote it: "Unschedulable: 0/3 nodes are
+            # available: ...", "SchedulingGated: Scheduling is blocked due to non-empty scheduling gates".
+            words = [as_text(condition.get(k)) for k in ("reason", "message")]
+            return ": ".join(w for w in words if w) or "not scheduled"
     return ""
 
 
@@ -380,11 +383,16 @@ def judge_proof(pod: Mapping[str, Any] | None, finished: bool, logs: Sequence[st
     )
 
 
+NO_REASON = "no reason given"
+# A pod no scheduler has tried yet: the default scheduler sets PodScheduled False with its reason on a failure.
+NO_SCHEDULER_REASON = "no scheduler has said why: the pod has no PodScheduled condition"
+
+
 def proof_hit(node: str, pod: str, outcome: ProofOutcome, timeout: float) -> Hit:
     """Why the proof did not pass, as a finding of the node."""
     where = {"node": node, "pod": pod}
     if outcome.timed_out:
-        detail = outcome.detail or outcome.exit_reason or "no reason given"
+        detail = outcome.detail or outcome.exit_reason or (NO_REASON if outcome.scheduled else NO_SCHEDULER_REASON)
         return Hit(
             kinds.PROOF_TIMED_OUT,
             {"node": node, "pod": pod, "phase": outcome.phase, "timeout": f"{timeout:g}", "detail": detail},

@@ -26,6 +26,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube import pla
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import (
     ClusterError,
+    budget_named,
     error_context,
     error_status,
 )
@@ -229,6 +230,13 @@ class EvictionResult:
     detail: str = ""
     attempts: int = 0
 
+    @property
+    def budgets(self) -> tuple[str, ...]:
+        """The budgets that kept the pod: those the plan saw refusing, else the one the API server's
+        refusal names (a budget that allowed a disruption when read, and none when asked)."""
+        named = budget_named(self.detail)
+        return self.pod.blocking or ((named,) if named else ())
+
 
 @dataclass(frozen=True)
 class EvictionSettings:
@@ -356,7 +364,7 @@ def eviction_findings(evictions: Sequence[EvictionResult], timeout: float) -> li
     found = []
     for result in evictions:
         pod = result.pod
-        budgets = ", ".join(f"PodDisruptionBudget {pod.namespace}/{b}" for b in pod.blocking) or "its budget"
+        budgets = ", ".join(f"PodDisruptionBudget {pod.namespace}/{b}" for b in result.budgets) or "its budget"
         if result.status == BLOCKED:
             found.append(
                 _finding(
@@ -385,7 +393,7 @@ def eviction_lists(evictions: Sequence[EvictionResult] | None) -> dict[str, Any]
     return {
         "evicted": by_status.get(EVICTED, []) + by_status.get(POD_GONE, []),
         "blocked": [
-            {"pod": r.pod.ref, "node": r.pod.node, "budgets": list(r.pod.blocking), "error": r.detail}
+            {"pod": r.pod.ref, "node": r.pod.node, "budgets": list(r.budgets), "error": r.detail}
             for r in evictions or []
             if r.status == BLOCKED
         ],

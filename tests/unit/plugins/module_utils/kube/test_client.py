@@ -1128,7 +1128,7 @@ BUDGET_REFUSAL = json.dumps(
 def test_an_eviction_its_budget_refuses_is_named_a_refusal_not_throttling() -> None:
     path = "/api/v1/namespaces/ml/pods/serve/eviction"
     said = describe_api_error(429, "Too Many Requests", BUDGET_REFUSAL, "POST", path)
-    assert said.startswith("refused by a PodDisruptionBudget (429 Too Many Requests) on POST " + path)
+    assert said.startswith('refused by PodDisruptionBudget "keep-serve" (429 Too Many Requests) on POST ' + path)
     assert said.endswith(": The disruption budget keep-serve needs 1 healthy pods and has 1 currently")
     assert "throttled" not in said
     assert describe_api_error(429, "Too Many Requests", "", "GET", "/api/v1/nodes").startswith("throttled by the API")

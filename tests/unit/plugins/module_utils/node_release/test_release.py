@@ -259,3 +259,45 @@ def test_a_proof_bound_to_its_node_but_not_started_is_still_pending_there():
 def test_every_release_kind_is_registered():
     declared = {value for value in vars(kinds).values() if isinstance(value, str) and value.startswith("release.")}
     assert {k.id for k in KINDS.of_check("release")} == declared == {k.id for k in kinds.KINDS}
+
+
+# The PodScheduled conditions of a pod that was never scheduled, as kubernetes writes them (kubernetes/kubernetes
+# pkg/scheduler/schedule_one.go: reason Unschedulable with the FitError's message; pkg/registry/core/pod/strategy.go,
+# applySchedulingGatedCondition: reason SchedulingGated with its fixed message).
+UNSCHEDULABLE = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "message": "0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 3 node(s) didn't match Pod's node "
+    "affinity/selector. preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, "
+    "3 Preemption is not helpful for scheduling.",
+}
+GATED = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "SchedulingGated",
+    "message": "Scheduling is blocked due to non-empty scheduling gates",
+}
+
+
+def test_a_proof_never_scheduled_says_why_in_the_schedulers_reason_and_message():
+    outcome = judge_proof(_pod("Pending", conditions=[UNSCHEDULABLE]), False)
+    assert not outcome.scheduled
+    message = finding_dict(proof_hit("gpu-0", "ns/p", outcome, 30))["message"]
+    assert message.startswith(
+        "proof pod ns/p was never scheduled onto gpu-0 in 30s (Unschedulable: 0/4 nodes are available: "
+        "1 Insufficient nvidia.com/gpu, 3 node(s) didn't match Pod's node affinity/selector."
+    )
+    gated = finding_dict(proof_hit("gpu-0", "ns/p", judge_proof(_pod("Pending", conditions=[GATED]), False), 30))
+    assert (
+        "never scheduled onto gpu-0 in 30s (SchedulingGated: Scheduling is blocked due to non-empty"
+        in (gated["message"])
+    )
+
+
+def test_a_proof_no_scheduler_has_tried_says_so():
+    message = finding_dict(proof_hit("gpu-0", "ns/p", judge_proof(_pod("Pending"), False), 30))["message"]
+    assert message == (
+        "proof pod ns/p was never scheduled onto gpu-0 in 30s (no scheduler has said why: the pod has no "
+        "PodScheduled condition); it stays quarantined"
+    )

@@ -56,3 +56,37 @@ def test_a_deletion_past_the_budget_that_fails_is_an_eviction_failure_naming_bot
     assert (finding["id"], finding["node"], finding["subject"]) == (kinds.EVICTION_FAILED, "gpu-0", "ml/train-0")
     assert finding["message"].startswith("ml/train-0 on gpu-0: Cannot evict pod as it would violate")
     assert finding["message"].endswith('then deleting it failed: pods "train-0" is forbidden: cannot delete')
+
+
+def test_a_pod_kept_by_a_budget_the_plan_saw_allowing_is_named_by_the_api_servers_refusal():
+    """The budget allowed a disruption when it was read and none when the eviction came (another
+    eviction took it): the pod is said kept by the budget the API server's refusal names.
+    The refusal in the words describe_api_error gives the API server's 429 (kubernetes
+    pkg/registry/core/pod/storage/eviction.go, checkAndDecrement's DisruptionBudget cause)."""
+    now = [0.0]
+    refusal = (
+        'refused by PodDisruptionBudget "keep" (429 Too Many Requests) on POST '
+        "/api/v1/namespaces/ml/pods/train-0/eviction: The disruption budget keep needs 2 healthy pods and has 2 currently"
+    )
+
+    def evict(pod):
+        raise ClusterError(refusal, 429)
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    calls = ev.EvictionCalls(evict, lambda pod: None, errors=(ClusterError,), clock=lambda: now[0], sleep=sleep)
+    pod = _pod("train-0", (ev.BudgetRef("keep", 1, True),))
+    assert pod.blocking == ()
+    (result,) = ev.evict_pods([pod], calls, ev.EvictionSettings(5))
+    assert result.status == ev.BLOCKED
+    (finding,) = ev.eviction_findings([result], 5)
+    assert finding["id"] == kinds.EVICTION_BLOCKED
+    assert finding["message"].startswith("ml/train-0 stays on gpu-0: PodDisruptionBudget ml/keep allowed no disruption")
+    assert "throttl" not in finding["message"]
+    assert ev.eviction_lists([result])["blocked"] == [
+        {"pod": "ml/train-0", "node": "gpu-0", "budgets": ["keep"], "error": refusal}
+    ]
+    assert ev.blocked_warning(ev.eviction_lists([result])["blocked"]) == (
+        "1 GPU pod(s) stay on quarantined nodes, kept by their budget: ml/train-0 (PodDisruptionBudget keep)"
+    )
