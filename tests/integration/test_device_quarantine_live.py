@@ -7,13 +7,14 @@ PodDisruptionBudget allows no disruption of it. Leaves the cluster as it was.
 
 from __future__ import annotations
 
-import re
 import time
+from collections import Counter
 
 import pytest
 from conftest import LocalCluster, wait_until
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_quarantine import device as plan
+from tests.cluster.counters import api_requests, sent_since
 
 pytestmark = pytest.mark.cluster
 
@@ -41,20 +42,15 @@ def _gpu_pod(namespace: str) -> dict:
     }
 
 
-_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\d+)", re.MULTILINE)
-
-
-def _writes(cluster: LocalCluster) -> dict[tuple[str, str, str], int]:
+def _writes(cluster: LocalCluster) -> Counter:
     """Write requests the API server has answered, per (verb, resource, subresource): its own counters."""
-    status, text = cluster.api.request("GET", "/metrics")
-    assert status == 200
-    counts: dict[tuple[str, str, str], int] = {}
-    for match in _REQUESTS.finditer(str(text)):
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
+
+    def key(labels: dict[str, str]) -> tuple[str, str, str] | None:
         if labels.get("verb") in ("POST", "PATCH", "DELETE") and labels.get("resource") in ("devicetaintrules", "pods"):
-            key = (labels["verb"], labels["resource"], labels.get("subresource", ""))
-            counts[key] = counts.get(key, 0) + int(match["value"])
-    return counts
+            return (labels["verb"], labels["resource"], labels.get("subresource", ""))
+        return None
+
+    return api_requests(cluster, key)
 
 
 def _claims(cluster: LocalCluster) -> list[dict]:
@@ -113,7 +109,7 @@ def test_a_rule_on_one_device_reports_then_deletes_its_extended_resource_user_pa
     finally:
         assert cluster.delete(rule_path) in (200, 202, 404)
     after = _writes(cluster)
-    delta = {key: after.get(key, 0) - before.get(key, 0) for key in after if after.get(key, 0) != before.get(key, 0)}
+    delta = sent_since(before, after)
     # One rule created, switched once, deleted once; the pod deleted (the controller, then KWOK
     # finishing the deletion), never through an eviction.
     rule_writes = {key: value for key, value in delta.items() if key[1] == "devicetaintrules" and not key[2]}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import threading
 import urllib.error
 import urllib.request
@@ -32,6 +31,7 @@ from conftest import (
 
 from tests.cluster import fleet as fleet_file
 from tests.cluster import versions
+from tests.cluster.counters import api_requests
 
 pytestmark = pytest.mark.cluster
 
@@ -218,20 +218,16 @@ def test_models_and_totals_of_the_mixed_fleet_add_both_sources(cluster: LocalClu
 
 # --- requests, counted on the server -----------------------------------------------------------------
 
-_LIST_METRIC = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\d+)", re.MULTILINE)
-
 
 def server_lists(cluster: LocalCluster) -> dict[str, int]:
     """LIST requests of all namespaces the API server has answered, per DRA resource (its own metrics).
     Lists in one namespace, such as the namespace controller's, are not the module's."""
-    status, text = cluster.api.request("GET", "/metrics")
-    assert status == 200
-    counts = dict.fromkeys(DRA_RESOURCES, 0)
-    for match in _LIST_METRIC.finditer(str(text)):
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
-        if labels.get("verb") == "LIST" and labels.get("scope") == "cluster" and labels.get("resource") in counts:
-            counts[labels["resource"]] += int(match["value"])
-    return counts
+
+    def key(labels: dict[str, str]) -> str | None:
+        listed = labels.get("verb") == "LIST" and labels.get("scope") == "cluster"
+        return labels["resource"] if listed and labels.get("resource") in DRA_RESOURCES else None
+
+    return {**dict.fromkeys(DRA_RESOURCES, 0), **api_requests(cluster, key)}
 
 
 TAINT_RULE = "kubegpu-test-device-maintenance"

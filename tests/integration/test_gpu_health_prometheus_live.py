@@ -9,7 +9,6 @@ scraped it, and runs the module through `ansible` as a user does. The nodes are 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 import uuid
@@ -24,6 +23,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_promql
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import METRIC_SIGNALS
 from tests.cluster import dcgm_exporter
 from tests.cluster import fleet as fleet_file
+from tests.cluster.counters import api_requests, writes_on
 from tests.cluster.dcgm_exporter import render_snapshot
 
 pytestmark = pytest.mark.cluster
@@ -37,8 +37,6 @@ XID = "DCGM_FI_DEV_XID_ERRORS"
 # A new XID on a GPU, as the module reads it (per GPU: each XID is a series of its own).
 NEW_XID = signal_expr(METRIC_SIGNALS[0], WINDOW)
 CASES = ("ok", "xid79", "xid13", "old79", "remap", "rows", "short", "head")
-_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$", re.MULTILINE)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def node_body(name: str, run: str) -> dict:
@@ -104,14 +102,7 @@ def judged(facts: dict) -> dict[str, tuple[str, list[str]]]:
 
 
 def node_writes(cluster: LocalCluster) -> Counter:
-    status, text = cluster.api.request("GET", "/metrics")
-    assert status == 200 and isinstance(text, str)
-    counts: Counter = Counter()
-    for match in _REQUESTS.finditer(text):
-        labels = dict(_LABEL.findall(match["labels"]))
-        if labels.get("resource") in ("nodes", "pods") and labels.get("verb") in ("POST", "PUT", "PATCH", "DELETE"):
-            counts[(labels["resource"], labels["verb"])] += int(float(match["value"]))
-    return counts
+    return api_requests(cluster, writes_on("nodes", "pods", status=True))
 
 
 def test_each_signal_classes_its_node_and_an_old_xid_or_a_workload_xid_does_not(cluster, nodes, dcgm_prometheus):

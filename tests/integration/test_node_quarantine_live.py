@@ -27,33 +27,18 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership
     RECORD_ANNOTATION,
     read_record,
 )
+from tests.cluster.counters import api_requests, sent_since, writes_on
 
 pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
 GPU = "nvidia.com/gpu"
 MODEL = "NVIDIA-QTEST-80GB"
-_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$", re.MULTILINE)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
-WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 
 
-def writes(cluster: LocalCluster) -> Counter[tuple[str, str, str, str]]:
+def writes(cluster: LocalCluster) -> Counter:
     """Write requests on nodes and pods (not their status, which KWOK keeps writing) the API server has
     answered, by (verb, resource, subresource, code)."""
-    status, text = cluster.api.request("GET", "/metrics")
-    assert status == 200 and isinstance(text, str), f"GET /metrics: {status}"
-    counts: Counter[tuple[str, str, str, str]] = Counter()
-    for match in _REQUESTS.finditer(text):
-        labels = dict(_LABEL.findall(match["labels"]))
-        subresource = labels.get("subresource", "")
-        if (
-            labels.get("verb") in WRITE_VERBS
-            and labels.get("resource") in ("nodes", "pods")
-            and subresource != "status"
-        ):
-            key = (labels["verb"], labels["resource"], subresource, labels["code"])
-            counts[key] += int(float(match["value"]))
-    return counts
+    return api_requests(cluster, writes_on("nodes", "pods"))
 
 
 def run_with_diff(cluster: LocalCluster, args: dict[str, Any], *flags: str) -> tuple[str, dict[str, Any]]:
@@ -70,10 +55,6 @@ def run_with_diff(cluster: LocalCluster, args: dict[str, Any], *flags: str) -> t
     result = json.loads(done.stdout[marker.end() :])
     result["stderr"] = done.stderr
     return done.stdout[: marker.start()], result
-
-
-def since(before: Counter, after: Counter) -> dict:
-    return {key: after[key] - before[key] for key in after if after[key] != before[key]}
 
 
 def gpu_node(name: str, run: str, unschedulable: bool = False, extra_labels: dict | None = None) -> dict:
@@ -231,7 +212,7 @@ def test_quarantine_plans_in_check_mode_what_it_then_does_evicting_only_gpu_pods
         start = writes(cluster)
         printed, checked = run_with_diff(cluster, args, "--check")
         assert checked["changed"] is True and not checked.get("failed"), checked.get("msg")
-        assert since(start, writes(cluster)) == {}
+        assert sent_since(start, writes(cluster)) == {}
         assert checked["writes"] == 0
         assert checked["quarantined"] == [healthy, cordoned]
         assert [h["node"] for h in checked["held_back"]] == [held]
@@ -260,7 +241,7 @@ def test_quarantine_plans_in_check_mode_what_it_then_does_evicting_only_gpu_pods
         assert printed_run.count("+++ after: node/") == 2, printed_run
         # The node lifecycle controller answers the cordon with its own taint, one PATCH of its own.
         wait_until(lambda: taint_keys(cluster, healthy) >= {UNSCHEDULABLE_TAINT}, 60, what="the controller's taint")
-        sent = since(start, writes(cluster))
+        sent = sent_since(start, writes(cluster))
         assert comparable(applied) == comparable(checked)
         ours = 2  # the healthy node and the one cordoned before: one patch each
         assert sent.get(("PATCH", "nodes", "", "200")) == ours + 1, sent
@@ -304,7 +285,7 @@ def test_quarantine_plans_in_check_mode_what_it_then_does_evicting_only_gpu_pods
         start = writes(cluster)
         status, again, done = run_ansible_module(cluster.kubeconfig, "gpu_node_quarantine", dict(args, evict=False))
         assert status == "SUCCESS", done.stdout
-        assert since(start, writes(cluster)) == {} and again["writes"] == 0
+        assert sent_since(start, writes(cluster)) == {} and again["writes"] == 0
         assert again["unchanged"] == [healthy, cordoned] and again["quarantined"] == []
         # With evict, only the pod its budget still keeps is tried again (refused): no patch, no eviction.
         start = writes(cluster)
@@ -312,7 +293,7 @@ def test_quarantine_plans_in_check_mode_what_it_then_does_evicting_only_gpu_pods
             cluster.kubeconfig, "gpu_node_quarantine", dict(args, eviction_timeout=0)
         )
         assert status == "SUCCESS", done.stdout
-        assert since(start, writes(cluster)) == {("POST", "pods", "eviction", "429"): 1}
+        assert sent_since(start, writes(cluster)) == {("POST", "pods", "eviction", "429"): 1}
         assert again["to_evict"] == [f"{namespace}/serve"] and again["evicted"] == []
     finally:
         # Each removal waited for, so that no controller still deletes or patches this test's objects
