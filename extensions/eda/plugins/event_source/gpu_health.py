@@ -16,7 +16,8 @@ Events (``event.type``):
   ``max_share``, ``breaker_holds`` and ``breaker`` (the quarantine's breaker would hold the node back,
   and why), ``seen`` (list, watch, or relist after the watch expired), ``act``.
 - ``healthy_for``: a node quarantined by the collection has stayed healthy for ``release_hold`` seconds.
-- ``source_status``: ``status`` api_unreachable (with ``retry_in``) or api_reachable.
+- ``source_status``: ``status`` watching (once, when the first watch is open), api_unreachable (with
+  ``retry_in``) or api_reachable.
 
 Arguments: the connection options of the collection's modules (``kubeconfig``, ``context``, ``host``,
 ``api_key``, ``ca_cert``, ``client_cert``, ``client_key``, ``validate_certs``, ... and their
@@ -36,6 +37,7 @@ server that cannot be reached is tried again with back-off and reported, never a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -72,8 +74,6 @@ def _collections_importable() -> None:
 
 
 _collections_importable()
-
-import contextlib
 
 import urllib3  # noqa: E402  (after the path is set, with the collection's own imports)
 
@@ -123,6 +123,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors imp
 LOG = logging.getLogger("kubegpu.scheduling.gpu_health")
 UNREACHABLE = "api_unreachable"
 REACHABLE = "api_reachable"
+WATCHING = "watching"
 
 
 class Expired(Exception):
@@ -175,6 +176,7 @@ class WatchReader(threading.Thread):
         super().__init__(name="gpu_health-watch", daemon=True)
         self.client, self.args, self.version, self.hand = client, args, version, hand
         self.stop = threading.Event()
+        self.response: Any = None
 
     def run(self) -> None:
         failure: BaseException | None = None
@@ -182,11 +184,20 @@ class WatchReader(threading.Thread):
             self.read()
         except Exception as exc:  # handed to the loop, which says what it was and tries again
             failure = exc
-        self.hand(("END", failure))
+        if not self.stop.is_set():
+            self.hand(("END", failure))
+
+    def close(self) -> None:
+        """Stop reading: the blocked read ends when the connection is shut down."""
+        self.stop.set()
+        shutdown = getattr(self.response, "shutdown", None)  # urllib3 2.3 and newer
+        if shutdown is not None and self.is_alive():
+            with contextlib.suppress(OSError, RuntimeError):  # RuntimeError: the read has just ended
+                shutdown()
 
     def read(self) -> None:
         query = watch_query(self.version, self.args.watch_timeout)
-        response = open_watch(self.client, query, self.args.watch_timeout + 30)
+        self.response = response = open_watch(self.client, query, self.args.watch_timeout + 30)
         self.hand(("OPEN", None))
         pending = b""
         try:
@@ -224,6 +235,7 @@ class GpuHealthSource:
         self.client: KubeClient | None = None
         self.listed = False
         self.outage = False
+        self.announced = False
         self.attempt = 0
 
     async def put(self, event: dict[str, Any]) -> None:
@@ -267,9 +279,14 @@ class GpuHealthSource:
         assert self.client is not None and self.version is not None
         loop = asyncio.get_running_loop()
         inbox: asyncio.Queue = asyncio.Queue()
-        reader = WatchReader(
-            self.client, self.args, self.version, lambda item: loop.call_soon_threadsafe(inbox.put_nowait, item)
-        )
+
+        def hand(item: tuple) -> None:
+            try:
+                loop.call_soon_threadsafe(inbox.put_nowait, item)
+            except RuntimeError:  # the loop is closed: the source has ended
+                reader.stop.set()
+
+        reader = WatchReader(self.client, self.args, self.version, hand)
         reader.start()
         try:
             while True:
@@ -279,11 +296,12 @@ class GpuHealthSource:
                         raise item[1]
                     return
                 if item[0] == "OPEN":
+                    await self.announce()
                     await self.reached()
                     continue
                 await self.handle(*item)
         finally:
-            reader.stop.set()
+            reader.close()
 
     async def next_item(self, inbox: asyncio.Queue) -> tuple:
         """The next item of the watch; meanwhile the healthy_for events that fall due."""
@@ -315,6 +333,14 @@ class GpuHealthSource:
         if change is not None:
             await self.put(self.transition(change, SEEN_ON_WATCH))
         await self.emit_due()
+
+    async def announce(self) -> None:
+        """Once, when the first watch is open: how many GPU nodes the source watches."""
+        if not self.announced:
+            self.announced = True
+            message = f"watching {len(self.known)} GPU nodes from resource version {self.version}"
+            LOG.info("%s", message)
+            await self.put(source_status_event(WATCHING, message, self.args.act))
 
     async def reached(self) -> None:
         self.attempt = 0

@@ -166,7 +166,7 @@ def test_the_event_names_the_problems_in_the_registry_s_words():
     (problem,) = event["problems"]
     assert problem["kind"] == "gpu_health_condition" and problem["status"] == FAILED
     assert "XidCriticalError" in problem["message"]
-    assert event["summary"].startswith("GPU node gpu-1 healthy -> failed: ")
+    assert event["summary"] == "GPU node gpu-1 healthy to failed: GPU health condition reported"
     assert event["act"] is True
 
 
