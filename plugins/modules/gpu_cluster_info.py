@@ -30,6 +30,7 @@ author:
   - kubegpu.scheduling contributors (@kubegpu)
 extends_documentation_fragment:
   - kubegpu.scheduling.options.prometheus
+  - kubegpu.scheduling.options.driver_upgrade
   - kubegpu.scheduling.read_only
   - kubegpu.scheduling.connection
 options:
@@ -81,7 +82,8 @@ fleet:
       C(allocated), C(free), C(unhealthy), C(ready), C(schedulable), C(device_plugin_pod),
       C(device_plugin_ready), C(gpu_sources), C(dra.kubelet_plugin_ready), the C(kind) of each problem, the
       C(health) (C(status), and C(kind), C(severity), C(problem), C(reason), C(remedy) of each problem),
-      C(addresses), C(provider_id), C(zone), C(region) and C(instance_type); the C(totals), the C(problems)
+      C(addresses), C(provider_id), C(zone), C(region), C(instance_type) and the C(driver) (C(version),
+      C(managed_by), C(driver_resource), C(upgrade_state), C(state_since), C(pod_revision_current)); the C(totals), the C(problems)
       (C(node), C(kind), C(problem), C(reason), C(remedy)) and the C(notes).
     - Each field as M(kubegpu.scheduling.gpu_node_facts) returns it.
   returned: when the fleet facts were read
@@ -136,6 +138,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.admission.reads
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.reads import read_cluster
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.targets import check_options
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.verdict import evaluate
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.drivers import DriverRead, add_driver_view
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheus_reads import (
     prometheus_source,
@@ -156,7 +159,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.module imp
     with_connection_options,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.shared_lists import SharedLists
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import PROMETHEUS, module_options
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import (
+    DRIVER_UPGRADE,
+    PROMETHEUS,
+    module_options,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.options import placement_options
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.reads import read_placement
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.inputs import (
@@ -193,10 +200,13 @@ class Run:
 def fleet(run: Run) -> dict[str, Any]:
     options = options_from_params(system_components=DEFAULT_COMPONENTS)
     source = prometheus_source(run.params["prometheus"]) if run.params["prometheus"] else None
+    drivers = DriverRead(objects=run.params["driver_upgrade"]["read_objects"])
     (nodes, pods, plugins, run.dra), metrics = read_beside(
-        source, lambda: read_fleet(run.client, options, None, None, PAGE_SIZE)
+        source, lambda: read_fleet(run.client, options, None, None, PAGE_SIZE, drivers)
     )
-    return fleet_input(summarise(nodes, pods, plugins, options, run.dra, metrics))
+    facts = summarise(nodes, pods, plugins, options, run.dra, metrics)
+    add_driver_view(facts, drivers, time.time(), run.params["driver_upgrade"]["stuck_after"])
+    return fleet_input(facts)
 
 
 def device_plugin(run: Run) -> dict[str, Any]:
@@ -242,7 +252,7 @@ def argument_spec() -> dict[str, Any]:
         placement={"type": "bool", "default": True},
         placement_pool_label_keys={"type": "list", "elements": "str", "default": [], "no_log": False},
     )
-    return with_connection_options(module_options(own, (PROMETHEUS,)))
+    return with_connection_options(module_options(own, (PROMETHEUS, DRIVER_UPGRADE)))
 
 
 def read_steps(module: Any, began: float) -> dict[str, Any]:

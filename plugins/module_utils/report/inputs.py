@@ -28,6 +28,8 @@ NODE_FIELDS = (
     "instance_type",
 )
 FLEET_PROBLEM_FIELDS = ("node", "kind", "problem", "reason", "remedy")
+# Where each GPU node's driver stands (fleet/drivers.py).
+DRIVER_FIELDS = ("version", "managed_by", "driver_resource", "upgrade_state", "state_since", "pod_revision_current")
 HEALTH_PROBLEM_FIELDS = ("kind", "severity", "problem", "reason", "remedy")
 PLUGIN_FINDING_FIELDS = ("node", "kind", "severity", "subject", "problem", "remedy")
 AUDIT_FINDING_FIELDS = (
@@ -63,6 +65,8 @@ def fleet_node(node: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(node.get("dra"), Mapping):
         row["dra"] = _fields(node["dra"], ("kubelet_plugin_ready",))
     row["problems"] = _rows(node.get("problems"), ("kind",))
+    if isinstance(node.get("driver"), Mapping):
+        row["driver"] = _fields(node["driver"], DRIVER_FIELDS)
     if isinstance(node.get("health"), Mapping):
         row["health"] = {
             "status": node["health"].get("status"),

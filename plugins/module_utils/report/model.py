@@ -17,6 +17,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors imp
 
 SCHEMA = "kubegpu.scheduling/fleet-report/v1"
 COUNTS = ("capacity", "allocatable", "allocated", "free", "unhealthy")
+DRIVER_KEYS = ("version", "managed_by", "upgrade_state", "state_since", "pod_revision_current")
 OK = "ok"
 FAILED = "failed"
 UNKNOWN_MODEL = "unknown"
@@ -86,6 +87,30 @@ def report_node(fleet_node: Mapping[str, Any], plugin_node: Mapping[str, Any] | 
         "gpu_sources": list(fleet_node.get("gpu_sources") or []),
         "problems": sorted({str(kind) for kind in kinds if kind}),
         **node_location(fleet_node),
+    }
+
+
+def report_drivers(fleet: Mapping[str, Any]) -> dict[str, Any] | None:
+    """GPU nodes per driver version and per upgrade state, and the nodes whose upgrade is under way or
+    failed or whose driver pod is not on its DaemonSet's current template; None when the facts carry no
+    driver view (a collection older than it)."""
+    viewed = [n for n in fleet.get("nodes") or [] if isinstance(n, Mapping) and isinstance(n.get("driver"), Mapping)]
+    if not viewed:
+        return None
+    versions: dict[str, int] = {}
+    states: dict[str, int] = {}
+    attention = []
+    for node in viewed:
+        driver = node["driver"]
+        version, state = str(driver.get("version") or "unknown"), driver.get("upgrade_state")
+        versions[version] = versions.get(version, 0) + 1
+        states[str(state or "none")] = states.get(str(state or "none"), 0) + 1
+        if (state and state != "upgrade-done") or driver.get("pod_revision_current") is False:
+            attention.append({"node": str(node.get("name") or ""), **{k: driver.get(k) for k in DRIVER_KEYS}})
+    return {
+        "versions": dict(sorted(versions.items())),
+        "upgrade_states": dict(sorted(states.items())),
+        "nodes": sorted(attention, key=lambda entry: entry["node"]),
     }
 
 
@@ -315,6 +340,7 @@ def report_cluster(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         "nodes": sorted(nodes, key=lambda node: str(node["name"])),
         "problems": report_problems(fleet, plugin),
         "health": report_health(fleet),
+        "drivers": report_drivers(fleet),
         "device_plugin": {
             "checked": bool(plugin),
             "healthy": plugin.get("healthy") if plugin else None,

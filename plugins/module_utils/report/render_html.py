@@ -14,6 +14,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text imp
     ADMISSION_COLUMNS,
     BYPASS_COLUMNS,
     COUNT_COLUMNS,
+    DRIVER_COLUMNS,
     HEALTH_COLUMNS,
     NODE_COLUMNS,
     PENDING_COLUMNS,
@@ -23,6 +24,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.report.text imp
     admission_cells,
     cells,
     cluster_status,
+    driver_counts,
+    driver_rows,
     health_counts,
     health_rows,
     node_cells,
@@ -116,6 +119,11 @@ def _cluster_section(index: int, cluster: Mapping[str, Any]) -> str:
         rows = health_rows(cluster["health"])
         if rows:
             parts.append(table(f"health-{index}-nodes", HEALTH_COLUMNS, rows))
+    if cluster.get("drivers") is not None:
+        parts.append(f'<h3>Drivers</h3><p id="drivers-{index}">{h(driver_counts(cluster["drivers"]))}.</p>')
+        rows = driver_rows(cluster["drivers"])
+        if rows:
+            parts.append(table(f"drivers-{index}-nodes", DRIVER_COLUMNS, rows))
     if cluster["problems"]:
         rows = [cells(p, PROBLEM_COLUMNS) for p in cluster["problems"]]
         parts.append(titled_table("h3", "Problems and remedies", f"problems-{index}", PROBLEM_COLUMNS, rows))

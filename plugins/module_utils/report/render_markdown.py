@@ -68,6 +68,10 @@ def _cluster_section(cluster: Mapping[str, Any]) -> list[str]:
         lines += ["", "### Health", "", md(shared.health_counts(cluster["health"])) + "."]
         rows = shared.health_rows(cluster["health"])
         lines += ["", *table(shared.HEALTH_COLUMNS, rows)] if rows else []
+    if cluster.get("drivers") is not None:
+        lines += ["", "### Drivers", "", md(shared.driver_counts(cluster["drivers"])) + "."]
+        rows = shared.driver_rows(cluster["drivers"])
+        lines += ["", *table(shared.DRIVER_COLUMNS, rows)] if rows else []
     if cluster["problems"]:
         lines += ["", "### Problems and remedies", ""]
         lines += table(shared.PROBLEM_COLUMNS, [shared.cells(p, shared.PROBLEM_COLUMNS) for p in cluster["problems"]])

@@ -14,6 +14,8 @@ NODE_COLUMNS = ("node", "model", *COUNT_COLUMNS, "plugin", "health", "problems",
 # One row per problem of each GPU node that is not healthy (the cluster's `health`).
 HEALTH_COLUMNS = ("node", "status", "severity", "problem", "reason", "remedy")
 PROBLEM_COLUMNS = ("severity", "subject", "problem", "reason", "remedy")
+# One row per GPU node whose driver upgrade is under way or failed, or whose driver pod is not current.
+DRIVER_COLUMNS = ("node", "version", "managed by", "upgrade state", "in state", "pod current")
 BYPASS_COLUMNS = ("rule", "severity", "object", "container", "message", "remedy")
 # One row per admission policy of the cluster's `admission` (admission/plan.py's enforcement_status).
 ADMISSION_COLUMNS = ("policy", "in_force", "actions", "deny")
@@ -67,6 +69,32 @@ def health_rows(health: Mapping[str, Any] | None) -> list[list[str]]:
     for node in (health or {}).get("nodes") or []:
         for problem in node["problems"] or [{}]:
             rows.append([node["node"], node["status"], *cells(problem, HEALTH_COLUMNS[2:])])
+    return rows
+
+
+def driver_counts(drivers: Mapping[str, Any]) -> str:
+    """The driver view's counts in words: nodes per version and per upgrade state."""
+    versions = ", ".join(f"{version} on {count}" for version, count in drivers["versions"].items())
+    states = ", ".join(f"{state} {count}" for state, count in drivers["upgrade_states"].items())
+    return f"driver versions (GPU nodes): {versions}; upgrade states: {states}"
+
+
+def driver_rows(drivers: Mapping[str, Any] | None) -> list[list[str]]:
+    """A row per node of the driver view that needs a look, in DRIVER_COLUMNS order."""
+    rows = []
+    for node in (drivers or {}).get("nodes") or []:
+        since = node.get("state_since")
+        current = node.get("pod_revision_current")
+        rows.append(
+            [
+                node["node"],
+                or_dash(node.get("version")),
+                or_dash(node.get("managed_by")),
+                or_dash(node.get("upgrade_state")),
+                "-" if since is None else f"{since / 60:.0f} min",
+                "-" if current is None else ("yes" if current else "no"),
+            ]
+        )
     return rows
 
 
