@@ -162,7 +162,9 @@ placement:
     what_if:
       description: >-
         Per GPU pod template of the manifests, C(object), C(source), C(document), C(path), C(replicas), C(fits),
-        C(pods_that_fit), C(fits_on) (the nodes that take the most), C(message), C(reason), C(remedy), C(findings).
+        C(pods_that_fit), C(fits_on) (the nodes that take the most), C(reasons), C(message), C(reason), C(remedy),
+        C(findings). Where only some replicas fit, C(reasons) and C(message) are what the scheduler says of the
+        replicas that stay Pending once those that fit are placed, and C(reason) says how many of how many fit.
       type: list
       elements: dict
       returned: always

@@ -8,6 +8,8 @@ go (its what-if over the probes' manifests), then creates each probe and holds t
 what the scheduler does: bound where the view says it fits, Pending where it says it fits nowhere,
 with the FailedScheduling event's reasons, node by node summed, equal to the view's. Probes pinned
 to one node each check every node and size; probes free to go to any scratch node check the choice.
+A Deployment of one replica more than fit checks a partial fit: the replicas bound where the view says,
+the one left Pending with the event the view's reason quotes for the rest.
 Probes, holders, scratch nodes and their slice are removed after.
 """
 
@@ -106,6 +108,19 @@ def probe_body(name: str, namespace: str, gpus: int, selector: dict[str, str], p
     body = pod_body(name, namespace, gpus, selector, priorityClassName=priority_class)
     body["spec"]["containers"][0]["resources"]["requests"] = {"cpu": PROBE_CPU}
     return body
+
+
+def deployment_body(name: str, namespace: str, replicas: int, pod: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod["spec"]},
+        },
+    }
 
 
 def pod_state(cluster: LocalCluster, namespace: str, name: str) -> dict[str, Any]:
@@ -256,6 +271,39 @@ def held_to_the_scheduler(cluster: LocalCluster, fleet: dict[str, Any], probe: d
     return f"{name}: Pending, {view['reason']}"
 
 
+def partly_held_to_the_scheduler(cluster: LocalCluster, fleet: dict[str, Any], deployment: dict, view: dict) -> None:
+    """Create the Deployment, see the scheduler bind as many replicas as the view says fit, where it says, and
+    keep the rest Pending with the FailedScheduling event whose sum is the view's; delete it."""
+    namespace, name = fleet["namespace"], deployment["metadata"]["name"]
+    replicas = deployment["spec"]["replicas"]
+    deployments = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    status, reply = cluster.create(deployments, deployment)
+    assert status == 201, reply
+
+    def decided() -> tuple[list[str], list[str | None]] | None:
+        pods = cluster.get(f"/api/v1/namespaces/{namespace}/pods?labelSelector=app%3D{name}")["items"]
+        bound = [p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")]
+        waiting = [
+            failed_scheduling(cluster, namespace, p["metadata"]["name"]) for p in pods if not p["spec"].get("nodeName")
+        ]
+        return (bound, waiting) if len(pods) == replicas and all(waiting) else None
+
+    try:
+        bound, waiting = wait_until(decided, timeout=30, interval=0.2, what=f"the scheduler to decide on {name}")  # type: ignore[misc]
+    finally:
+        cluster.delete(f"{deployments}/{name}?propagationPolicy=Foreground")
+        wait_until(
+            lambda: cluster.api.request("GET", f"{deployments}/{name}")[0] == 404,
+            timeout=30,
+            interval=0.2,
+            what=f"{name} and its pods to go",
+        )
+    assert Counter(bound) == Counter(view["fits_on"]), (bound, view["fits_on"], view["reason"])
+    assert len(waiting) == replicas - view["pods_that_fit"], (waiting, view["reason"])
+    for message in waiting:
+        assert message and scheduler_reasons(message) == Counter(view["reasons"]), (message, view["reasons"])
+
+
 # What the view must say of a probe of each size pinned to each scratch node (bound: how many fit).
 EXPECTED = {
     "free8": {1: 8, 2: 4, 4: 2, 8: 1},
@@ -287,7 +335,15 @@ def test_probes_bind_where_the_view_says_they_fit_and_wait_where_it_says_they_fi
         probe_body(f"any-{size}", fleet["namespace"], size, fleet["mark"], fleet["priority_class"]) for size in SIZES
     ]
     b200 = probe_body("b200", fleet["namespace"], 1, {"accelerator": "NVIDIA-B200"}, fleet["priority_class"])
-    view = what_if(cluster, [*pinned, *anywhere, b200])
+    # A Deployment of 4-GPU replicas free to go to any scratch node, one more than fit: the rest's reason.
+    fit = sum(sizes[4] for sizes in EXPECTED.values() if isinstance(sizes[4], int))
+    partly = deployment_body(
+        "partly-4",
+        fleet["namespace"],
+        fit + 1,
+        probe_body("partly-4", fleet["namespace"], 4, fleet["mark"], fleet["priority_class"]),
+    )
+    view = what_if(cluster, [*pinned, *anywhere, b200, partly])
 
     for short, node in names.items():
         for size in SIZES:
@@ -303,6 +359,15 @@ def test_probes_bind_where_the_view_says_they_fit_and_wait_where_it_says_they_fi
     outcomes = [held_to_the_scheduler(cluster, fleet, p, view[p["metadata"]["name"]]) for p in [*pinned, *anywhere]]
     pending = sum(not isinstance(e, int) for sizes in EXPECTED.values() for e in sizes.values())
     assert sum("Pending" in o for o in outcomes) == pending, outcomes
+
+    # Only some replicas fit: the reason says how many of how many, and why not the rest as the scheduler does.
+    entry = view["partly-4"]
+    assert (entry["fits"], entry["pods_that_fit"], entry["replicas"]) == (False, fit, fit + 1), entry["reason"]
+    assert entry["findings"][0]["kind"] == "placement.fits_partly", entry["reason"]
+    assert entry["reason"].startswith(f"{fit} of {fit + 1} pods of 4 {GPU} fit now, on "), entry["reason"]
+    assert entry["reason"].endswith(f"the other 1 would stay Pending: {entry['message']}"), entry["reason"]
+    assert entry["reasons"].get(f"Insufficient {GPU}", 0) >= 2, entry["reasons"]
+    partly_held_to_the_scheduler(cluster, fleet, partly, entry)
 
     if DRA_SERVES_GPU:
         assert view["pin-dra-4"]["reason"].startswith("it asks for 4 nvidia.com/gpu; only 3 are free")

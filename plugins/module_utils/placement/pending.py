@@ -17,6 +17,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.dra i
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.filters import (
     CLAIMS,
     RESOURCES,
+    SAYS_CLAIMS,
     UNSCHEDULABLE,
     dra_resources,
     node_verdict,
@@ -27,7 +28,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.filte
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import UNIQUE_LABELS, Fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.projection import DEFAULT_SCHEDULER
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.requests import BASIC
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.requests import BASIC, PODS
 
 MAX_NODES_NAMED = 10
 CLAIMED = "devices through its claims"
@@ -79,11 +80,37 @@ def _selector_fields(shape: Mapping[str, Any], fleet: Fleet) -> dict[str, Any]:
     return {"selector": ", ".join(wanted), "existing": existing}
 
 
-def _evaluate(shape: Mapping[str, Any], fleet: Fleet) -> tuple[list[tuple], Counter[str], list[tuple]]:
+def filled(node: Mapping[str, Any], shape: Mapping[str, Any], pods: int) -> dict[str, Any]:
+    """The node once `pods` pods of the shape sit on it: their pod slots and requests taken from what is free
+    (the resources DRA serves on a node that does not advertise them are its devices, not its free)."""
+    free = dict(node["free"])
+    for resource, wanted in shape["requests"].items():
+        if resource in BASIC or resource in node["allocatable"]:
+            free[resource] = free.get(resource, 0) - wanted * pods
+    free[PODS] = free.get(PODS, 0) - pods
+    return {**node, "free": free}
+
+
+def _verdict(
+    node: Mapping[str, Any], shape: Mapping[str, Any], fleet: Fleet, via_dra: Mapping[str, Any], placed: int
+) -> tuple[str | None, list[str], int]:
+    """`node_verdict`, on the node as it is or once `placed` pods of the shape sit on it; a node that took
+    `placed` and still has the resources for one more ran out of DRA devices for it."""
+    if not placed:
+        return node_verdict(node, shape, fleet.dra, None, via_dra)
+    kind, words, count = node_verdict(filled(node, shape, placed), shape, fleet.dra, None, via_dra)
+    return (CLAIMS, [SAYS_CLAIMS], 0) if kind is None else (kind, words, count)
+
+
+def _evaluate(
+    shape: Mapping[str, Any], fleet: Fleet, placed: Mapping[str, int] | None = None
+) -> tuple[list[tuple], Counter[str], list[tuple]]:
     """Every node against the shape, a kind of node at a time for the label and taint filters: the verdicts
     of the nodes that pass them, the scheduler's words summed over all nodes, and the GPU nodes the
-    shape's selector picks with the filter each fails (or None)."""
+    shape's selector picks with the filter each fails (or None). With `placed` (node -> pods of the shape),
+    the nodes as they are once those pods sit on them."""
     via_dra = dra_resources(shape, fleet.dra)
+    placed = placed or {}
     keys = set(shape["node_selector"]) | {e["key"] for term in shape["affinity_terms"] for e in term}
     groups = fleet.groups if fleet.groups and not keys & UNIQUE_LABELS else [[n] for n in fleet.nodes]
     reasons: Counter[str] = Counter()
@@ -96,7 +123,7 @@ def _evaluate(shape: Mapping[str, Any], fleet: Fleet) -> tuple[list[tuple], Coun
             reasons[failure[1]] += len(group)
         else:
             for node in group:
-                kind, words, count = node_verdict(node, shape, fleet.dra, None, via_dra)
+                kind, words, count = _verdict(node, shape, fleet, via_dra, placed.get(node["name"], 0))
                 verdicts.append((node, kind, words, count))
                 reasons.update(words)
         if first["gpu_node"] and selector_met(first["labels"], shape):
@@ -194,6 +221,15 @@ def explain(
         "message": scheduler_message(reasons, len(fleet.nodes)) if not placeable else "",
         "hits": hits,
     }
+
+
+def explain_rest(shape: Mapping[str, Any], fleet: Fleet, placed: Mapping[str, int]) -> dict[str, Any]:
+    """What the scheduler says of one more pod of the shape once the pods that fit sit where they fit
+    (`placed`, node -> pods): the words node by node summed, and the sum as its FailedScheduling event
+    writes it. Every pod of one shape takes the same from a node, so whichever way the scheduler spreads
+    them, as many fit and the nodes are left as full."""
+    _verdicts, reasons, _picked = _evaluate(shape, fleet, placed)
+    return {"reasons": dict(sorted(reasons.items())), "message": scheduler_message(reasons, len(fleet.nodes))}
 
 
 def explain_pending(

@@ -15,10 +15,16 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_mapping, optional_int
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import PodSpecSite, walk_document
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.fleet import Fleet
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.pending import explain
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.pending import (
+    CLAIMED,
+    explain,
+    explain_rest,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.placement.projection import pod_shape, wants_gpus
 
 CLAIM_TEMPLATE_KINDS = ("ResourceClaimTemplate", "ResourceClaim")
+FITS_NOW = "placement.fits_now"
+FITS_PARTLY = "placement.fits_partly"
 MAX_NODES_SHOWN = 20
 
 
@@ -78,15 +84,41 @@ def what_if(
             key = json.dumps(shape, sort_keys=True, default=str)
             if key not in explained:
                 explained[key] = explain(shape, fleet, is_gpu, {})
-            results.append(_site_result(site, explained[key], document.data))
+            entry = explained[key]
+            replicas = replicas_of(as_mapping(document.data)) if not site.prefix else 1
+            if 0 < entry["pods_that_fit"] < replicas:
+                if "rest" not in entry:
+                    entry["rest"] = explain_rest(shape, fleet, entry["fits_on"])
+                entry = partial_fit(entry, replicas)
+            results.append(_site_result(site, entry, replicas))
     return results, skipped
 
 
-def _site_result(site: PodSpecSite, explained: Mapping[str, Any], data: Any) -> dict[str, Any]:
+def partial_fit(explained: Mapping[str, Any], replicas: int) -> dict[str, Any]:
+    """A shape of which only some of `replicas` pods fit: the words and the sum are those of the pods that
+    stay Pending (`explained["rest"]`, what their FailedScheduling event says), and the sentence says how
+    many of how many fit, where, and why the rest do not."""
+    fit, rest = explained["pods_that_fit"], explained["rest"]
+    ranked = sorted(explained["fits_on"].items(), key=lambda pair: (-pair[1], pair[0]))
+    nodes = ", ".join(f"{node} ({count})" for node, count in ranked[:MAX_NODES_SHOWN])
+    more = f" and {len(ranked) - MAX_NODES_SHOWN} more node(s)" if len(ranked) > MAX_NODES_SHOWN else ""
+    fields = {
+        "fit": fit,
+        "replicas": replicas,
+        "pending": replicas - fit,
+        "nodes": nodes + more,
+        "message": rest["message"],
+        "gpus": explained["gpus"],
+        "resource": explained["resource"] or CLAIMED,
+    }
+    notes = [h for h in explained["hits"] if h.kind != FITS_NOW]
+    return {**explained, **rest, "hits": [Hit(FITS_PARTLY, fields), *notes]}
+
+
+def _site_result(site: PodSpecSite, explained: Mapping[str, Any], replicas: int) -> dict[str, Any]:
     ref = site.ref
     obj = f"{ref.kind} {ref.namespace or 'default'}/{ref.name}"
     where = {"object": obj, "path": site.path}
-    replicas = replicas_of(as_mapping(data)) if not site.prefix else 1
     ranked = sorted(explained["fits_on"].items(), key=lambda pair: (-pair[1], pair[0]))
     return {
         "object": obj,
@@ -94,7 +126,7 @@ def _site_result(site: PodSpecSite, explained: Mapping[str, Any], data: Any) -> 
         "document": ref.document,
         "path": site.path,
         "replicas": replicas,
-        **{k: v for k, v in explained.items() if k not in ("fits_on", "hits")},
+        **{k: v for k, v in explained.items() if k not in ("fits_on", "hits", "rest")},
         "hits": [Hit(h.kind, h.fields, where) for h in explained["hits"]],
         "fits": explained["pods_that_fit"] >= max(replicas, 1),
         "fits_on": dict(ranked[:MAX_NODES_SHOWN]),

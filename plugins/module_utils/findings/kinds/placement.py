@@ -21,6 +21,16 @@ KINDS = (
         PLACEMENT,
     ),
     Kind(
+        "placement.fits_partly",
+        ERROR,
+        "Only some of its pods fit now",
+        "{fit} of {replicas} pods of {gpus} {resource} fit now, on {nodes}; the other {pending} would stay Pending: "
+        "{message}",
+        "Ask for at most {fit} replicas, or make room for the rest: the sum names what rules out each node once "
+        "the pods that fit are placed (GPUs all taken, a taint, a selector, too little CPU or memory).",
+        PLACEMENT,
+    ),
+    Kind(
         "placement.selector_matches_no_node",
         ERROR,
         "Its node selector or affinity matches no GPU node",

@@ -91,3 +91,49 @@ spec:
     assert entry["gpus"] == 2 and entry["resource"] is None
     # No DRA devices in this fleet: the claim cannot be allocated on the device-plugin node.
     assert entry["reasons"] == {"cannot allocate all claims": 1} and entry["fits"] is False
+
+
+def test_a_deployment_of_which_only_some_replicas_fit_says_how_many_and_why_not_the_rest():
+    """Two of three 4-GPU replicas fit on the 8-GPU node; the third would stay Pending with the words the
+    scheduler's FailedScheduling event sums once the two sit there (the sum is held to the real scheduler's
+    in tests/integration/test_placement_oracle.py)."""
+    nodes = [
+        node("a", 8),
+        node("b", 8, taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]),
+        node("c", None),
+    ]
+    train = run(DEPLOYMENT, nodes)["what_if"][0]
+    assert (train["replicas"], train["pods_that_fit"], train["fits"]) == (3, 2, False)
+    assert train["fits_on"] == {"a": 2}
+    assert train["reasons"] == {"Insufficient nvidia.com/gpu": 2, "node(s) had untolerated taint(s)": 1}
+    assert train["message"] == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/gpu."
+    )
+    assert train["findings"][0]["id"] == "placement.fits_partly"
+    assert train["findings"][0]["severity"] == "error"
+    assert train["reason"] == (
+        "2 of 3 pods of 4 nvidia.com/gpu fit now, on a (2); the other 1 would stay Pending: " + train["message"]
+    )
+    assert "fits now on" not in train["reason"]
+
+
+def test_once_the_pods_that_fit_are_placed_a_node_full_of_pod_slots_or_cpu_says_so():
+    """The node that takes the pods runs out of what runs out first: pod slots, CPU, or both with the GPUs."""
+    deployment = (
+        DEPLOYMENT.split("---")[0]
+        .replace("replicas: 3", "replicas: 5")
+        .replace("nvidia.com/gpu: 4", "nvidia.com/gpu: 1")
+    )
+    cpu = deployment.replace("limits: {nvidia.com/gpu: 1}", "limits: {nvidia.com/gpu: 1}, requests: {cpu: '2'}")
+    slots = run(deployment, [node("a", 8, pods="3")])["what_if"][0]
+    assert (slots["pods_that_fit"], slots["reasons"]) == (3, {"Too many pods": 1})
+    both = run(cpu, [node("a", 2, cpu="4")])["what_if"][0]
+    assert both["pods_that_fit"] == 2
+    assert both["reasons"] == {"Insufficient cpu": 1, "Insufficient nvidia.com/gpu": 1}
+
+
+def test_replicas_that_all_fit_or_none_keep_their_sentence():
+    fits = run(DEPLOYMENT, [node("a", 8), node("b", 8)])["what_if"][0]
+    assert fits["fits"] and fits["findings"][0]["id"] == "placement.fits_now" and fits["message"] == ""
+    none = run(DEPLOYMENT, [node("a", 2)])["what_if"][0]
+    assert none["pods_that_fit"] == 0 and none["findings"][0]["id"] == "placement.not_enough_gpus"
