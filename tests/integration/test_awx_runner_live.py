@@ -108,17 +108,19 @@ def self_contained_kubeconfig(path: Path) -> str:
 
 def inject(credential_type: dict[str, Any], inputs: dict[str, str], env_folder: Path) -> dict[str, str]:
     """The credential type's injectors applied as AWX applies them: each file template rendered into a file of the
-    private data folder, then the environment rendered with `tower.filename.<name>` naming those files."""
+    private data folder, then the environment rendered with `tower.filename.<name>` naming those files. The
+    injectors are those the configuration role sends ("{  {" made "{{")."""
     sandbox = jinja2.sandbox.ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined)
+    injectors = json.loads(json.dumps(credential_type["injectors"]).replace("{  {", "{{"))
     filenames = {}
-    for key, template in credential_type["injectors"].get("file", {}).items():
+    for key, template in injectors.get("file", {}).items():
         name = key.split(".", 1)[1]
         path = env_folder / f"{name}-credential"
         path.write_text(sandbox.from_string(template).render(**inputs))
         path.chmod(0o600)
         filenames[name] = str(path)
     context = {**inputs, "tower": {"filename": filenames}}
-    return {k: sandbox.from_string(v).render(**context) for k, v in credential_type["injectors"]["env"].items()}
+    return {k: sandbox.from_string(v).render(**context) for k, v in injectors["env"].items()}
 
 
 def survey_extravars(template: dict[str, Any], answers: dict[str, Any]) -> dict[str, Any]:

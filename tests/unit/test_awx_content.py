@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from collections.abc import Iterator
@@ -207,24 +208,37 @@ def test_the_configuration_reads_only_variables_configure_yml_sets_or_the_user_g
 # --- the credential type ------------------------------------------------------------------------
 
 
+def injectors_sent(kind: dict[str, Any]) -> dict[str, Any]:
+    """The injectors as controller_credential_types sends them to the controller: "{  {" made "{{" (the role's
+    regex_replace; its README's "Formating Injectors")."""
+    return json.loads(json.dumps(kind["injectors"]).replace("{  {", "{{"))
+
+
+def test_the_injectors_are_left_alone_when_ansible_loads_the_configuration():
+    """A "{{" in the variables would be templated by Ansible before the role runs, and fail on AWX's own names."""
+    for kind in CONFIG["controller_credential_types"]:
+        assert "{{" not in json.dumps(kind["injectors"]), kind["name"]
+
+
 def test_the_credential_type_writes_the_kubeconfig_to_a_file_named_by_the_variable_the_modules_read():
     [kind] = CONFIG["controller_credential_types"]
     assert kind["name"] == "kubegpu kubeconfig"
     fields = {f["id"]: f for f in kind["inputs"]["fields"]}
     assert fields["kubeconfig"]["secret"] is True and fields["kubeconfig"]["multiline"] is True
     assert kind["inputs"]["required"] == ["kubeconfig"]
-    files = {key.split(".", 1)[1]: template for key, template in kind["injectors"]["file"].items()}
+    injectors = injectors_sent(kind)
+    files = {key.split(".", 1)[1]: template for key, template in injectors["file"].items()}
     assert files == {"kubeconfig": "{{ kubeconfig }}"}
-    assert kind["injectors"]["env"] == {"K8S_AUTH_KUBECONFIG": "{{ tower.filename.kubeconfig }}"}
+    assert injectors["env"] == {"K8S_AUTH_KUBECONFIG": "{{ tower.filename.kubeconfig }}"}
     assert "K8S_AUTH_KUBECONFIG" in AUTH_ENV_VARS["kubeconfig"]
 
 
 def test_the_credential_types_injectors_reference_only_its_own_inputs_and_files():
     for kind in CONFIG["controller_credential_types"]:
         inputs = {f["id"] for f in kind["inputs"]["fields"]}
-        files = {key.split(".", 1)[1] for key in kind["injectors"].get("file", {})}
-        assert all(key.startswith("template.") for key in kind["injectors"].get("file", {}))
-        injectors = kind["injectors"]
+        injectors = injectors_sent(kind)
+        files = {key.split(".", 1)[1] for key in injectors.get("file", {})}
+        assert all(key.startswith("template.") for key in injectors.get("file", {}))
         assert jinja_names(injectors) <= inputs | {"tower"}
         named_files = set()
         for text in (*injectors.get("env", {}).values(), *injectors.get("extra_vars", {}).values()):
