@@ -209,17 +209,17 @@ def roll_record(node: RollNode) -> dict[str, Any]:
 def skip_reason(node: RollNode, options: RollOptions, blockers: Sequence[str]) -> str | None:
     """Why the node is left out of the roll, or None."""
     record = roll_record(node)
+    if record.get("failed") and record.get("target") == options.target_version.strip():
+        return (
+            f"its upgrade to {record['target']} failed before: {record['failed']} "
+            f"(remove the annotation {ROLL_ANNOTATION} to try it again)"
+        )
     if node.gpus == 0 and node.allocatable == 0:
         return SKIP_NO_GPUS
     if node.labels.get(UPGRADE_SKIP_LABEL) == "true" and not record.get("held"):
         return SKIP_LABEL
     if node.version == options.target_version.strip():
         return SKIP_AT_TARGET
-    if record.get("failed") and record.get("target") == options.target_version.strip():
-        return (
-            f"its upgrade to {record['target']} failed before: {record['failed']} "
-            f"(remove the annotation {ROLL_ANNOTATION} to try it again)"
-        )
     if options.mode == OPERATOR and node.state == UPGRADE_FAILED:
         return f"the GPU Operator says {UPGRADE_FAILED}: look at its driver pod before rolling on"
     if blockers:
