@@ -88,7 +88,7 @@ attributes:
     description: Returns, per node patched, the skip label and the roll's record before and after.
 notes:
   - Needs C(list) on C(nodes), C(pods), C(daemonsets), C(poddisruptionbudgets) and C(resourceclaims), C(patch) and
-    C(get) on C(nodes), C(delete) on C(pods).
+    C(get) on C(nodes), C(delete) on C(pods), as the ClusterRole C(kubegpu-driver-upgrade) of rbac/kubegpu-writer.yaml grants.
 """
 
 EXAMPLES = r"""

@@ -70,6 +70,16 @@ def runs(report_dir: Path, inventory: Path, device: dict[str, str]) -> list[tupl
         ),
         ("node_release.yml", ["--check", "--diff"], {"node_release_nodes": [CHECKED_NODE]}),
         (
+            "driver_upgrade.yml",
+            ["--check", "--diff"],
+            {
+                "driver_upgrade_target_version": "570.133.20",
+                "driver_upgrade_nodes": [CHECKED_NODE],
+                "driver_upgrade_host_tasks": "install-driver.yml",
+                "driver_upgrade_max_share": 1.0,
+            },
+        ),
+        (
             "device_quarantine.yml",
             ["--check", "--diff"],
             {
