@@ -423,7 +423,7 @@ def test_the_workflow_reports_plans_and_asks_approval_before_every_node_that_act
         for position, identifier in enumerate(path):
             if identifier in acts:
                 assert any("approval_node" in nodes[k] for k in path[:position]), path
-    order = [k for k in max(paths_from_the_roots(nodes), key=len)]
+    order = max(paths_from_the_roots(nodes), key=len)
     kinds = [nodes[k].get("unified_job_template") or "approval" for k in order]
     assert kinds == [
         "kubegpu GPU fleet report",
