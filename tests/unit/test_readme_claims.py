@@ -345,7 +345,8 @@ def test_site_runs_every_role_but_admission_policy_and_device_plugin_in_the_orde
     site = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text())
     included = [
         t["ansible.builtin.include_role"]["name"].split(".")[-1]
-        for t in site[0]["tasks"]
+        for play in site
+        for t in play.get("tasks", [])
         if "ansible.builtin.include_role" in t
     ]
     roles = {p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir()}
