@@ -111,6 +111,29 @@ def install(node: str, target: str, namespace: str) -> None:
         )
 
 
+def quick(node: str, target: str) -> None:
+    """The benchmark's install: GPUs withdrawn, the version labelled, the GPUs back half a second later."""
+    client = api()
+    item = client.request("GET", f"/api/v1/nodes/{node}")[1]
+    assert isinstance(item, dict)
+    set_gpus(client, node, "0")
+    patch(client, f"/api/v1/nodes/{node}", {"metadata": {"labels": {VERSION: target}}})
+    subprocess.Popen(  # noqa: S603 - this interpreter, this module
+        [
+            sys.executable,
+            "-m",
+            "tests.cluster.driver_roll",
+            "restore",
+            node,
+            item["status"]["capacity"].get(GPU, "0"),
+            "0.5",
+        ],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def restore(node: str, gpus: str, delay: float = 2.0) -> None:
     time.sleep(delay)
     set_gpus(api(), node, gpus)
@@ -176,7 +199,9 @@ class UpgradeController(threading.Thread):
 if __name__ == "__main__":
     if sys.argv[1] == "install":
         install(*sys.argv[2:5])
+    elif sys.argv[1] == "quick":
+        quick(*sys.argv[2:4])
     elif sys.argv[1] == "restore":
-        restore(*sys.argv[2:4])
+        restore(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 2.0)
     else:
         raise SystemExit(f"unknown action {sys.argv[1]}")

@@ -189,7 +189,7 @@ def run_settle(params: Mapping[str, Any], client: KubeClient, fleet: FleetOption
         f"pod {p['pod']} failed admission on {p['node']} and has no controller: delete it when its owner has seen it"
         for p in bare
     ]
-    failure = "; ".join(f"{k}: {v}" for k, v in reasons.items()) or None
+    failure = None if check else ("; ".join(f"{k}: {v}" for k, v in reasons.items()) or None)
     return WriteRun(result, bool(owned or recorded), diff, warnings, failure)
 
 
