@@ -22,6 +22,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client imp
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import ClusterError, error_context
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.paths import api_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import (
+    as_list,
     as_mapping,
     gc_paused,
     string_map,
@@ -31,6 +32,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods impor
 NVIDIA_DRIVER_API = "nvidia.com/v1alpha1"
 NVIDIA_DRIVERS = "nvidiadrivers"
 POD_STATUS_KEYS = ("phase", "resourceClaimStatuses", "extendedResourceClaimStatus")
+CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+CONTAINER_KEYS = ("name", "image", "resources", "securityContext")
+POD_SPEC_KEYS = ("nodeName", "runtimeClassName", "resourceClaims")
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 @dataclass
@@ -63,6 +68,31 @@ def slim(item: Mapping[str, Any], status_keys: Iterable[str] = ()) -> dict[str, 
     return {"metadata": metadata, "spec": as_mapping(item.get("spec")), "status": kept}
 
 
+def _container(container: Mapping[str, Any]) -> dict[str, Any]:
+    kept = {k: container[k] for k in CONTAINER_KEYS if k in container}
+    env = [e for e in as_list(container.get("env")) if str(as_mapping(e).get("name", "")).startswith("NVIDIA_")]
+    if env:
+        kept["env"] = env
+    return kept
+
+
+def preflight_pod(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod cut down to what the pre-flight reads: its name, labels, owners and mirror mark; its node, runtime
+    class, claims and containers (name, image, resources, security context and the NVIDIA_* env); its phase
+    and claim statuses."""
+    metadata = as_mapping(item.get("metadata"))
+    kept = {k: metadata[k] for k in ("name", "namespace", "labels", "ownerReferences") if k in metadata}
+    if MIRROR_ANNOTATION in as_mapping(metadata.get("annotations")):
+        kept["annotations"] = {MIRROR_ANNOTATION: metadata["annotations"][MIRROR_ANNOTATION]}
+    spec = as_mapping(item.get("spec"))
+    trimmed = {k: spec[k] for k in POD_SPEC_KEYS if k in spec}
+    for name in CONTAINER_LISTS:
+        if name in spec:
+            trimmed[name] = [_container(as_mapping(c)) for c in as_list(spec[name])]
+    status = as_mapping(item.get("status"))
+    return {"metadata": kept, "spec": trimmed, "status": {k: status[k] for k in POD_STATUS_KEYS if k in status}}
+
+
 def _optional(client: KubeClient, path: str, what: str, page_size: int) -> tuple[list[dict[str, Any]], str | None]:
     """A list that a cluster may not serve (404) or the reader may not read (403): empty, with a note."""
     try:
@@ -90,7 +120,7 @@ def read_driver_objects(
                 found.nodes.append({"metadata": slim(item)["metadata"]})
         on = {n["metadata"]["name"] for n in found.nodes}
         pods = client.list_items(api_path("v1", "pods"), field_selector=pod_field_selector(names), page_size=page_size)
-        found.pods = [slim(p, POD_STATUS_KEYS) for p in pods if as_mapping(p.get("spec")).get("nodeName") in on]
+        found.pods = [preflight_pod(p) for p in pods if as_mapping(p.get("spec")).get("nodeName") in on]
         found.budgets = [
             slim(b, ("disruptionsAllowed", "observedGeneration"))
             for b in client.list_items(api_path("policy/v1", "poddisruptionbudgets"), page_size=page_size)

@@ -22,9 +22,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.driver_pref
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.driver_upgrade import driver_view
 
 
-def _pods_by_node(objects: DriverObjects) -> dict[str, list[dict[str, Any]]]:
+def _pods_by_node(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for pod in objects.pods:
+    for pod in pods:
         by_node[pod["spec"].get("nodeName")].append(pod)
     return by_node
 
@@ -33,11 +33,12 @@ def driver_report(objects: DriverObjects, target_driver: str | None, now: float)
     """Per node (by name) its driver view and blockers; every blocker; counts; the read's notes."""
     drivers, daemonsets = driver_pods(objects), driver_daemonsets(objects)
     gpu_sets = gpu_daemonsets(objects.daemonsets)
-    by_node = _pods_by_node(objects)
+    by_node = _pods_by_node(objects.pods)
+    drivers_by_node = _pods_by_node(drivers)
     nodes, blockers = [], []
     for node in sorted(objects.nodes, key=lambda n: n["metadata"]["name"]):
         name = node["metadata"]["name"]
-        view = driver_view(node, drivers, daemonsets, objects.nvidia_drivers, now)
+        view = driver_view(node, drivers_by_node.get(name, ()), daemonsets, objects.nvidia_drivers, now)
         found: tuple[Blocker, ...] = upgrade_blockers(
             name, by_node.get(name, ()), objects.budgets, objects.claims, gpu_sets, target_driver
         )

@@ -156,9 +156,12 @@ def add_driver_view(facts: dict[str, Any], read: DriverRead, now: float, stuck_a
     """Each GPU node of the facts gets its ``driver``, and its problems; the fleet gets ``drivers`` (nodes per
     version and per upgrade state) and the problems, pools mixed included; the read's notes join the facts'."""
     views = {}
+    pods_by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for pod in read.pods:
+        pods_by_node[pod["spec"].get("nodeName")].append(pod)
     for node in facts["nodes"]:
         trimmed = read.nodes.get(node["name"]) or {"metadata": {"name": node["name"]}}
-        view = driver_view(trimmed, read.pods, read.daemonsets, read.nvidia_drivers, now)
+        view = driver_view(trimmed, pods_by_node.get(node["name"], ()), read.daemonsets, read.nvidia_drivers, now)
         views[node["name"]] = view
         node["driver"] = view.as_dict()
         found = node_driver_problems(view, stuck_after)

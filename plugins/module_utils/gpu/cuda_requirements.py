@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.intent import image_repository
@@ -139,6 +140,7 @@ def parse_require_cuda(value: str) -> tuple[tuple[int, int] | None, tuple[tuple[
     return cuda, tuple(ranges)
 
 
+@lru_cache(maxsize=1024)
 def image_cuda(image: str) -> tuple[tuple[int, int], str] | None:
     """The CUDA version an image's tag names, with why it is read so, or None."""
     repository, tag = image_repository(image)
@@ -159,7 +161,7 @@ def _env(container: Mapping[str, Any]) -> dict[str, str]:
 
 def container_cuda_need(container: Mapping[str, Any]) -> CudaNeed | None:
     """What a container needs: NVIDIA_REQUIRE_CUDA as its env sets it, else its image tag's CUDA."""
-    env = _env(container)
+    env = _env(container) if container.get("env") else {}
     if env.get(DISABLE_REQUIRE, "").lower() in ("1", "true", "yes"):
         return None
     if env.get(REQUIRE_CUDA):

@@ -42,6 +42,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain impo
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.pods import FINISHED_POD_PHASES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.selectors import (
+    LabelSelector,
     parse_label_selector,
     selector_text,
 )
@@ -60,6 +61,7 @@ REASONS = (
 )
 ALL_CONTAINERS = ("initContainers", "containers", "ephemeralContainers")
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+EVERY_POD = LabelSelector("", ())
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,6 @@ def gpu_use_without_request(spec: Mapping[str, Any]) -> list[str]:
     """How a pod spec that holds no GPU and no claim reaches GPUs anyway, in words (empty when it does not):
     NVIDIA_VISIBLE_DEVICES selecting GPUs (the toolkit's reading, gpu/visible_devices.py), an nvidia
     runtime class, or a privileged container of a GPU image (gpu/intent.py)."""
-    if pod_gpus(spec, _is_gpu) or as_list(spec.get("resourceClaims")):
-        return []
     found = []
     runtime = spec.get("runtimeClassName")
     if isinstance(runtime, str) and "nvidia" in runtime.lower():
@@ -123,6 +123,8 @@ def gpu_use_without_request(spec: Mapping[str, Any]) -> list[str]:
                     found.append(f"container {name}: {VISIBLE_DEVICES}={value}")
             if _privileged_gpu_image(container):
                 found.append(f"container {name}: privileged, image {as_text(container.get('image'))}")
+    if found and (pod_gpus(spec, _is_gpu) or as_list(spec.get("resourceClaims"))):
+        return []  # it holds GPUs: the controller sees it and deletes it
     return found
 
 
@@ -145,16 +147,27 @@ def _evictable(pod: Mapping[str, Any]) -> bool:
     return owner(pod, "DaemonSet") is None and MIRROR_ANNOTATION not in string_map(meta.get("annotations"))
 
 
-def _budget_selects(budget: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
-    if _meta(budget).get("namespace") != _meta(pod).get("namespace"):
-        return False
+def _budget_selector(budget: Mapping[str, Any]) -> LabelSelector | None:
+    """The budget's pod selector, parsed; None for one that selects no pod (policy/v1: a null selector selects
+    none, an empty one every pod of the namespace)."""
     selector = as_mapping(budget.get("spec")).get("selector")
     if not isinstance(selector, dict):
-        return False  # policy/v1: a null selector selects no pod, an empty one every pod of the namespace
+        return None
     text = selector_text(selector)
     if text is None:
-        return not selector.get("matchLabels") and not selector.get("matchExpressions")
-    return parse_label_selector(text).matches(string_map(_meta(pod).get("labels")))
+        return EVERY_POD if not selector.get("matchLabels") and not selector.get("matchExpressions") else None
+    return parse_label_selector(text)
+
+
+def strict_budgets(budgets: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[str, LabelSelector]]]:
+    """The budgets that allow no disruption now, by namespace, with their parsed selectors."""
+    found: dict[str, list[tuple[str, LabelSelector]]] = {}
+    for budget in budgets:
+        selector = _budget_selector(budget) if allows_no_disruption(budget) else None
+        if selector is not None:
+            meta = _meta(budget)
+            found.setdefault(as_text(meta.get("namespace")), []).append((as_text(meta.get("name")), selector))
+    return found
 
 
 def allows_no_disruption(budget: Mapping[str, Any]) -> bool:
@@ -186,7 +199,7 @@ def _claim_holders(claims: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str],
 
 def _pod_blockers(
     pod: Mapping[str, Any],
-    budgets: Sequence[Mapping[str, Any]],
+    budgets: Mapping[str, list[tuple[str, LabelSelector]]],
     held: Mapping[tuple[str, str], str],
     daemonsets: set[tuple[str, str]],
     target: tuple[int, ...] | None,
@@ -202,10 +215,11 @@ def _pod_blockers(
         if (namespace, claim) in held:
             yield DRA_CLAIM_HOLDER, f"holds ResourceClaim {claim} allocated by {held[(namespace, claim)]}"
             break
-    if _evictable(pod):
-        for budget in budgets:
-            if _budget_selects(budget, pod) and allows_no_disruption(budget):
-                yield BUDGET_ALLOWS_NO_DISRUPTION, f"PodDisruptionBudget {_meta(budget).get('name')} allows 0"
+    if namespace in budgets and _evictable(pod):
+        labels = string_map(_meta(pod).get("labels"))
+        for name, selector in budgets[namespace]:
+            if selector.matches(labels):
+                yield BUDGET_ALLOWS_NO_DISRUPTION, f"PodDisruptionBudget {name} allows no disruption"
                 break
     if target is not None:
         containers = [c for kind in ALL_CONTAINERS for c in containers_of(spec, kind)]
@@ -227,6 +241,7 @@ def upgrade_blockers(
     from the pods (those bound elsewhere or finished are skipped), PodDisruptionBudgets, ResourceClaims
     and the GPU DaemonSets (see gpu_daemonsets)."""
     held = _claim_holders(claims)
+    strict = strict_budgets(budgets)
     daemonsets = _daemonset_keys(gpu_daemonsets)
     target = version_key(target_driver) if target_driver else None
     found = []
@@ -234,8 +249,8 @@ def upgrade_blockers(
         spec, meta = as_mapping(pod.get("spec")), _meta(pod)
         if spec.get("nodeName") != node_name or as_mapping(pod.get("status")).get("phase") in FINISHED_POD_PHASES:
             continue
-        if is_driver_daemonset(string_map(meta.get("labels"))):
+        if is_driver_daemonset(as_mapping(meta.get("labels"))):
             continue
-        for reason, detail in _pod_blockers(pod, budgets, held, daemonsets, target):
+        for reason, detail in _pod_blockers(pod, strict, held, daemonsets, target):
             found.append(Blocker(node_name, as_text(meta.get("namespace")), as_text(meta.get("name")), reason, detail))
     return tuple(found)
