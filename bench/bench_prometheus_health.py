@@ -326,7 +326,8 @@ def row(nodes: int, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "with_range": [min(r["seconds"] for r in with_), max(r["seconds"] for r in with_)],
         "ratio": t1 / t0,
         "pair_ratios": [w["seconds"] / o["seconds"] for w, o in zip(with_, without, strict=True)],
-        "prometheus_part_s": statistics.median(r["parts"]["prometheus"] for r in with_),
+        "reads_without_s": statistics.median(r["parts"]["reads"] for r in without),
+        "reads_with_s": statistics.median(r["parts"]["reads"] for r in with_),
         "without_mb": m0,
         "with_mb": m1,
         "added_mb": m1 - m0,
@@ -370,14 +371,14 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "each in a fresh process (time: the run's own clock; MB: peak RSS by GNU time)"
     )
     header = (
-        f"{'nodes':>7} {'series/metric':>13} {'without s':>10} {'with s':>8} {'ratio':>7} {'Prom. part s':>12} "
+        f"{'nodes':>7} {'series/metric':>13} {'without s':>10} {'with s':>8} {'ratio':>7} {'reads s w/o':>11} {'reads s w':>9} "
         f"{'MB without':>10} {'MB with':>8} {'added MB':>9} {'queries':>8}"
     )
     print(header)
     for r in rows:
         print(
             f"{r['nodes']:>7,} {r['nodes'] * GPUS:>13,} {r['without_s']:>10.3f} {r['with_s']:>8.3f} {r['ratio']:>6.3f}x "
-            f"{r['prometheus_part_s']:>12.3f} {r['without_mb']:>10.1f} {r['with_mb']:>8.1f} {r['added_mb']:>+9.1f} "
+            f"{r['reads_without_s']:>11.3f} {r['reads_with_s']:>9.3f} {r['without_mb']:>10.1f} {r['with_mb']:>8.1f} {r['added_mb']:>+9.1f} "
             f"{'/'.join(map(str, r['queries_counted'])):>8}"
         )
     for r in rows:
