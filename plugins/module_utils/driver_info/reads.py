@@ -121,10 +121,13 @@ def read_driver_objects(
         on = {n["metadata"]["name"] for n in found.nodes}
         pods = client.list_items(api_path("v1", "pods"), field_selector=pod_field_selector(names), page_size=page_size)
         found.pods = [preflight_pod(p) for p in pods if as_mapping(p.get("spec")).get("nodeName") in on]
-        found.budgets = [
-            slim(b, ("disruptionsAllowed", "observedGeneration"))
-            for b in client.list_items(api_path("policy/v1", "poddisruptionbudgets"), page_size=page_size)
-        ]
+        budgets, budgets_note = _optional(
+            client,
+            api_path("policy/v1", "poddisruptionbudgets"),
+            "policy/v1 poddisruptionbudgets: budgets that allow no disruption are not found",
+            page_size,
+        )
+        found.budgets = [slim(b, ("disruptionsAllowed", "observedGeneration")) for b in budgets]
         found.daemonsets = [slim(d) for d in client.list_items(api_path("apps/v1", "daemonsets"), page_size=page_size)]
         drivers, note = _optional(
             client,
@@ -140,7 +143,7 @@ def read_driver_objects(
             page_size,
         )
         found.claims = [slim(c, ("allocation", "reservedFor")) for c in claims]
-        found.notes = [n for n in (note, claims_note) if n]
+        found.notes = [n for n in (budgets_note, note, claims_note) if n]
     return found
 
 

@@ -112,3 +112,18 @@ def test_unserved_nvidia_drivers_and_claims_give_notes():
     assert [n["metadata"]["name"] for n in objects.nodes] == ["gpu-a"]
     assert len(objects.notes) == 2 and all("does not serve" in n for n in objects.notes)
     assert [p["metadata"]["name"] for p in objects.pods] == ["driver-gpu-a"]
+
+
+class Forbidden(Cluster):
+    def list_items(self, path: str, **_query) -> Iterator[dict]:
+        if "poddisruptionbudgets" in path:
+            raise ClusterError("forbidden", 403)
+        yield from super().list_items(path, **_query)
+
+
+def test_a_reader_that_may_not_list_budgets_gets_a_note_and_the_rest():
+    objects = read_driver_objects(Forbidden(), None, None, 500)
+    assert objects.budgets == [] and len(objects.nodes) == 2
+    assert objects.notes == [
+        "not allowed to list policy/v1 poddisruptionbudgets: budgets that allow no disruption are not found"
+    ]
