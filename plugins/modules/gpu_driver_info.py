@@ -29,7 +29,7 @@ description:
     cannot be known is not a blocker.
   - Costs one paginated list each of nodes, pods, PodDisruptionBudgets, DaemonSets, C(NVIDIADrivers) and
     ResourceClaims, whatever the number of nodes; a cluster that does not serve C(NVIDIADrivers) or ResourceClaims
-    (or a reader that may not list them) gives a note and the rest.
+    (or a reader that may not list them, or PodDisruptionBudgets) gives a note and the rest.
   - Writes nothing.
 author:
   - kubegpu.scheduling contributors (@kubegpu)
