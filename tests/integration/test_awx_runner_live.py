@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -43,18 +42,16 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership
     RECORD_ANNOTATION,
 )
 from tests.cluster import fleet as fleet_file
+from tests.cluster.counters import api_requests, sent_since, writes_on
 from tests.versions import smoke
 
 pytestmark = pytest.mark.cluster
 
 CONFIGURATION = REPO_ROOT / "extensions" / "awx" / "configuration"
 BIN = Path(sys.executable).parent
-WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 # What the runbooks write: nodes, pods (evictions included), namespaces and DRA objects; not the status
 # subresources KWOK keeps writing.
 WATCHED = ("nodes", "pods", "namespaces", "devicetaintrules", "resourceclaims", "resourceslices")
-_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$", re.MULTILINE)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def load(name: str) -> dict[str, Any]:
@@ -80,17 +77,9 @@ TEMPLATES = {t["name"]: t for t in load("job_templates.yml")["controller_templat
 ACTING = ("kubegpu GPU node quarantine", "kubegpu GPU node release", "kubegpu GPU device quarantine")
 
 
-def writes(cluster: LocalCluster) -> Counter[tuple[str, str, str]]:
-    """Write requests the API server has answered on what the runbooks write: (verb, resource, subresource)."""
-    status, text = cluster.api.request("GET", "/metrics")
-    assert status == 200 and isinstance(text, str), f"GET /metrics: {status}"
-    counts: Counter[tuple[str, str, str]] = Counter()
-    for match in _REQUESTS.finditer(text):
-        labels = dict(_LABEL.findall(match["labels"]))
-        subresource = labels.get("subresource", "")
-        if labels.get("verb") in WRITE_VERBS and labels.get("resource") in WATCHED and subresource != "status":
-            counts[(labels["verb"], labels["resource"], subresource)] += int(float(match["value"]))
-    return counts
+def writes(cluster: LocalCluster) -> Counter:
+    """Write requests the API server has answered on what the runbooks write (tests/cluster/counters.py)."""
+    return api_requests(cluster, writes_on(*WATCHED))
 
 
 def self_contained_kubeconfig(path: Path) -> str:
@@ -253,8 +242,7 @@ def test_the_acting_templates_dry_run_by_default_plan_and_write_nothing(job, clu
             assert (release["not_quarantined"], changed) == ([smoke.CHECKED_NODE], []), output(runner)
         else:
             assert changed, f"{name} planned nothing\n{output(runner)}"
-    after = writes(cluster)
-    assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == {}
+    assert sent_since(before, writes(cluster)) == {}
     assert state.changes(ClusterState.read(cluster)) == []
 
 
