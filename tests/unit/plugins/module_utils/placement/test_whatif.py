@@ -120,7 +120,7 @@ def test_a_deployment_of_which_only_some_replicas_fit_says_how_many_and_why_not_
 def test_once_the_pods_that_fit_are_placed_a_node_full_of_pod_slots_or_cpu_says_so():
     """The node that takes the pods runs out of what runs out first: pod slots, CPU, or both with the GPUs."""
     deployment = (
-        DEPLOYMENT.split("---")[0]
+        DEPLOYMENT.split("---", maxsplit=1)[0]
         .replace("replicas: 3", "replicas: 5")
         .replace("nvidia.com/gpu: 4", "nvidia.com/gpu: 1")
     )
