@@ -31,8 +31,8 @@ pytestmark = pytest.mark.cluster
 GPUS = 4
 # Short, so that a test can give Prometheus more history than the window, as a Prometheus that has run
 # for a while holds: a GPU with no series a window ago counts as having had XID 0 then.
-WINDOW = "15s"
-HISTORY_SECONDS = 17
+WINDOW = "8s"
+HISTORY_SECONDS = 10
 XID = "DCGM_FI_DEV_XID_ERRORS"
 # A new XID on a GPU, as the module reads it (per GPU: each XID is a series of its own).
 NEW_XID = signal_expr(METRIC_SIGNALS[0], WINDOW)
