@@ -83,13 +83,15 @@ def fleet_items(nodes: int, pods: int) -> dict[str, list[bytes]]:
         },
         "spec": {"template": {"metadata": {"labels": DRIVER_LABELS}, "spec": {"containers": []}}},
     }
+    # A budget per service in every namespace; one service in ten allows no disruption now.
     budgets = [
         {
-            "metadata": {"name": f"team-{i:02d}", "namespace": f"team-{i:02d}"},
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "none"}}},
-            "status": {"disruptionsAllowed": 1, "observedGeneration": 1},
+            "metadata": {"name": f"svc-{app:03d}", "namespace": namespace},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": f"svc-{app:03d}"}}},
+            "status": {"disruptionsAllowed": 0 if app % 10 == 0 else 1, "observedGeneration": 1},
         }
-        for i in range(20)
+        for namespace in fleet_scale.NAMESPACES
+        for app in range(0, 400, 4)
     ]
     return {
         "/api/v1/nodes": node_items,

@@ -17,6 +17,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.driver_pref
     REASONS,
     Blocker,
     gpu_daemonsets,
+    prepare,
     upgrade_blockers,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.driver_upgrade import driver_view
@@ -33,6 +34,7 @@ def driver_report(objects: DriverObjects, target_driver: str | None, now: float)
     """Per node (by name) its driver view and blockers; every blocker; counts; the read's notes."""
     drivers, daemonsets = driver_pods(objects), driver_daemonsets(objects)
     gpu_sets = gpu_daemonsets(objects.daemonsets)
+    prepared = prepare(objects.budgets, objects.claims)
     by_node = _pods_by_node(objects.pods)
     drivers_by_node = _pods_by_node(drivers)
     nodes, blockers = [], []
@@ -40,7 +42,7 @@ def driver_report(objects: DriverObjects, target_driver: str | None, now: float)
         name = node["metadata"]["name"]
         view = driver_view(node, drivers_by_node.get(name, ()), daemonsets, objects.nvidia_drivers, now)
         found: tuple[Blocker, ...] = upgrade_blockers(
-            name, by_node.get(name, ()), objects.budgets, objects.claims, gpu_sets, target_driver
+            name, by_node.get(name, ()), prepared, (), gpu_sets, target_driver
         )
         blockers += [b.as_dict() for b in found]
         nodes.append({"node": name, **view.as_dict(), "blockers": len(found), "ready_to_upgrade": not found})

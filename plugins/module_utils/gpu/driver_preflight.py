@@ -159,6 +159,20 @@ def _budget_selector(budget: Mapping[str, Any]) -> LabelSelector | None:
     return parse_label_selector(text)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """The budgets that allow no disruption now (by namespace, with their parsed selectors) and the allocated
+    claims (by namespace and name, with their drivers), worked out once for a fleet: upgrade_blockers takes
+    them in place of the budgets and the claims, so that a caller judging many nodes reads each once."""
+
+    budgets: Mapping[str, list[tuple[str, LabelSelector]]]
+    claims: Mapping[tuple[str, str], str]
+
+
+def prepare(budgets: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]) -> Prepared:
+    return Prepared(strict_budgets(budgets), _claim_holders(claims))
+
+
 def strict_budgets(budgets: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[str, LabelSelector]]]:
     """The budgets that allow no disruption now, by namespace, with their parsed selectors."""
     found: dict[str, list[tuple[str, LabelSelector]]] = {}
@@ -232,16 +246,17 @@ def _pod_blockers(
 def upgrade_blockers(
     node_name: str,
     pods: Iterable[Mapping[str, Any]],
-    budgets: Sequence[Mapping[str, Any]],
+    budgets: Sequence[Mapping[str, Any]] | Prepared,
     claims: Iterable[Mapping[str, Any]],
     gpu_daemonsets: Iterable[Mapping[str, Any]],
     target_driver: str | None,
 ) -> tuple[Blocker, ...]:
     """The blockers of a driver upgrade to `target_driver` (None: leave the CUDA check out) on one node,
     from the pods (those bound elsewhere or finished are skipped), PodDisruptionBudgets, ResourceClaims
-    and the GPU DaemonSets (see gpu_daemonsets)."""
-    held = _claim_holders(claims)
-    strict = strict_budgets(budgets)
+    and the GPU DaemonSets (see gpu_daemonsets). For many nodes, pass ``prepare(budgets, claims)``, made
+    once, as `budgets` (`claims` is then not read)."""
+    prepared = budgets if isinstance(budgets, Prepared) else prepare(budgets, claims)
+    held, strict = prepared.claims, prepared.budgets
     daemonsets = _daemonset_keys(gpu_daemonsets)
     target = version_key(target_driver) if target_driver else None
     found = []

@@ -206,3 +206,19 @@ def test_minimum_driver_table():
     assert minimum_driver((12, 7)) == MINIMUM_DRIVER[(12, 8)]  # no 12.7 release: the next one
     assert minimum_driver((99, 0)) is None
     assert container_cuda_need(container("busybox")) is None
+
+
+def test_budgets_and_claims_prepared_once_give_the_same_blockers():
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.driver_preflight import prepare
+
+    budgets = [budget("strict", {"matchLabels": {"app": "db"}}, max_unavailable=0)]
+    claims = [
+        {
+            "metadata": {"name": "c", "namespace": "ml"},
+            "status": {"allocation": {"devices": {"results": [{"driver": "gpu.nvidia.com"}]}}},
+        }
+    ]
+    pods = [pod("db-0", labels={"app": "db"}), pod("train", resourceClaims=[{"name": "g", "resourceClaimName": "c"}])]
+    plain = upgrade_blockers(NODE, pods, budgets, claims, [], None)
+    assert reasons(plain) == [("db-0", BUDGET_ALLOWS_NO_DISRUPTION), ("train", DRA_CLAIM_HOLDER)]
+    assert upgrade_blockers(NODE, pods, prepare(budgets, claims), (), [], None) == plain
