@@ -11,10 +11,11 @@ The dry run writes nothing; the real run upgrades `a` (the canary), then `b` and
 at `d-dead`, which stays quarantined with its reason; the human's cordon stays; `blocked` is never
 written; a rerun writes nothing.
 
-GPU Operator mode, on nodes `canary` (its upgrade fails), `ob` and `oc` (cordoned by someone else),
-with tests/cluster/driver_roll.py's UpgradeController walking the state labels: the canary's
-upgrade-failed stops the roll with the others held and otherwise untouched; a second run rolls `ob`
-then `oc` to upgrade-done, proves and releases them, and leaves `oc`'s own cordon.
+GPU Operator mode, on nodes `canary` (its upgrade fails), `ob`, `oc` (cordoned by someone else) and
+`stuck` (it never leaves validation-required), with tests/cluster/driver_roll.py's UpgradeController
+walking the state labels: the canary's upgrade-failed stops the roll with the others held and
+otherwise untouched; a second run rolls `ob` then `oc` to upgrade-done, proves and releases them,
+leaves `oc`'s own cordon, and stops at `stuck`, naming its state, left quarantined.
 
 Everything made here is deleted at the end (the nodes, the test namespace, the proof namespace when
 the test made it).
@@ -79,19 +80,19 @@ def sent_since(before: Counter, after: Counter) -> dict:
 
 
 def quiet_writes(cluster: LocalCluster, names: list[str]) -> Counter[tuple[str, str, str]]:
-    """The counters once the test's nodes have settled and nothing was written for 1.5 s (the node
+    """The counters once the test's nodes have settled and nothing was written for 2.5 s (the node
     lifecycle controller's taint patches on new or cordoned nodes come a moment after)."""
     wait_until(lambda: settled(cluster, names), timeout=60, what="the nodes settled")
     last = api_writes(cluster)
 
     def still() -> bool:
         nonlocal last
-        time.sleep(1.5)
+        time.sleep(2.5)
         now = api_writes(cluster)
         quiet, last = now == last, now
         return quiet
 
-    wait_until(still, timeout=30, interval=0, what="no write for 1.5 s")
+    wait_until(still, timeout=30, interval=0, what="no write for 2.5 s")
     return last
 
 
@@ -160,10 +161,11 @@ def roll(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
     prefix = f"roll-{uuid.uuid4().hex[:5]}"
     namespace = prefix
     host = {role: f"{prefix}-{role}" for role in ("a", "b", "blocked", "c-human", "d-dead")}
-    operator = {role: f"{prefix}-{role}" for role in ("canary", "ob", "oc")}
+    operator = {role: f"{prefix}-{role}" for role in ("canary", "ob", "oc", "stuck")}
     extra_labels = {
         "d-dead": {driver_roll.STAY_AWAY: "true"},
         "canary": {driver_roll.BEHAVIOUR: "fail"},
+        "stuck": {driver_roll.BEHAVIOUR: "stuck"},
     }
     proof_namespace_existed = cluster.api.request("GET", f"/api/v1/namespaces/{PROOF_NAMESPACE}")[0] == 200
     made: list[str] = []
@@ -279,11 +281,11 @@ def operator_extra(roll: dict[str, Any]) -> dict[str, Any]:
     return {
         "driver_upgrade_mode": "operator",
         "driver_upgrade_target_version": TARGET,
-        "driver_upgrade_nodes": [ops["canary"], ops["ob"], ops["oc"]],
+        "driver_upgrade_nodes": [ops["canary"], ops["ob"], ops["oc"], ops["stuck"]],
         "driver_upgrade_max_unavailable": 1,
         "driver_upgrade_max_share": 1.0,
         "driver_upgrade_version_tasks": str(FIXTURES / "version_tasks.yml"),
-        "driver_upgrade_operator_timeout": 20,
+        "driver_upgrade_operator_timeout": 6,
         "driver_upgrade_proof": PROOF,
         "driver_upgrade_proof_timeout": 60,
         "roll_test_version_file": str(roll["version_file"]),
@@ -298,25 +300,30 @@ def test_operator_mode_a_failed_canary_stops_the_roll_then_the_rest_rolls(cluste
     controller.start()
     try:
         writes, printed = run_playbook(cluster, operator_extra(roll), passes=False)
-        # The hold (3), the canary quarantined (1) and let go (1), its failure recorded by the wait and the rescue (2).
-        assert writes == 3 + 1 + 1 + 2, printed
+        # The hold (4), the canary quarantined (1) and let go (1), its failure recorded by the wait and the rescue (2).
+        assert writes == 4 + 1 + 1 + 2, printed
         assert f"{ops['canary']}: the GPU Operator says upgrade-failed" in printed
         canary = node(cluster, ops["canary"])
         assert canary["metadata"]["labels"][driver_roll.STATE] == "upgrade-failed" and quarantined(
             cluster, ops["canary"]
         )
         assert "upgrade-failed" in roll_record(cluster, ops["canary"])["failed"]
-        for role in ("ob", "oc"):
+        for role in ("ob", "oc", "stuck"):
             labels = node(cluster, ops[role])["metadata"]["labels"]
             assert labels[driver_roll.SKIP] == "true" and driver_roll.STATE not in labels, role
             assert roll_record(cluster, ops[role])["held"] and not quarantined(cluster, ops[role])
         assert node(cluster, ops["ob"])["spec"].get("unschedulable") is None, "a node after the canary was cordoned"
 
         namespace_made = cluster.api.request("GET", f"/api/v1/namespaces/{PROOF_NAMESPACE}")[0] == 404
-        writes, printed = run_playbook(cluster, operator_extra(roll))
-        # The canary is skipped (failed before); per node: quarantined, let go, proof pod made and deleted, released.
+        writes, printed = run_playbook(cluster, operator_extra(roll), passes=False)
+        # The canary is skipped (failed before); per node rolled: quarantined, let go, proof pod made and deleted,
+        # released; the stuck node quarantined, let go, its failure recorded by the wait and the rescue.
         assert f"{ops['canary']}: its upgrade to {TARGET} failed before" in printed, printed
-        assert writes == 2 * (1 + 1 + 3) + int(namespace_made), printed
+        assert writes == 2 * (1 + 1 + 3) + int(namespace_made) + 4, printed
+        assert f"{ops['stuck']}: still in state validation-required after 6s" in printed
+        assert (
+            quarantined(cluster, ops["stuck"]) and "validation-required" in roll_record(cluster, ops["stuck"])["failed"]
+        )
         for role in ("ob", "oc"):
             item = node(cluster, ops[role])
             labels = item["metadata"]["labels"]
