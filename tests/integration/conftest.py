@@ -45,6 +45,8 @@ CLUSTER_MODULE_CALLS: dict[str, dict[str, Any]] = {
     "gpu_device_plugin": {"state": "absent", "namespace": "kubegpu-never-made"},
     "gpu_placement_info": {},
     "gpu_driver_info": {},
+    # The plan of a roll on a node that does not exist: reads only.
+    "gpu_driver_upgrade": {"target_version": "570.133.20", "names": ["never-created"]},
     # A node that does not exist: reads only.
     "gpu_node_quarantine": {"names": ["never-created"], "reason": "connection check"},
     # Release of a device no rule names: reads only.
