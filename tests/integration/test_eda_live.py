@@ -8,7 +8,8 @@ the quarantine playbook (cordon, taint, the record naming the rulebook); with ha
 next failed node's event says the breaker holds, and the playbook holds it back; the condition cleared
 for the hold time leads to the release after its proof pod. In process, the source gives no event for
 heartbeats, and a watch resumed from a too-old resource version (410 Gone) leads to a relist that gives
-each change made meanwhile once, the deleted node included. Loaded with -S from the checkout, an API
+each change made meanwhile once, the deleted node included; where DeviceTaintRules are served, a rule on a
+DRA GPU of the fleet gives that device's transition and its removal the one back. Loaded with -S from the checkout, an API
 server that cannot be reached is reported and tried again, the source still running. Every node made
 here is deleted again, and the proof namespace when the release made it.
 """
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ANSIBLE_BIN, REPO_ROOT, LocalCluster, ansible_env, wait_until
+from conftest import ANSIBLE_BIN, REPO_ROOT, LocalCluster, ansible_env, dra_resource_served, wait_until
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.release import (
     PROOF_NAMESPACE,
@@ -121,8 +122,10 @@ def released(cluster: LocalCluster, name: str) -> bool:
 
 
 def settled(cluster: LocalCluster, name: str) -> bool:
+    """Ready, and rid of the node lifecycle controller's not-ready taint (a health signal of the table)."""
     node = node_of(cluster, name)
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", []))
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", []))
+    return ready and not any(t["key"].startswith("node.kubernetes.io/") for t in node["spec"].get("taints", []))
 
 
 @pytest.fixture(scope="module")
@@ -308,6 +311,38 @@ class InProcess:
         return [(e["type"], e["node"], e["from"], e["to"], e["seen"]) for e in self.events if e.get("node") in names]
 
 
+RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
+
+
+def device_taint_rule_round_trip(cluster: LocalCluster, source: InProcess) -> None:
+    """Where DeviceTaintRules are served and the fleet has a DRA GPU: a rule that taints one device gives its
+    device_transition to failed, and its removal the one back to healthy."""
+    if not dra_resource_served("devicetaintrules"):
+        return
+    slices = cluster.get("/apis/resource.k8s.io/v1/resourceslices")["items"]
+    found = [(s["spec"]["pool"]["name"], s["spec"]["devices"][0]["name"]) for s in slices if s["spec"].get("devices")]
+    if not found:
+        return
+    pool_name, device = found[0]
+    name = f"eda-{uuid.uuid4().hex[:6]}"
+    selector = {"driver": slices[0]["spec"]["driver"], "pool": pool_name, "device": device}
+    taint = {"key": "kubegpu.test/xid", "value": "79", "effect": "NoSchedule"}
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": name}}
+    status, reply = cluster.create(RULES, {**body, "spec": {"deviceSelector": selector, "taint": taint}})
+    assert status == 201, reply
+
+    def moved(to: str) -> bool:
+        return any(
+            e["type"] == "device_transition" and e["device"]["name"] == device and e["to"] == to for e in source.events
+        )
+
+    try:
+        wait_until(lambda: moved("failed"), 10, 0.1, what=f"{device} failed")
+    finally:
+        cluster.delete(f"{RULES}/{name}")
+    wait_until(lambda: moved("healthy"), 10, 0.1, what=f"{device} healthy again")
+
+
 def test_heartbeats_give_no_event_and_an_expired_watch_repeats_nothing_and_loses_nothing(
     cluster: LocalCluster, pool: list[str]
 ):
@@ -328,6 +363,7 @@ def test_heartbeats_give_no_event_and_an_expired_watch_repeats_nothing_and_loses
         wait_until(lambda: source.about([d]), 10, 0.1, what=f"{d} failed")
         # The heartbeats came before it on the same watch, and gave nothing.
         assert source.about(watched) == [("transition", d, "healthy", "failed", "watch")]
+        device_taint_rule_round_trip(cluster, source)
         source.stop()
 
         # Meanwhile, with no watch: d recovers, the extra node goes, and a heartbeat.
@@ -335,7 +371,7 @@ def test_heartbeats_give_no_event_and_an_expired_watch_repeats_nothing_and_loses
         cluster.delete(f"/api/v1/nodes/{extra}")
         heartbeat(cluster, pool)
         source.events.clear()
-        source.source.version = "1"  # far older than the API server's watch cache: 410 Gone
+        source.source.nodes.version = "1"  # far older than the API server's watch cache: 410 Gone
         source.start()
         wait_until(lambda: len(source.about(watched)) >= 2, 20, 0.1, what="the relist's transitions")
         time.sleep(1.0)
@@ -343,7 +379,7 @@ def test_heartbeats_give_no_event_and_an_expired_watch_repeats_nothing_and_loses
             ("transition", d, "failed", "healthy", "relist"),
             ("transition", extra, "healthy", "deleted", "relist"),
         ]
-        assert source.source.version not in (None, "1")
+        assert source.source.nodes.version not in (None, "1")
     finally:
         if source.thread.is_alive():
             source.stop()

@@ -16,6 +16,9 @@ Events (``event.type``):
   ``max_share``, ``breaker_holds`` and ``breaker`` (the quarantine's breaker would hold the node back,
   and why), ``seen`` (list, watch, or relist after the watch expired), ``act``.
 - ``healthy_for``: a node quarantined by the collection has stayed healthy for ``release_hold`` seconds.
+- ``device_transition``: where the API serves ResourceSlices (resource.k8s.io/v1), a DRA GPU device's class
+  changed by its slice's taints or a DeviceTaintRule: ``node``, ``device`` (driver, pool, name), ``from``,
+  ``to``, ``taints``.
 - ``source_status``: ``status`` watching (once, when the first watch is open), api_unreachable (with
   ``retry_in``) or api_reachable.
 
@@ -45,6 +48,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 _COLLECTION = ("ansible_collections", "kubegpu", "scheduling")
@@ -77,6 +81,11 @@ _collections_importable()
 
 import urllib3  # noqa: E402  (after the path is set, with the collection's own imports)
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.events.devices import (  # noqa: E402
+    device_changes,
+    device_event,
+    device_views,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.events.stream import (  # noqa: E402
     BOOKMARK,
     DELETED,
@@ -108,6 +117,13 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.events.transiti
     update_hold,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.events.views import NodeView, view_of  # noqa: E402
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (  # noqa: E402
+    DEVICE_TAINT_RULES,
+    RESOURCE_API_VERSION,
+    RESOURCE_SLICES,
+    project_slice,
+    project_taint_rule,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.client import (  # noqa: E402
     KubeClient,
     client_from_params,
@@ -130,22 +146,44 @@ class Expired(Exception):
     """The resource version is too old for a watch (410 Gone): list again."""
 
 
-def list_nodes(client: KubeClient, args: SourceArgs) -> tuple[list[NodeView], str]:
-    """Every GPU node's view and the list's resource version, page by page (runs in a thread)."""
-    views: list[NodeView] = []
+@dataclass
+class Feed:
+    """One kind of object the source lists and watches: its API path, how an object is projected (None: not
+    one the source follows), the resource version to resume from, and whether it was listed once."""
+
+    what: str
+    path: str
+    project: Callable[[dict[str, Any]], Any]
+    version: str | None = None
+    listed: bool = False
+    attempt: int = 0
+
+
+def list_all(client: KubeClient, feed: Feed, page_size: int) -> tuple[dict[str, Any], str]:
+    """Every object of the feed, projected, by name, and the list's resource version, page by page (in a thread)."""
+    found: dict[str, Any] = {}
     token: str | None = None
     version = ""
     while True:
-        page = client.get(NODES_PATH, query=list_query(args.page_size, token))
+        page = client.get(feed.path, query=list_query(page_size, token))
         metadata = page.get("metadata") or {}
         version = version or str(metadata.get("resourceVersion") or "")
-        views += [v for v in (view_of(item, args.view) for item in page.get("items") or []) if v is not None]
+        for item in page.get("items") or []:
+            projected = feed.project(item)
+            if projected is not None:
+                found[str(item["metadata"]["name"])] = projected
         token = metadata.get("continue") or None
         if not token:
-            return views, version
+            return found, version
 
 
-def open_watch(client: KubeClient, query: dict[str, Any], read_timeout: float) -> Any:
+def served(client: KubeClient, group_version: str) -> set[str]:
+    """The resources an API group version serves; none when the API server does not serve it (in a thread)."""
+    found = client.find(f"/apis/{group_version}")
+    return {str(r.get("name")) for r in (found or {}).get("resources") or []}
+
+
+def open_watch(client: KubeClient, path: str, query: dict[str, Any], read_timeout: float) -> Any:
     """The streamed answer of a watch, through the modules' client (its configuration, credentials and
     pool); an HTTP error is a ClusterError, a 410 is Expired."""
     headers = client._headers("application/json", None)  # the client's own credentials and headers
@@ -153,7 +191,7 @@ def open_watch(client: KubeClient, query: dict[str, Any], read_timeout: float) -
     client.request_count += 1
     response = pool.request(
         "GET",
-        client._url(NODES_PATH, query),
+        client._url(path, query),
         headers=headers,
         preload_content=False,
         retries=False,
@@ -165,16 +203,17 @@ def open_watch(client: KubeClient, query: dict[str, Any], read_timeout: float) -
     response.release_conn()
     if response.status == 410:
         raise Expired(body)
-    raise ClusterError(describe_api_error(response.status, response.reason, body, "GET", NODES_PATH), response.status)
+    raise ClusterError(describe_api_error(response.status, response.reason, body, "GET", path), response.status)
 
 
 class WatchReader(threading.Thread):
-    """One watch, read in its own thread: each event handed to the loop as (type, name, view, version),
+    """One watch, read in its own thread: each event handed to the loop as (type, name, projected, version),
     and at the end ("END", exception or None)."""
 
-    def __init__(self, client: KubeClient, args: SourceArgs, version: str, hand: Callable[[tuple], object]) -> None:
-        super().__init__(name="gpu_health-watch", daemon=True)
-        self.client, self.args, self.version, self.hand = client, args, version, hand
+    def __init__(self, client: KubeClient, feed: Feed, timeout: int, hand: Callable[[tuple], object]) -> None:
+        super().__init__(name=f"gpu_health-watch-{feed.what}", daemon=True)
+        self.client, self.feed, self.timeout, self.hand = client, feed, timeout, hand
+        self.version = feed.version or ""
         self.stop = threading.Event()
         self.response: Any = None
 
@@ -196,8 +235,8 @@ class WatchReader(threading.Thread):
                 shutdown()
 
     def read(self) -> None:
-        query = watch_query(self.version, self.args.watch_timeout)
-        self.response = response = open_watch(self.client, query, self.args.watch_timeout + 30)
+        query = watch_query(self.version, self.timeout)
+        self.response = response = open_watch(self.client, self.feed.path, query, self.timeout + 30)
         self.hand(("OPEN", None))
         pending = b""
         try:
@@ -215,68 +254,113 @@ class WatchReader(threading.Thread):
         if expired(kind, item):
             raise Expired(error_text(item))
         if kind == ERROR:
-            raise ClusterError(f"the watch of {NODES_PATH} ended: {error_text(item)}")
+            raise ClusterError(f"the watch of {self.feed.path} ended: {error_text(item)}")
         version = resource_version(item)
         if kind == BOOKMARK:
             self.hand((kind, "", None, version))
             return
         name = str((item.get("metadata") or {}).get("name") or "")
-        self.hand((kind, name, None if kind == DELETED else view_of(item, self.args.view), version))
+        self.hand((kind, name, None if kind == DELETED else self.feed.project(item), version))
 
 
 class GpuHealthSource:
-    """The source's state: what it knows of each GPU node, the release holds, the resource version."""
+    """The source's state: what it knows of each GPU node and DRA device, the release holds, and per feed the
+    resource version to resume from."""
 
     def __init__(self, queue: Any, args: SourceArgs, clock: Callable[[], float] = time.monotonic) -> None:
         self.queue, self.args, self.clock = queue, args, clock
         self.known: dict[str, NodeView] = {}
         self.holds = Holds()
-        self.version: str | None = None
+        self.slices: dict[str, Any] = {}
+        self.rules: dict[str, Any] = {}
+        self.devices: dict[Any, Any] = {}
+        self.nodes = Feed("nodes", NODES_PATH, lambda item: view_of(item, args.view))
         self.client: KubeClient | None = None
-        self.listed = False
         self.outage = False
         self.announced = False
-        self.attempt = 0
 
     async def put(self, event: dict[str, Any]) -> None:
         await self.queue.put(event)
 
     async def run(self) -> None:
+        while self.client is None:
+            try:
+                self.client = await asyncio.to_thread(client_from_params, self.args.connection, retries=0)
+            except KubegpuError as exc:
+                await self.unreachable(self.nodes, exc)
+        await asyncio.gather(self.follow(self.nodes), self.follow_dra())
+
+    async def follow(self, feed: Feed) -> None:
+        """List, then watch, resuming from the last version; list again after 410 Gone; back off while the API
+        server cannot be reached."""
         while True:
             try:
-                if self.client is None:
-                    self.client = await asyncio.to_thread(client_from_params, self.args.connection, retries=0)
-                if self.version is None:
-                    await self.list_again()
-                    await self.reached()
-                await self.watch()
+                if feed.version is None:
+                    await self.list_again(feed)
+                    await self.reached(feed)
+                await self.watch(feed)
             except Expired as exc:
-                LOG.info("the watch of the nodes expired (%s): listing them again", exc)
-                self.version = None
+                LOG.info("the watch of the %s expired (%s): listing them again", feed.what, exc)
+                feed.version = None
             except (KubegpuError, OSError, urllib3.exceptions.HTTPError) as exc:
-                await self.unreachable(exc)
+                await self.unreachable(feed, exc)
 
-    async def list_again(self) -> None:
+    async def follow_dra(self) -> None:
+        """The ResourceSlices and DeviceTaintRules of resource.k8s.io/v1, where the API server serves them."""
+        attempt = 0
+        while True:
+            try:
+                assert self.client is not None
+                resources = await asyncio.to_thread(served, self.client, RESOURCE_API_VERSION)
+                break
+            except (KubegpuError, OSError, urllib3.exceptions.HTTPError):
+                await self.idle(retry_wait(attempt, self.args.retry_max))  # the nodes' feed reports it
+                attempt += 1
+        feeds = [
+            Feed(kind, f"/apis/{RESOURCE_API_VERSION}/{kind}", project)
+            for kind, project in ((RESOURCE_SLICES, project_slice), (DEVICE_TAINT_RULES, project_taint_rule))
+            if kind in resources
+        ]
+        if not feeds:
+            LOG.info("%s serves no ResourceSlices: no DRA device is followed", RESOURCE_API_VERSION)
+            return
+        await asyncio.gather(*(self.follow(feed) for feed in feeds))
+
+    async def list_again(self, feed: Feed) -> None:
         assert self.client is not None
-        views, version = await asyncio.to_thread(list_nodes, self.client, self.args)
-        first = not self.listed
-        self.known, changes = relist(self.known, views)
-        self.listed, self.version = True, version
+        found, version = await asyncio.to_thread(list_all, self.client, feed, self.args.page_size)
+        first, feed.listed, feed.version = not feed.listed, True, version
+        seen = SEEN_IN_LIST if first else SEEN_IN_RELIST
+        if feed is not self.nodes:
+            (self.slices if feed.what == RESOURCE_SLICES else self.rules).clear()
+            (self.slices if feed.what == RESOURCE_SLICES else self.rules).update(found)
+            await self.devices_changed(seen, quiet=first and not self.args.initial)
+            return
+        self.known, changes = relist(self.known, found.values())
         now = self.clock()
         for name in list(self.holds.since) + list(self.known):
             update_hold(self.holds, name, self.known.get(name), now)
         if first and not self.args.initial:
             return
         for change in changes:
-            await self.put(self.transition(change, SEEN_IN_LIST if first else SEEN_IN_RELIST))
+            await self.put(self.transition(change, seen))
+
+    async def devices_changed(self, seen: str, quiet: bool = False) -> None:
+        after = device_views(self.slices, self.rules)
+        changes = device_changes(self.devices, after)
+        self.devices = after
+        for change in [] if quiet else changes:
+            event = device_event(change, seen, self.args.act)
+            LOG.info("%s", event["summary"])
+            await self.put(event)
 
     def transition(self, change: Any, seen: str) -> dict[str, Any]:
         event = transition_event(change, self.known, self.args.view, seen, self.args.act)
         LOG.info("%s", event["summary"])
         return event
 
-    async def watch(self) -> None:
-        assert self.client is not None and self.version is not None
+    async def watch(self, feed: Feed) -> None:
+        assert self.client is not None and feed.version is not None
         loop = asyncio.get_running_loop()
         inbox: asyncio.Queue = asyncio.Queue()
 
@@ -286,7 +370,7 @@ class GpuHealthSource:
             except RuntimeError:  # the loop is closed: the source has ended
                 reader.stop.set()
 
-        reader = WatchReader(self.client, self.args, self.version, hand)
+        reader = WatchReader(self.client, feed, self.args.watch_timeout, hand)
         reader.start()
         try:
             while True:
@@ -296,10 +380,11 @@ class GpuHealthSource:
                         raise item[1]
                     return
                 if item[0] == "OPEN":
-                    await self.announce()
-                    await self.reached()
+                    if feed is self.nodes:
+                        await self.announce()
+                    await self.reached(feed)
                     continue
-                await self.handle(*item)
+                await self.handle(feed, *item)
         finally:
             reader.close()
 
@@ -323,39 +408,47 @@ class GpuHealthSource:
                 LOG.info("%s", event["summary"])
                 await self.put(event)
 
-    async def handle(self, kind: str, name: str, view: NodeView | None, version: str | None) -> None:
+    async def handle(self, feed: Feed, kind: str, name: str, projected: Any, version: str | None) -> None:
         if version:
-            self.version = version
+            feed.version = version
         if kind == BOOKMARK or not name:
             return
-        change = observe(self.known, name, view)
+        if feed is not self.nodes:
+            objects = self.slices if feed.what == RESOURCE_SLICES else self.rules
+            if projected is None:
+                objects.pop(name, None)
+            else:
+                objects[name] = projected
+            await self.devices_changed(SEEN_ON_WATCH)
+            return
+        change = observe(self.known, name, projected)
         update_hold(self.holds, name, self.known.get(name), self.clock())
         if change is not None:
             await self.put(self.transition(change, SEEN_ON_WATCH))
         await self.emit_due()
 
     async def announce(self) -> None:
-        """Once, when the first watch is open: how many GPU nodes the source watches."""
+        """Once, when the first watch of the nodes is open: how many GPU nodes the source watches."""
         if not self.announced:
             self.announced = True
-            message = f"watching {len(self.known)} GPU nodes from resource version {self.version}"
+            message = f"watching {len(self.known)} GPU nodes from resource version {self.nodes.version}"
             LOG.info("%s", message)
             await self.put(source_status_event(WATCHING, message, self.args.act))
 
-    async def reached(self) -> None:
-        self.attempt = 0
+    async def reached(self, feed: Feed) -> None:
+        feed.attempt = 0
         if self.outage:
             self.outage = False
             host = self.client.host if self.client else ""
             LOG.warning("the API server at %s answers again", host)
             await self.put(source_status_event(REACHABLE, f"the API server at {host} answers again", self.args.act))
 
-    async def unreachable(self, exc: BaseException) -> None:
-        wait = retry_wait(self.attempt, self.args.retry_max)
-        self.attempt += 1
+    async def unreachable(self, feed: Feed, exc: BaseException) -> None:
+        wait = retry_wait(feed.attempt, self.args.retry_max)
+        feed.attempt += 1
         host = self.client.host if self.client else "the configured cluster"
         message = str(exc) if isinstance(exc, KubegpuError) else describe_connection_error(exc, host)
-        LOG.warning("cannot watch the GPU nodes: %s; trying again in %.1f s", message, wait)
+        LOG.warning("cannot watch the %s: %s; trying again in %.1f s", feed.what, message, wait)
         if not self.outage:
             self.outage = True
             await self.put(source_status_event(UNREACHABLE, message, self.args.act, wait))
