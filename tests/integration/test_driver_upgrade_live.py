@@ -225,6 +225,8 @@ def host_extra(roll: dict[str, Any]) -> dict[str, Any]:
         "driver_upgrade_max_unavailable": 2,
         "driver_upgrade_max_share": 0.6,
         "driver_upgrade_host_tasks": str(FIXTURES / "host_tasks.yml"),
+        # The canary's host tasks are delegated to its inventory host (the controller itself here).
+        "driver_upgrade_inventory_hosts": {roll["host"]["a"]: "localhost"},
         "driver_upgrade_gpu_timeout": 8,
         "driver_upgrade_eviction_timeout": 5,
         "driver_upgrade_proof": PROOF,
