@@ -136,7 +136,7 @@ def send_or_check(
 ) -> Sent:
     """The patches sent (none in check mode): the nodes patched (would be), those that failed, the diff."""
     diff = [patch_diff(node, plan) for node, plan in decided if plan.patch]
-    plans = [plan for _, plan in decided]
+    plans = [pair[1] for pair in decided]
     if check:
         return [p.name for p in plans if p.patch], [], diff
     return (*send_patches(client, plans, replan, params), diff)
@@ -203,7 +203,7 @@ def run_gate(params: Mapping[str, Any], client: KubeClient, fleet: FleetOptions,
 
     decided = [(n, decide(n)) for n in nodes]
     patched, failed, diff = send_or_check(client, decided, decide, params, check)
-    plans = [plan for _, plan in decided]
+    plans = [pair[1] for pair in decided]
     key = "held" if hold else "started"
     result = {
         key: patched,
@@ -235,7 +235,7 @@ def run_wait(params: Mapping[str, Any], client: KubeClient, fleet: FleetOptions,
     reasons = {**failed, **({} if failed else stuck), **{m: "the node is gone" for m in missing}}
     recorded, patch_failed, diff = record_failures(client, nodes, reasons, params, check)
     result = {
-        "done": [k for k, (v, _) in stands.items() if v == DONE],
+        "done": [k for k, stand in stands.items() if stand[0] == DONE],
         "failed": [{"node": k, "state": stands[k][1], "reason": r} for k, r in failed.items()],
         "waiting": [{"node": k, "state": s} for k, (v, s) in stands.items() if v not in (DONE, FAILED)],
         "kept_cordons": kept_cordons(nodes),
