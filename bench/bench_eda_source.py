@@ -260,10 +260,11 @@ def main() -> int:
         # Each node Ready and rid of the lifecycle controller's not-ready taint (a health signal of the table)
         # before the source lists them: what is measured after is heartbeats alone.
         settle_deadline = time.monotonic() + 600
-        while unsettled(client, run):
+        while waiting := unsettled(client, run):
             if time.monotonic() > settle_deadline:
-                raise SystemExit("the bench's nodes did not become Ready")
-            time.sleep(2)
+                raise SystemExit(f"{waiting} of the bench's nodes did not become Ready, rid of the not-ready taint")
+            log(f"{waiting} nodes not Ready yet")
+            time.sleep(5)
         log("starting the source")
         source = Source(kubeconfig)
         source.wait(lambda e: e.get("status") == "watching", 0, 300, "the source watching")

@@ -303,6 +303,10 @@ class GpuHealthSource:
                 LOG.info("the watch of the %s expired (%s): listing them again", feed.what, exc)
                 feed.version = None
             except (KubegpuError, OSError, urllib3.exceptions.HTTPError) as exc:
+                if feed is not self.nodes and getattr(exc, "status", None) in (401, 403):
+                    # The DRA objects are an addition: without the right to read them, the nodes are still watched.
+                    LOG.warning("the %s are not followed: %s", feed.what, exc)
+                    return
                 await self.unreachable(feed, exc)
 
     async def follow_dra(self) -> None:
@@ -313,7 +317,10 @@ class GpuHealthSource:
                 assert self.client is not None
                 resources = await asyncio.to_thread(served, self.client, RESOURCE_API_VERSION)
                 break
-            except (KubegpuError, OSError, urllib3.exceptions.HTTPError):
+            except (KubegpuError, OSError, urllib3.exceptions.HTTPError) as exc:
+                if getattr(exc, "status", None) in (401, 403):
+                    LOG.warning("no DRA device is followed: %s", exc)
+                    return
                 await self.idle(retry_wait(attempt, self.args.retry_max))  # the nodes' feed reports it
                 attempt += 1
         feeds = [
