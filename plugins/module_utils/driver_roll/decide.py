@@ -135,13 +135,17 @@ def admission_failures(pods: Iterable[Mapping[str, Any]], nodes: frozenset[str])
     return owned, bare
 
 
-def upgrade_stand(node: RollNode) -> tuple[str, str]:
-    """Where the operator's upgrade of the node stands: done, failed or waiting, with the state."""
+def upgrade_stand(node: RollNode, target: str) -> tuple[str, str]:
+    """Where the operator's upgrade of the node stands: done, failed or waiting, with the state. An
+    upgrade-done left from an earlier upgrade is not this one's: where GFD labels the driver version,
+    done is done only at the target (the controller marks the node again only on its next pass)."""
     state = node.state
     if state == UPGRADE_FAILED:
         return FAILED, state
     if state == UPGRADE_DONE and node.labels.get(UPGRADE_SKIP_LABEL) != "true":
-        return DONE, state
+        if node.version in (None, target):
+            return DONE, state
+        return WAITING, f"{state} (GFD still labels driver {node.version})"
     return WAITING, state or "(no state yet)"
 
 

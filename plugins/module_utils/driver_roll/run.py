@@ -217,15 +217,15 @@ def run_gate(params: Mapping[str, Any], client: KubeClient, fleet: FleetOptions,
 
 def run_wait(params: Mapping[str, Any], client: KubeClient, fleet: FleetOptions, check: bool) -> WriteRun:
     """Operator mode: the batch watched until every node is upgrade-done, one is upgrade-failed, or the time is up."""
-    names = params["names"] or []
+    names, target = params["names"] or [], params["target_version"].strip()
 
     def settled(nodes: list[RollNode]) -> bool:
-        stands = [upgrade_stand(n)[0] for n in named(nodes, names)[0]]
+        stands = [upgrade_stand(n, target)[0] for n in named(nodes, names)[0]]
         return FAILED in stands or all(s == DONE for s in stands)
 
     timeout = 0 if check or not params["wait"] else params["wait_timeout"]
     nodes, missing = named(poll(lambda: read_nodes(client, fleet), settled, timeout), names)
-    stands = {n.name: upgrade_stand(n) for n in nodes}
+    stands = {n.name: upgrade_stand(n, target) for n in nodes}
     failed = {k: f"the GPU Operator says {s}" for k, (v, s) in stands.items() if v == FAILED}
     stuck = {
         k: f"still in state {s} after {params['wait_timeout']}s"

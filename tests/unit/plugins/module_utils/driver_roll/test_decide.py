@@ -107,11 +107,15 @@ def test_admission_failures_controller_owned_are_deleted_bare_are_listed():
 
 
 def test_upgrade_stand():
-    assert upgrade_stand(node(labels={STATE: "upgrade-done"}))[0] == DONE
-    assert upgrade_stand(node(labels={STATE: "upgrade-failed"})) == (FAILED, "upgrade-failed")
-    assert upgrade_stand(node(labels={STATE: "validation-required"})) == (WAITING, "validation-required")
+    assert upgrade_stand(node(labels={STATE: "upgrade-done"}), "570")[0] == DONE
+    assert upgrade_stand(node(labels={STATE: "upgrade-failed"}), "570") == (FAILED, "upgrade-failed")
+    assert upgrade_stand(node(labels={STATE: "validation-required"}), "570") == (WAITING, "validation-required")
+    # An upgrade-done of an earlier upgrade: GFD still labels the old driver.
+    old = node(labels={STATE: "upgrade-done", "nvidia.com/cuda.driver-version.full": "550.90.07"})
+    assert upgrade_stand(old, "570") == (WAITING, "upgrade-done (GFD still labels driver 550.90.07)")
+    assert upgrade_stand(old, "550.90.07")[0] == DONE
     # Still held: the operator has not been let at it.
-    assert upgrade_stand(node(labels={STATE: "upgrade-done", SKIP: "true"}))[0] == WAITING
+    assert upgrade_stand(node(labels={STATE: "upgrade-done", SKIP: "true"}), "570")[0] == WAITING
 
 
 def test_kept_cordons():
