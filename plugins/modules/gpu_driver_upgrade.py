@@ -14,7 +14,9 @@ description:
     without GPUs, those carrying the GPU Operator's skip label C(nvidia.com/gpu-driver-upgrade.skip=true) set by
     someone else, those whose GFD driver label is at O(target_version) already, those whose upgrade to it failed
     before, and those the pre-flight finds blocked (GPU use without a request, GPU DaemonSet pods, DRA claim
-    holders, budgets that allow no disruption, CUDA needing a newer driver). The others come in ordered batches,
+    holders, budgets that allow no disruption, CUDA needing a newer driver; in host mode the pods of DaemonSets
+    do not block, since the host tasks own the node, and are listed in RV(daemonset_pods)). The others come in
+    ordered batches,
     the O(canary) first, then O(max_unavailable) nodes each, no batch taking more of a pool's GPUs out of service
     than O(max_share) (nodes cordoned before counted).
   - V(settle) (host mode, after the host tasks) waits until each node in O(names) publishes its GPU count of
@@ -106,6 +108,7 @@ canary: {description: "V(plan): the first batch.", returned: success, type: list
 nodes: {description: "V(plan): every node to upgrade, in order.", returned: success, type: list, elements: str}
 skipped: {description: "V(plan): nodes left out, with the reason.", returned: success, type: list, elements: dict}
 missing: {description: "Names that match no node.", returned: success, type: list, elements: str}
+daemonset_pods: {description: "V(plan), host mode: per planned node, what the pre-flight finds on the pods of DaemonSets there, which the host tasks must stop (a reboot does).", returned: success, type: dict}
 expected_gpus: {description: "V(plan): each planned node's allocatable GPUs now.", returned: success, type: dict}
 batch_size: {description: "V(plan): nodes per batch after the canary.", returned: success, type: int}
 fail_budget: {description: "V(plan): how many nodes may fail before the roll stops.", returned: success, type: int}

@@ -116,12 +116,16 @@ def run_plan(params: Mapping[str, Any], client: KubeClient, options: RollOptions
     names = params["names"] or []
     if not names and not selectors:
         raise OptionError("name the nodes to upgrade (names) or select them (label_selectors)")
-    blockers, notes = read_blockers(client, nodes, names, selectors, options)
+    blockers, daemonset_pods, notes = read_blockers(client, nodes, names, selectors, options)
     plan = plan_roll(nodes, (names, selectors), blockers, options)
     warnings = list(notes) + [f"no such node: {name}" for name in plan.missing]
-    return WriteRun(
-        {**plan.result(), "target_version": options.target_version, "mode": options.mode}, False, None, warnings
-    )
+    result = {
+        **plan.result(),
+        "target_version": options.target_version,
+        "mode": options.mode,
+        "daemonset_pods": {node: pods for node, pods in daemonset_pods.items() if node in plan.expected_gpus},
+    }
+    return WriteRun(result, False, None, warnings)
 
 
 Sent = tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]

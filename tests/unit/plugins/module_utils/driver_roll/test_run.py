@@ -148,3 +148,30 @@ def test_a_step_needs_names_and_the_plan_a_selection():
         run_roll(params(action="start"), FakeClient([]), False)
     with pytest.raises(OptionError, match="label_selectors"):
         run_roll(params(), FakeClient([]), False)
+
+
+def daemonset_pod() -> dict:
+    container = {
+        "name": "exporter",
+        "image": "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0",
+        "securityContext": {"privileged": True},
+    }
+    return {
+        "metadata": {
+            "namespace": "gpu",
+            "name": "exporter-x",
+            "ownerReferences": [{"kind": "DaemonSet", "name": "exporter", "controller": True}],
+        },
+        "spec": {"nodeName": "n1", "containers": [container]},
+        "status": {"phase": "Running"},
+    }
+
+
+def test_daemonset_pods_do_not_block_a_host_roll_but_block_an_operator_roll():
+    client = FakeClient([node("n1")], [daemonset_pod()])
+    host = run_roll(params(names=["n1"]), client, False)
+    assert host.result["batches"] == [["n1"]] and list(host.result["daemonset_pods"]) == ["n1"]
+    operator = run_roll(params(names=["n1"], mode="operator"), client, False)
+    assert operator.result["batches"] == [] and operator.result["skipped"][0]["reason"].startswith(
+        "blocked: gpu/exporter-x"
+    )
