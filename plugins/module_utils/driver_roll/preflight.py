@@ -21,6 +21,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.driver_roll.pla
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.driver_preflight import (
     gpu_daemonsets,
+    prepare,
     upgrade_blockers,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.driver_upgrade import owner
@@ -70,11 +71,12 @@ def read_blockers(
     by_node: dict[str, list[Any]] = defaultdict(list)
     for pod in pods:
         by_node[pod["spec"]["nodeName"]].append(pod)
+    prepared = prepare(budgets, claims)  # once for every node
     of_daemonsets = {(p["metadata"].get("namespace"), p["metadata"].get("name")) for p in pods if owner(p, "DaemonSet")}
     found: dict[str, list[str]] = {}
     apart: dict[str, list[str]] = {}
     for name in sorted(chosen):
-        for b in upgrade_blockers(name, by_node[name], budgets, claims, daemonsets, options.target_version):
+        for b in upgrade_blockers(name, by_node[name], prepared, claims, daemonsets, options.target_version):
             kept = options.mode == HOST and (b.namespace, b.pod) in of_daemonsets
             (apart if kept else found).setdefault(name, []).append(f"{b.namespace}/{b.pod}: {b.reason}: {b.detail}")
     return found, apart, notes
