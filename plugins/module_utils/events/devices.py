@@ -78,7 +78,8 @@ def device_changes(before: Mapping[DeviceKey, DeviceView], after: Mapping[Device
 
 def device_event(change: DeviceChange, seen: str, act: bool) -> dict[str, Any]:
     view = change.after or change.before
-    assert view is not None  # a change always has one of them
+    if view is None:
+        raise ValueError("a change without a view before or after")
     driver, pool, name = change.key
     to = change.after.health if change.after else DELETED
     was = change.before.health if change.before else None

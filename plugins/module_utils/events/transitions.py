@@ -162,7 +162,8 @@ def transition_event(
 ) -> dict[str, Any]:
     """The event of one transition (``known`` as it is after it)."""
     view = change.after or change.before
-    assert view is not None  # a Change always has one of them
+    if view is None:
+        raise ValueError("a change without a view before or after")
     fields = node_fields(known, view, options)
     if change.after is None:
         fields.update(problems=[], breaker_holds=False, breaker="")
