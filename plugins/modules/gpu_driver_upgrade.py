@@ -103,30 +103,124 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-batches: {description: "V(plan): the batches in order, the canary first.", returned: success, type: list, elements: list, sample: [[gpu-1], [gpu-2, gpu-3]]}
-canary: {description: "V(plan): the first batch.", returned: success, type: list, elements: str}
-nodes: {description: "V(plan): every node to upgrade, in order.", returned: success, type: list, elements: str}
-skipped: {description: "V(plan): nodes left out, with the reason.", returned: success, type: list, elements: dict}
-missing: {description: "Names that match no node.", returned: success, type: list, elements: str}
-daemonset_pods: {description: "V(plan), host mode: per planned node, what the pre-flight finds on the pods of DaemonSets there, which the host tasks must stop (a reboot does).", returned: success, type: dict}
-expected_gpus: {description: "V(plan): each planned node's allocatable GPUs now.", returned: success, type: dict}
-batch_size: {description: "V(plan): nodes per batch after the canary.", returned: success, type: int}
-fail_budget: {description: "V(plan): how many nodes may fail before the roll stops.", returned: success, type: int}
-back: {description: "V(settle): nodes whose GPUs are back.", returned: success, type: list, elements: str}
-not_back: {description: "V(settle): nodes whose GPUs are not, with the reason.", returned: success, type: list, elements: dict}
-deleted_pods: {description: "V(settle): pods that failed admission and were deleted (a controller owns them).", returned: success, type: list, elements: dict}
-bare_pods: {description: "V(settle): pods that failed admission without a controller, listed only.", returned: success, type: list, elements: dict}
-held: {description: "V(hold): nodes the skip label was put on.", returned: success, type: list, elements: str}
-started: {description: "V(start): nodes the roll's skip label was taken off.", returned: success, type: list, elements: str}
-done: {description: "V(wait): nodes at upgrade-done.", returned: success, type: list, elements: str}
-failed: {description: "V(wait): nodes at upgrade-failed, with the state.", returned: success, type: list, elements: dict}
-waiting: {description: "V(wait): nodes still on their way, with the state.", returned: success, type: list, elements: dict}
-kept_cordons: {description: "V(wait): nodes the operator found unschedulable before (their cordon is theirs).", returned: success, type: list, elements: str}
-recorded: {description: "Nodes the failure was recorded on.", returned: success, type: list, elements: str}
-changed: {description: "Whether a node was patched or a pod deleted (or would be, in check mode); never for V(plan).", returned: always, type: bool}
-diff: {description: "Per node patched, the skip label and the roll's record before and after.", returned: in diff mode, type: list, elements: dict}
-writes: {description: "Write requests sent; 0 in check mode and for V(plan).", returned: always, type: int}
-api_requests: {description: "API requests sent.", returned: always, type: int}
+batches:
+  description: 'V(plan): the batches in order, the canary first.'
+  returned: success
+  type: list
+  elements: list
+  sample:
+  - - gpu-1
+  - - gpu-2
+    - gpu-3
+canary:
+  description: 'V(plan): the first batch.'
+  returned: success
+  type: list
+  elements: str
+nodes:
+  description: 'V(plan): every node to upgrade, in order.'
+  returned: success
+  type: list
+  elements: str
+skipped:
+  description: 'V(plan): nodes left out, with the reason.'
+  returned: success
+  type: list
+  elements: dict
+missing:
+  description: Names that match no node.
+  returned: success
+  type: list
+  elements: str
+daemonset_pods:
+  description: 'V(plan), host mode: per planned node, what the pre-flight finds on the pods of DaemonSets there,
+    which the host tasks must stop (a reboot does).'
+  returned: success
+  type: dict
+expected_gpus:
+  description: 'V(plan): each planned node''s allocatable GPUs now.'
+  returned: success
+  type: dict
+batch_size:
+  description: 'V(plan): nodes per batch after the canary.'
+  returned: success
+  type: int
+fail_budget:
+  description: 'V(plan): how many nodes may fail before the roll stops.'
+  returned: success
+  type: int
+back:
+  description: 'V(settle): nodes whose GPUs are back.'
+  returned: success
+  type: list
+  elements: str
+not_back:
+  description: 'V(settle): nodes whose GPUs are not, with the reason.'
+  returned: success
+  type: list
+  elements: dict
+deleted_pods:
+  description: 'V(settle): pods that failed admission and were deleted (a controller owns them).'
+  returned: success
+  type: list
+  elements: dict
+bare_pods:
+  description: 'V(settle): pods that failed admission without a controller, listed only.'
+  returned: success
+  type: list
+  elements: dict
+held:
+  description: 'V(hold): nodes the skip label was put on.'
+  returned: success
+  type: list
+  elements: str
+started:
+  description: 'V(start): nodes the roll''s skip label was taken off.'
+  returned: success
+  type: list
+  elements: str
+done:
+  description: 'V(wait): nodes at upgrade-done.'
+  returned: success
+  type: list
+  elements: str
+failed:
+  description: 'V(wait): nodes at upgrade-failed, with the state.'
+  returned: success
+  type: list
+  elements: dict
+waiting:
+  description: 'V(wait): nodes still on their way, with the state.'
+  returned: success
+  type: list
+  elements: dict
+kept_cordons:
+  description: 'V(wait): nodes the operator found unschedulable before (their cordon is theirs).'
+  returned: success
+  type: list
+  elements: str
+recorded:
+  description: Nodes the failure was recorded on.
+  returned: success
+  type: list
+  elements: str
+changed:
+  description: Whether a node was patched or a pod deleted (or would be, in check mode); never for V(plan).
+  returned: always
+  type: bool
+diff:
+  description: Per node patched, the skip label and the roll's record before and after.
+  returned: in diff mode
+  type: list
+  elements: dict
+writes:
+  description: Write requests sent; 0 in check mode and for V(plan).
+  returned: always
+  type: int
+api_requests:
+  description: API requests sent.
+  returned: always
+  type: int
 """
 
 from typing import Any

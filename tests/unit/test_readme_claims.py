@@ -293,8 +293,7 @@ def test_the_modules_with_diff_mode_are_those_the_readme_names():
     assert (
         "(`gpu_node_label`, `gpu_node_quarantine`, `gpu_device_quarantine`, `gpu_node_release`, `gpu_pod`, "
         "`gpu_admission_policy`, `gpu_device_plugin`, `gpu_alert_rules`, `gpu_driver_upgrade`) and `gpu_fleet_report` "
-        "support diff mode"
-        in paragraph
+        "support diff mode" in paragraph
     )
     assert with_diff == {
         "gpu_node_label",

@@ -94,6 +94,7 @@ def runs(report_dir: Path, inventory: Path, device: dict[str, str]) -> list[tupl
 def module_runs() -> list[tuple[str, list[str], dict[str, Any]]]:
     """(module, ansible options, module args) of the modules no runbook under playbooks/ calls."""
     return [
+        ("gpu_driver_info", [], {}),
         ("gpu_placement_info", [], {}),
         ("gpu_plugin_config_validate", [], {"src": str(PLUGIN_CONFIG)}),
     ]
