@@ -115,7 +115,9 @@ def quarantine(cluster: LocalCluster, name: str, *, record: bool = True) -> None
     taints = [t for t in node["spec"].get("taints", []) if t["key"] != CORDON_TAINT] + [dict(QUARANTINE_TAINT)]
     body: dict = {"spec": {"unschedulable": True, "taints": taints}}
     if record:
-        entry = Record(DEFAULT_QUARANTINED_BY, "simulated XID 79", "2026-12-03T10:00:00Z", not was_cordoned, True)
+        # <, > and & and a non-ASCII letter: the release's guard tests this text against the API server's own encoding.
+        reason = "simulated XID 79: temp > 90 \u00b0C & <ECC>"
+        entry = Record(DEFAULT_QUARANTINED_BY, reason, "2026-12-03T10:00:00Z", not was_cordoned, True)
         body["metadata"] = {"annotations": {RECORD_ANNOTATION: record_annotation(entry)}}
     cluster.patch(f"/api/v1/nodes/{name}", body)
 

@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import annotation_json
+
 ROLL_ANNOTATION = "kubegpu.io/driver-upgrade"
 
 
@@ -34,4 +36,4 @@ def read_roll(annotation: str | None) -> dict[str, Any]:
 
 def roll_annotation(record: Mapping[str, Any]) -> str:
     kept = {k: record[k] for k in ("target", "held", "failed", "at") if record.get(k) not in (None, False)}
-    return json.dumps(kept, sort_keys=True, separators=(",", ":"))
+    return annotation_json(kept)

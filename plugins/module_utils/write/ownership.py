@@ -45,8 +45,21 @@ class Record:
     tainted: bool = True
 
 
+# What Go's JSON encoder escapes in a string and Python's does not.
+_GO_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def annotation_json(value: Mapping[str, Any]) -> str:
+    """``value`` as an annotation's JSON text that the API server encodes byte for byte as Python
+    does: ASCII only (Go writes other characters as UTF-8, Python escapes them) and with <, > and &
+    escaped (Go escapes them, Python does not). A guarded patch tests the annotation it read, and the
+    API server's JSON patch compares a tested string with its own encoding of the node byte for byte,
+    so a reason such as "temp > 90", or one with an accent, would otherwise never match."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).translate(_GO_ESCAPES)
+
+
 def record_annotation(record: Record) -> str:
-    return json.dumps(asdict(record), sort_keys=True, separators=(",", ":"))
+    return annotation_json(asdict(record))
 
 
 def read_record(annotation: str | None) -> Record | None:

@@ -18,6 +18,15 @@ def test_a_record_round_trips():
     assert read_record(record_annotation(record)) == record
 
 
+def test_the_record_text_is_what_go_encodes_alike_whatever_the_reason():
+    """ASCII only, no <, > or &: the text the API server returns is then the text that was written."""
+    record = Record("oncall", "temp > 90 \u00b0C & <ECC>, caf\u00e9", "2026-01-02T03:04:05Z", cordoned=True)
+    text = record_annotation(record)
+    assert text.isascii() and not set("<>&") & set(text), text
+    assert "\\u003e 90 \\u00b0C \\u0026 \\u003cECC\\u003e" in text
+    assert read_record(text) == record
+
+
 @pytest.mark.parametrize(
     "text",
     [
