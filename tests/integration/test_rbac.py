@@ -273,7 +273,12 @@ def shipped_rbac(cluster: LocalCluster) -> Iterator[dict[str, dict[str, Any]]]:
     """Every object of rbac/*.yaml applied as shipped, by kind/name; what was created is deleted after."""
     objects: dict[str, dict[str, Any]] = {}
     created: list[dict[str, Any]] = []
-    for filename in ("kubegpu-reader.yaml", "kubegpu-reader-secrets.yaml", "kubegpu-writer.yaml"):
+    for filename in (
+        "kubegpu-reader.yaml",
+        "kubegpu-reader-secrets.yaml",
+        "kubegpu-writer.yaml",
+        "kubegpu-gpu-health-source.yaml",
+    ):
         for obj in rbac_documents(filename):
             objects[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
             if obj["kind"] == "Namespace":
@@ -356,6 +361,18 @@ def test_the_reader_role_reads_and_never_secrets(cluster: LocalCluster, shipped_
     assert not allowed(cluster, identity, "get", "secrets", namespace="default")
     assert not allowed(cluster, identity, "patch", "nodes")
     assert not allowed(cluster, identity, "watch", "pods")
+
+
+def test_the_gpu_health_source_role_lists_and_watches_what_the_source_follows_and_nothing_more(
+    cluster: LocalCluster, identities
+):
+    identity = identities.make("health-source", cluster_roles=("kubegpu-gpu-health-source",))
+    wait_until(lambda: allowed(cluster, identity, "watch", "nodes"), what="the source's binding")
+    for resource, group in (("nodes", ""), ("resourceslices", "resource.k8s.io"), ("devicetaintrules", "resource.k8s.io")):
+        assert allowed(cluster, identity, "list", resource, group), resource
+        assert allowed(cluster, identity, "watch", resource, group), resource
+    assert not allowed(cluster, identity, "patch", "nodes")
+    assert not allowed(cluster, identity, "list", "pods")
 
 
 @pytest.mark.parametrize("playbook", ["preflight.yml", "fleet_facts.yml", "device_plugin_check.yml", "pod_audit.yml"])
