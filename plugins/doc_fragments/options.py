@@ -257,6 +257,14 @@ options:
           - Seconds after which a node whose newest sample is older reads unknown.
         type: int
         default: 120
+      recorded:
+        description:
+          - Read the series the recording rules of M(kubegpu.scheduling.gpu_alert_rules) keep (its option
+            O(kubegpu.scheduling.gpu_alert_rules#module:record_window), equal to O(prometheus.window)) instead
+            of evaluating every signal over every GPU; on fleets of thousands of GPU nodes, the queries then read
+            a few thousand series. Without those series in Prometheus the read fails and the nodes read unknown.
+        type: bool
+        default: false
 """
 
     DRIVER_UPGRADE = r"""

@@ -112,6 +112,14 @@ options:
         Point it at a copy of C(docs/runbooks/) of your own.
     type: str
     default: https://github.com/kubegpu/scheduling/blob/main/docs/runbooks
+  record_window:
+    description:
+      - Also render the recording rules that the facts' read takes with O(kubegpu.scheduling.gpu_node_facts#module:prometheus.recorded),
+        in a third group C(kubegpu-gpu-facts), for this window (O(kubegpu.scheduling.gpu_node_facts#module:prometheus.window),
+        V(10m) by default). They keep, at every evaluation, each signal's bad GPUs, the GPUs per node and the age
+        of their samples, so that the facts read a few thousand series on fleets of thousands of GPU nodes.
+      - Unset, no recording rules.
+    type: str
 notes:
   - On the cluster, needs C(get), C(create), C(patch) and C(delete) on C(prometheusrules) (C(monitoring.coreos.com))
     in O(namespace), and the Prometheus Operator's CRDs; C(create) because the first server-side apply of an object
@@ -243,6 +251,7 @@ def argument_spec() -> dict[str, Any]:
             absent_for=dict(type="str", default=DEFAULTS.absent_for),
             count_lookback=dict(type="str", default=DEFAULTS.count_lookback),
             runbook_base_url=dict(type="str", default=DEFAULTS.runbook_base_url),
+            record_window=dict(type="str"),
         )
     )
 

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.alert_rules import render
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu import dcgm_promql as promql
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 SETTINGS = render.AlertSettings()
@@ -152,4 +153,64 @@ def test_the_rules_fire_on_gpu_faults_only(rules_file: Path, cluster):
     document = {"rule_files": [rules_file.name], "evaluation_interval": "1m", "tests": [cluster()]}
     test_file.write_text(yaml.safe_dump(document, sort_keys=False, width=1000))
     done = promtool("test", "rules", test_file.name, cwd=rules_file.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- the recording rules the facts' read takes (prometheus.recorded) ---------------------------------------
+
+RECORD_WINDOW = "30m"
+RECORDS = render.rules_file(render.AlertSettings(record_window=RECORD_WINDOW))
+
+
+def none_apart(left: str, right: str) -> str:
+    """0 when every series of `left` has one of `right` with the same labels (the window label aside)."""
+    return f"count(({left}) unless ignoring ({promql.WINDOW_LABEL}) ({right})) or vector(0)"
+
+
+def recorded_as_read() -> dict[str, Any]:
+    """Over the GPU cluster's series, the recorded signals, GPU counts and sample ages are what the
+    facts' own queries answer at the same instant, both ways, and the signals are the faults."""
+    kept = promql.recorded(promql.RECORDED_SIGNALS, RECORD_WINDOW)
+    live = promql.signals_expr(RECORD_WINDOW)
+    gpus_kept, gpus_live = promql.recorded(promql.RECORDED_GPUS, RECORD_WINDOW), promql.gpu_count_expr()
+    age_kept, age_live = promql.recorded_age_expr(RECORD_WINDOW), promql.sample_age_expr()
+    same = [none_apart(kept, live), none_apart(live, kept), none_apart(gpus_kept, gpus_live)]
+    same += [none_apart(gpus_live, gpus_kept), none_apart(age_live, age_kept)]
+    tests = [
+        {"eval_time": at, "expr": expr, "exp_samples": [{"labels": "{}", "value": 0}]}
+        for at in ("55m", "75m", "85m")
+        for expr in same
+    ]
+    # At 55m the new XIDs of gpu-a (79), gpu-b (13: the facts list it apart) and gpu-g (79); at 85m, past the
+    # window, only gpu-d's ECC increase of minute 71.
+    tests += [
+        {"eval_time": "55m", "expr": f"count({kept})", "exp_samples": [{"labels": "{}", "value": 3}]},
+        {
+            "eval_time": "85m",
+            "expr": f'count({kept[:-1]},{promql.SIGNAL_LABEL}="{ECC}"}})',
+            "exp_samples": [{"labels": "{}", "value": 1}],
+        },
+        {
+            "eval_time": "75m",
+            "expr": f'sum({gpus_kept[:-1]},kubernetes_node="gpu-e"}})',
+            "exp_samples": [{"labels": "{}", "value": 3}],
+        },
+    ]
+    return {"interval": "1m", "input_series": gpu_cluster()["input_series"], "promql_expr_test": tests}
+
+
+def test_promtool_accepts_the_recording_rules_beside_the_alerts(tmp_path: Path):
+    path = tmp_path / "gpu-rules.yml"
+    path.write_text(yaml.safe_dump(RECORDS, sort_keys=False, width=1000))
+    done = promtool("check", "rules", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(BY_NAME) + 3} rules found" in done.stdout
+    assert [g["name"] for g in RECORDS["groups"]][-1] == render.RECORDS_GROUP
+
+
+def test_the_recorded_series_are_what_the_facts_would_read(tmp_path: Path):
+    (tmp_path / "gpu-rules.yml").write_text(yaml.safe_dump(RECORDS, sort_keys=False, width=1000))
+    document = {"rule_files": ["gpu-rules.yml"], "evaluation_interval": "1m", "tests": [recorded_as_read()]}
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(document, sort_keys=False, width=1000))
+    done = promtool("test", "rules", "test.yml", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -45,6 +45,7 @@ PAGE, TICKET = "page", "ticket"
 TIERS = {PAGE: "critical", TICKET: "warning"}
 TIER_OF_STATUS = {FAILED: PAGE, DEGRADED: TICKET, UNKNOWN: PAGE}
 GROUP_NAMES = {PAGE: "kubegpu-gpu-page", TICKET: "kubegpu-gpu-ticket"}
+RECORDS_GROUP = "kubegpu-gpu-facts"
 NODE = "node"
 UNLISTED = "unlisted"
 # The collection's repository (galaxy.yml) and its runbook pages.
@@ -73,6 +74,8 @@ class AlertSettings:
     absent_for: str = "10m"
     count_lookback: str = "1h"
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    # The window of the recording rules kept for the facts' read (prometheus.recorded); None: none.
+    record_window: str | None = None
 
 
 def duration_ms(text: str, option: str) -> int:
@@ -96,6 +99,8 @@ def check_settings(settings: AlertSettings) -> None:
                 f"window ({settings.window}) must be longer than {name} ({values[name]}): an XID or a counter "
                 "increase stays in the window that long only, and the alert would never fire"
             )
+    if settings.record_window is not None:
+        duration_ms(settings.record_window, "record_window")
     if ms["count_lookback"] <= ms["page_for"]:
         raise OptionError(
             f"count_lookback ({settings.count_lookback}) must be longer than page_for ({settings.page_for})"
@@ -221,13 +226,17 @@ def exporter_absent_rule(settings: AlertSettings) -> dict[str, Any]:
 
 
 def rule_groups(settings: AlertSettings) -> list[dict[str, Any]]:
-    """The page group, then the ticket group, each rule in the table's order."""
+    """The page group, then the ticket group, each rule in the table's order; with a record window, the
+    recording rules the facts' read takes then (prometheus.recorded)."""
     check_settings(settings)
     rules = [*signal_rules(settings), gpu_count_rule(settings), exporter_absent_rule(settings)]
-    return [
+    groups = [
         {"name": GROUP_NAMES[tier], "rules": [r for r in rules if r["labels"]["tier"] == tier]}
         for tier in (PAGE, TICKET)
     ]
+    if settings.record_window is not None:
+        groups.append({"name": RECORDS_GROUP, "rules": promql.recording_rules(settings.record_window)})
+    return groups
 
 
 def rules_file(settings: AlertSettings) -> dict[str, Any]:
@@ -246,4 +255,4 @@ def prometheus_rule(settings: AlertSettings, name: str, namespace: str, labels: 
 
 
 def alert_names(groups: list[dict[str, Any]]) -> list[str]:
-    return [r["alert"] for group in groups for r in group["rules"]]
+    return [r["alert"] for group in groups for r in group["rules"] if "alert" in r]

@@ -38,7 +38,7 @@ HEADER_TEXT = (
 
 
 def settings_of(params: Mapping[str, Any]) -> render.AlertSettings:
-    names = ("window", "page_for", "ticket_for", "absent_for", "count_lookback", "runbook_base_url")
+    names = ("window", "page_for", "ticket_for", "absent_for", "count_lookback", "runbook_base_url", "record_window")
     return render.AlertSettings(**{name: params[name] for name in names})
 
 

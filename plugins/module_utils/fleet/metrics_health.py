@@ -24,10 +24,9 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheu
     Q_DOWN,
     Q_GPUS,
     Q_SIGNALS,
-    SIGNAL_LABEL,
-    SIGNALS,
     MetricsRead,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_promql import SIGNAL_LABEL, SIGNALS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import (
     GPU_LABEL,
     GPU_METRICS_UNKNOWN,

@@ -28,28 +28,23 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_promql import (
+    RECORDED_GPUS,
+    RECORDED_SIGNALS,
     collected_selector,
     gpu_count_expr,
+    recorded,
+    recorded_age_expr,
     sample_age_expr,
-    signal_expr,
+    signals_expr,
     targets_down_expr,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import (
-    METRIC_SIGNALS,
-    NODE_LABELS,
-    WATCHED_METRICS,
-    XID_COUNT_SIGNAL,
-    MetricSignal,
-)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import NODE_LABELS, WATCHED_METRICS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.options.groups import GROUPS, PROMETHEUS
 
 OPTION = PROMETHEUS
 # The option's defaults, as its group declares them.
 DEFAULTS = {name: spec.get("default") for name, spec in GROUPS[PROMETHEUS][OPTION]["options"].items()}
-# The label each signal's series carry in the signals query, naming the signal's metric.
-SIGNAL_LABEL = "kubegpu_signal"
-SIGNALS = (*METRIC_SIGNALS, XID_COUNT_SIGNAL)
 # The requests, by name: one query for every signal at once, and four reads about the exporter itself.
 Q_SIGNALS = "signals"
 Q_GPUS = "gpus"
@@ -83,6 +78,7 @@ class PrometheusSource:
     window: str = DEFAULTS["window"]
     job: str = DEFAULTS["job"]
     stale_after: int = DEFAULTS["stale_after"]
+    recorded: bool = DEFAULTS["recorded"]
 
 
 @dataclass(frozen=True)
@@ -162,23 +158,20 @@ def prometheus_source(option: Mapping[str, Any]) -> PrometheusSource:
         window=window,
         job=job,
         stale_after=int(option.get("stale_after") or DEFAULTS["stale_after"]),
+        recorded=option.get("recorded") is True,
     )
 
 
-def tagged(signal: MetricSignal, source: PrometheusSource) -> str:
-    """A signal's bad GPUs, each tagged with the signal's metric in SIGNAL_LABEL."""
-    expr = signal_expr(signal, source.window, labels=source.node_labels)
-    return f'label_replace({expr}, "{SIGNAL_LABEL}", "{signal.metric}", "", "")'
-
-
 def queries(source: PrometheusSource) -> dict[str, str]:
-    """The fixed set of instant queries, by name: the same at 5 nodes and at 5,000."""
-    return {
-        Q_SIGNALS: " or ".join(tagged(signal, source) for signal in SIGNALS),
-        Q_GPUS: gpu_count_expr(source.node_labels),
-        Q_AGE: sample_age_expr(source.node_labels),
-        Q_DOWN: targets_down_expr(source.job),
-    }
+    """The fixed set of instant queries, by name: the same at 5 nodes and at 5,000. With ``recorded``,
+    the series the recording rules kept for the window instead of the signals and the GPU series."""
+    if source.recorded:
+        signals = recorded(RECORDED_SIGNALS, source.window)
+        gpus, age = recorded(RECORDED_GPUS, source.window), recorded_age_expr(source.window)
+    else:
+        signals = signals_expr(source.window, source.node_labels)
+        gpus, age = gpu_count_expr(source.node_labels), sample_age_expr(source.node_labels)
+    return {Q_SIGNALS: signals, Q_GPUS: gpus, Q_AGE: age, Q_DOWN: targets_down_expr(source.job)}
 
 
 def requests_at(source: PrometheusSource, at: float) -> dict[str, tuple[str, dict[str, str]]]:
@@ -276,7 +269,17 @@ def read_metrics(source: PrometheusSource, now: float | None = None) -> MetricsR
     for answered in answers.values():
         if isinstance(answered, QueryRefused):
             return MetricsRead(source, at, error=f"Prometheus at {source.url} {answered}", requests=len(requests))
+    if source.recorded and not answers[Q_GPUS]:
+        return MetricsRead(source, at, error=not_recorded(source), requests=len(requests))
     return MetricsRead(source, at, series=answers, requests=len(requests))  # type: ignore[arg-type]
+
+
+def not_recorded(source: PrometheusSource) -> str:
+    return (
+        f"Prometheus at {source.url} has no series of {recorded(RECORDED_GPUS, source.window)}: with "
+        f"prometheus.recorded, load the recording rules gpu_alert_rules renders with record_window {source.window} "
+        "(the window of this read), or leave prometheus.recorded off"
+    )
 
 
 Read = TypeVar("Read")

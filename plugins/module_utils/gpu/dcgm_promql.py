@@ -11,13 +11,26 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signal
     CHANGED,
     GPU_LABEL,
     INCREASED,
+    METRIC_SIGNALS,
     MODEL_LABEL,
     NODE_LABELS,
     PRESENCE_METRIC,
     SET,
     UUID_LABEL,
+    XID_COUNT_SIGNAL,
     MetricSignal,
 )
+
+# Every signal the health view reads, in the order its problems are said.
+SIGNALS = (*METRIC_SIGNALS, XID_COUNT_SIGNAL)
+# The label each bad series carries in the signals query, naming the signal's metric.
+SIGNAL_LABEL = "kubegpu_signal"
+# The series the recording rules of gpu_alert_rules keep for the facts' read (prometheus.recorded), each
+# with the window its signals were read in: the signals' bad GPUs, the GPUs per node, the sample ages.
+RECORDED_SIGNALS = "kubegpu:dcgm_gpu_signals:bad"
+RECORDED_GPUS = "kubegpu:dcgm_gpus:count_by_node"
+RECORDED_AGE = "kubegpu:dcgm_sample_age_seconds:max_by_node"
+WINDOW_LABEL = "kubegpu_window"
 
 # The labels that name one GPU on the exporter's series (UUID, or uuid where the exporter is told so), and its model.
 GPU_IDENTITY = (GPU_LABEL, UUID_LABEL, UUID_LABEL.lower(), MODEL_LABEL)
@@ -109,6 +122,37 @@ def changed_outside_expr(
     now = per_gpu(signal, labels, where="!= 0")
     outside = " and ".join(f"{now} != {code}" for code in codes)
     return f"({outside}) and ({signal_expr(signal, window, labels=labels)})"
+
+
+def signals_expr(window: str, labels: Sequence[str] = NODE_LABELS) -> str:
+    """The bad GPUs of every signal at once, each series tagged with its signal's metric in SIGNAL_LABEL."""
+    return " or ".join(
+        f'label_replace({signal_expr(signal, window, labels=labels)}, "{SIGNAL_LABEL}", "{signal.metric}", "", "")'
+        for signal in SIGNALS
+    )
+
+
+def recording_rules(window: str, labels: Sequence[str] = NODE_LABELS) -> list[dict[str, object]]:
+    """Prometheus recording rules that keep, at every evaluation, what the facts' read would ask:
+    the signals' bad GPUs, the GPUs per node and the age of their samples. Reading these costs a few
+    thousand series where the signals query reads every GPU's sample of every metric."""
+    kept = {WINDOW_LABEL: window}
+    return [
+        {"record": RECORDED_SIGNALS, "expr": signals_expr(window, labels), "labels": kept},
+        {"record": RECORDED_GPUS, "expr": gpu_count_expr(labels), "labels": kept},
+        {"record": RECORDED_AGE, "expr": sample_age_expr(labels), "labels": kept},
+    ]
+
+
+def recorded(record: str, window: str) -> str:
+    """The series a recording rule kept for ``window``."""
+    return f'{record}{{{WINDOW_LABEL}="{window}"}}'
+
+
+def recorded_age_expr(window: str) -> str:
+    """The sample ages as recorded, grown by the time since the rule's evaluation recorded them."""
+    kept = recorded(RECORDED_AGE, window)
+    return f"{kept} + (time() - timestamp({kept}))"
 
 
 def with_node_label(expr: str, target: str = "node", labels: Sequence[str] = NODE_LABELS) -> str:

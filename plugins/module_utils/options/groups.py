@@ -107,6 +107,7 @@ GROUPS: Mapping[str, Mapping[str, Mapping[str, Any]]] = {
                 "window": {"type": "str", "default": "10m"},
                 "job": {"type": "str", "default": ".*dcgm.*"},
                 "stale_after": {"type": "int", "default": 120},
+                "recorded": {"type": "bool", "default": False},
             },
         },
     },

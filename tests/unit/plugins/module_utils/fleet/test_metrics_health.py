@@ -20,13 +20,14 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheu
     Q_GPUS,
     Q_SIGNALS,
     QUERY_NAMES,
-    SIGNAL_LABEL,
     MetricsRead,
     PrometheusSource,
+    not_recorded,
     prometheus_source,
     queries,
     requests_at,
 )
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_promql import SIGNAL_LABEL
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_signals import (
     METRIC_SIGNALS,
     PRESENCE_METRIC,
@@ -139,6 +140,24 @@ def test_the_queries_are_a_fixed_set_naming_every_signal_with_the_window():
     assert "[10m]" not in asked[Q_SIGNALS]
     assert asked[Q_DOWN] == 'up{job=~"gpu-metrics"} == 0'
     assert "by (Hostname, hostname, kubernetes_node, node)" in asked[Q_GPUS]
+
+
+def test_recorded_reads_the_series_the_recording_rules_kept_for_the_window():
+    asked = queries(prometheus_source({"url": "http://p", "window": "30m", "recorded": True}))
+    assert asked[Q_SIGNALS] == 'kubegpu:dcgm_gpu_signals:bad{kubegpu_window="30m"}'
+    assert asked[Q_GPUS] == 'kubegpu:dcgm_gpus:count_by_node{kubegpu_window="30m"}'
+    age = 'kubegpu:dcgm_sample_age_seconds:max_by_node{kubegpu_window="30m"}'
+    assert asked[Q_AGE] == f"{age} + (time() - timestamp({age}))"
+    assert "DCGM_FI_DEV_XID_ERRORS" not in " ".join(asked.values())
+
+
+def test_recorded_without_the_recorded_series_is_an_error_so_every_node_reads_unknown():
+    source = prometheus_source({"url": "http://p", "window": "30m", "recorded": True})
+    said = not_recorded(source)
+    assert 'kubegpu:dcgm_gpus:count_by_node{kubegpu_window="30m"}' in said and "record_window 30m" in said
+    facts = fleet_with_metrics(MetricsRead(source, 0.0, error=said))
+    status = {node["name"]: node["health"]["status"] for node in facts["nodes"]}
+    assert status["gpu-a"] == status["gpu-c"] == "unknown" and "healthy" not in status.values()
 
 
 def test_which_metrics_are_collected_is_asked_of_the_label_values_api_over_the_lookback():
