@@ -77,7 +77,7 @@ def log(message: str) -> None:
 # --- one run, in a fresh process -----------------------------------------------------------------------
 
 
-def measure(kubeconfig: str, prometheus: str | None, profile: str | None) -> dict[str, Any]:
+def measure(kubeconfig: str, prometheus: str | None, profile: str | None, recorded: bool = False) -> dict[str, Any]:
     """The facts as gpu_node_facts makes them, with the metrics read from `prometheus` when given."""
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.facts import summarise
     from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheus_reads import (
@@ -94,7 +94,7 @@ def measure(kubeconfig: str, prometheus: str | None, profile: str | None) -> dic
         started = time.perf_counter()
         client = client_from_params({"kubeconfig": kubeconfig})
         options = options_from_params()
-        source = prometheus_source({"url": prometheus}) if prometheus else None
+        source = prometheus_source({"url": prometheus, "recorded": recorded}) if prometheus else None
         (nodes, pods, plugins, dra), metrics = read_beside(source, lambda: read_fleet(client, options, None, None, 500))
         parts["reads"] = time.perf_counter() - started
         at = time.perf_counter()
@@ -144,13 +144,15 @@ def measure(kubeconfig: str, prometheus: str | None, profile: str | None) -> dic
 class Metrics:
     """The simulated exporters of the fleet's GPU nodes and a real Prometheus scraping them."""
 
-    def __init__(self, interval: str):
+    def __init__(self, interval: str, rule_files: list[Path]):
         from tests.cluster.dcgm_exporter import DcgmExporter
         from tests.cluster.prometheus import DcgmPrometheus, PrometheusServer
 
         exporter = DcgmExporter().start()
         try:
-            server = PrometheusServer(exporter.address, scrape_interval=interval, evaluation_interval=interval).start()
+            server = PrometheusServer(
+                exporter.address, scrape_interval=interval, evaluation_interval=interval, rule_files=rule_files
+            ).start()
         except BaseException:
             exporter.stop()
             raise
@@ -236,6 +238,16 @@ class Metrics:
         return int(total)
 
 
+def recording_rules(folder: Path) -> list[Path]:
+    """The recording rules gpu_alert_rules renders for the facts' read at the option's default window."""
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheus_reads import DEFAULTS
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_promql import recording_group
+
+    path = folder / "recording-rules.yml"
+    path.write_text(json.dumps({"groups": [recording_group(DEFAULTS["window"])]}))
+    return [path]
+
+
 # --- the stand-in API server ----------------------------------------------------------------------------
 
 
@@ -281,11 +293,14 @@ def kubeconfig_for(port: int) -> dict[str, Any]:
 # --- the run -----------------------------------------------------------------------------------------
 
 
-def run_measure(kubeconfig: Path, prometheus: str | None, profile: str | None = None) -> dict[str, Any]:
+def run_measure(
+    kubeconfig: Path, prometheus: str | None, profile: str | None = None, recorded: bool = False
+) -> dict[str, Any]:
     from bench.timing import run_command
 
     argv = [sys.executable, "-m", "bench.bench_prometheus_health", "measure", "--kubeconfig", str(kubeconfig)]
     argv += ["--prometheus", prometheus] if prometheus else []
+    argv += ["--recorded"] if prometheus and recorded else []
     argv += ["--profile", profile] if profile else []
     wall, cpu, rss_kib, code, out = run_command(argv, {"PYTHONHASHSEED": "0"}, capture=True)
     if code != 0:
@@ -295,13 +310,13 @@ def run_measure(kubeconfig: Path, prometheus: str | None, profile: str | None = 
     return summary
 
 
-def compare(metrics: Metrics, kubeconfig: Path, repeat: int) -> dict[str, list[dict[str, Any]]]:
+def compare(metrics: Metrics, kubeconfig: Path, repeat: int, recorded: bool) -> dict[str, list[dict[str, Any]]]:
     runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
     for repetition in range(repeat):
         order = ("without", "with") if repetition % 2 == 0 else ("with", "without")
         for which in order:
             before = metrics.query_requests()
-            result = run_measure(kubeconfig, metrics.url if which == "with" else None)
+            result = run_measure(kubeconfig, metrics.url if which == "with" else None, recorded=recorded)
             result["queries_counted"] = metrics.query_requests() - before
             runs[which].append(result)
             log(
@@ -424,10 +439,10 @@ def run_sizes(args: argparse.Namespace, sizes: list[int]) -> tuple[list[dict[str
 
     rows: list[dict[str, Any]] = []
     served: list[dict[str, Any]] = []
-    metrics = Metrics(args.scrape_interval)
-    log(f"Prometheus {metrics.url} (scrape and evaluation interval {args.scrape_interval})")
-    try:
-        with tempfile.TemporaryDirectory(prefix="kubegpu-bench-prom-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="kubegpu-bench-prom-") as scratch:
+        metrics = Metrics(args.scrape_interval, recording_rules(Path(scratch)) if args.recorded else [])
+        log(f"Prometheus {metrics.url} (scrape and evaluation interval {args.scrape_interval})")
+        try:
             for size in sizes:
                 with api_side(args, size, Path(scratch)) as kubeconfig:
                     log(f"{size} GPU nodes: serving their exporters")
@@ -436,13 +451,13 @@ def run_sizes(args: argparse.Namespace, sizes: list[int]) -> tuple[list[dict[str
                     log(f"  {fleet}")
                     if size == sizes[-1] and args.history:
                         fleet["history_s"] = round(metrics.wait_history(args.history))
-                    rows.append(row(size, compare(metrics, kubeconfig, args.repeat)))
+                    rows.append(row(size, compare(metrics, kubeconfig, args.repeat, args.recorded)))
                     if args.profile and size == sizes[-1]:
-                        profiled = run_measure(kubeconfig, metrics.url, args.profile)
+                        profiled = run_measure(kubeconfig, metrics.url, args.profile, args.recorded)
                         log(f"  profiled with run: {profiled['seconds']:.3f}s {profiled['parts']}")
-    finally:
-        metrics.stop()
-        log("Prometheus and the exporters stopped")
+        finally:
+            metrics.stop()
+            log("Prometheus and the exporters stopped")
     return rows, served
 
 
@@ -453,6 +468,7 @@ def parse_args() -> argparse.Namespace:
     measure_parser.add_argument("--kubeconfig", required=True)
     measure_parser.add_argument("--prometheus", help="Prometheus's URL: the with run")
     measure_parser.add_argument("--profile")
+    measure_parser.add_argument("--recorded", action="store_true", help="read the recording rules' series")
     serve_parser = sub.add_parser("serve", help="the stand-in API server (what the benchmark starts)")
     serve_parser.add_argument("--nodes", type=int, required=True)
     serve_parser.add_argument("--pods", type=int, required=True)
@@ -467,13 +483,19 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=24, help="with --cluster: concurrent creates while scaling")
     parser.add_argument("--profile", help="write a cProfile of one with run at the largest size here")
     parser.add_argument("--json", dest="json_file", help="write the numbers here too")
+    parser.add_argument(
+        "--recorded",
+        action="store_true",
+        help="Prometheus evaluates the recording rules of gpu_alert_rules (record_window: the default window) and "
+        "the with runs read them (prometheus.recorded)",
+    )
     return parser.parse_args()
 
 
 def main() -> int:
     args = parse_args()
     if args.command == "measure":
-        print(json.dumps(measure(args.kubeconfig, args.prometheus, args.profile)))
+        print(json.dumps(measure(args.kubeconfig, args.prometheus, args.profile, args.recorded)))
         return 0
     if args.command == "serve":
         serve(args.nodes, args.pods)

@@ -205,7 +205,7 @@ def test_promtool_accepts_the_recording_rules_beside_the_alerts(tmp_path: Path):
     done = promtool("check", "rules", str(path), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"SUCCESS: {len(BY_NAME) + 3} rules found" in done.stdout
-    assert [g["name"] for g in RECORDS["groups"]][-1] == render.RECORDS_GROUP
+    assert [g["name"] for g in RECORDS["groups"]][-1] == promql.RECORDS_GROUP
 
 
 def test_the_recorded_series_are_what_the_facts_would_read(tmp_path: Path):

@@ -45,7 +45,6 @@ PAGE, TICKET = "page", "ticket"
 TIERS = {PAGE: "critical", TICKET: "warning"}
 TIER_OF_STATUS = {FAILED: PAGE, DEGRADED: TICKET, UNKNOWN: PAGE}
 GROUP_NAMES = {PAGE: "kubegpu-gpu-page", TICKET: "kubegpu-gpu-ticket"}
-RECORDS_GROUP = "kubegpu-gpu-facts"
 NODE = "node"
 UNLISTED = "unlisted"
 # The collection's repository (galaxy.yml) and its runbook pages.
@@ -235,7 +234,7 @@ def rule_groups(settings: AlertSettings) -> list[dict[str, Any]]:
         for tier in (PAGE, TICKET)
     ]
     if settings.record_window is not None:
-        groups.append({"name": RECORDS_GROUP, "rules": promql.recording_rules(settings.record_window)})
+        groups.append(promql.recording_group(settings.record_window))
     return groups
 
 

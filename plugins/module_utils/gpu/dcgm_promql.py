@@ -31,6 +31,7 @@ RECORDED_SIGNALS = "kubegpu:dcgm_gpu_signals:bad"
 RECORDED_GPUS = "kubegpu:dcgm_gpus:count_by_node"
 RECORDED_AGE = "kubegpu:dcgm_sample_age_seconds:max_by_node"
 WINDOW_LABEL = "kubegpu_window"
+RECORDS_GROUP = "kubegpu-gpu-facts"
 
 # The labels that name one GPU on the exporter's series (UUID, or uuid where the exporter is told so), and its model.
 GPU_IDENTITY = (GPU_LABEL, UUID_LABEL, UUID_LABEL.lower(), MODEL_LABEL)
@@ -142,6 +143,11 @@ def recording_rules(window: str, labels: Sequence[str] = NODE_LABELS) -> list[di
         {"record": RECORDED_GPUS, "expr": gpu_count_expr(labels), "labels": kept},
         {"record": RECORDED_AGE, "expr": sample_age_expr(labels), "labels": kept},
     ]
+
+
+def recording_group(window: str, labels: Sequence[str] = NODE_LABELS) -> dict[str, object]:
+    """The recording rules as the group of a Prometheus rules file."""
+    return {"name": RECORDS_GROUP, "rules": recording_rules(window, labels)}
 
 
 def recorded(record: str, window: str) -> str:
