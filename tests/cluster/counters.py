@@ -43,6 +43,18 @@ def writes_on(*resources: str, status: bool = False) -> Callable[[dict[str, str]
     return key
 
 
+def object_writes_on(*resources: str) -> Callable[[dict[str, str]], tuple[str, ...] | None]:
+    """A key for api_requests: the writes on the ``resources`` themselves (no subresource: no status,
+    eviction or binding) by (verb, resource, code)."""
+
+    def key(labels: dict[str, str]) -> tuple[str, ...] | None:
+        if labels.get("verb") not in WRITE_VERBS or labels.get("resource") not in resources:
+            return None
+        return None if labels.get("subresource") else (labels["verb"], labels["resource"], labels.get("code", ""))
+
+    return key
+
+
 def sent_since(before: Counter, after: Counter) -> dict:
     """What was counted between two readings, by key."""
     return {k: after[k] - before[k] for k in after if after[k] != before[k]}

@@ -438,10 +438,12 @@ class DcgmPrometheus:
     prometheus: PrometheusServer
 
     @classmethod
-    def start(cls, tls: bool = False, scrape_interval: str = "1s") -> DcgmPrometheus:
+    def start(cls, tls: bool = False, scrape_interval: str = "1s", rule_files: Sequence[Path] = ()) -> DcgmPrometheus:
         exporter = DcgmExporter().start()
         try:
-            prometheus = PrometheusServer(exporter.address, scrape_interval=scrape_interval, tls=tls).start()
+            prometheus = PrometheusServer(
+                exporter.address, scrape_interval=scrape_interval, tls=tls, rule_files=rule_files
+            ).start()
         except BaseException:
             exporter.stop()
             raise

@@ -467,11 +467,21 @@ def unlabeled_nodes(cluster: LocalCluster):
 # --- Prometheus scraping simulated DCGM exporters (tests/cluster/prometheus.py) ------------------
 
 
+# The window of the recording rules the session's Prometheus evaluates (those gpu_alert_rules renders for the
+# facts' read with prometheus.recorded), and the window the live tests read the metrics in.
+DCGM_WINDOW = "8s"
+
+
 @pytest.fixture(scope="session")
-def dcgm_prometheus_server():
-    """The simulated DCGM exporters and a real Prometheus scraping them, started on first use and
-    stopped at the end of the session; tests take `dcgm_prometheus`, which leaves it clean."""
-    harness = local_prometheus.DcgmPrometheus.start()
+def dcgm_prometheus_server(tmp_path_factory: pytest.TempPathFactory):
+    """The simulated DCGM exporters and a real Prometheus scraping them, with the recording rules of
+    the facts' read for DCGM_WINDOW, started on first use and stopped at the end of the session; tests
+    take `dcgm_prometheus`, which leaves it clean."""
+    from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_promql import recording_group
+
+    rules = tmp_path_factory.mktemp("dcgm-rules") / "recording.yml"
+    rules.write_text(json.dumps({"groups": [recording_group(DCGM_WINDOW)]}))
+    harness = local_prometheus.DcgmPrometheus.start(rule_files=[rules])
     yield harness
     harness.stop()
 

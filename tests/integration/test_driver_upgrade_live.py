@@ -44,6 +44,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.node_release.re
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership import RECORD_ANNOTATION
 from tests.cluster import driver_roll
 from tests.cluster import fleet as fleet_file
+from tests.cluster.counters import api_requests, object_writes_on, sent_since
 
 pytestmark = [pytest.mark.cluster]
 
@@ -55,28 +56,11 @@ CORDON_TAINT = "node.kubernetes.io/unschedulable"
 PROOF = {"tolerations": [*SAMPLE_TOLERATIONS, {"key": TEST_TAINT["key"], "operator": "Exists"}]}
 RECAP = re.compile(r"^localhost\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
 WRITES = re.compile(r'^\s*"writes": (\d+),?$', re.MULTILINE)
-_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$", re.MULTILINE)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
-def api_writes(cluster: LocalCluster) -> Counter[tuple[str, str, str]]:
+def api_writes(cluster: LocalCluster) -> Counter:
     """Write requests on nodes, pods and namespaces (no subresource) so far: (verb, resource, code)."""
-    status, text = cluster.api.request("GET", "/metrics")
-    assert status == 200 and isinstance(text, str), f"GET /metrics: {status}"
-    counts: Counter[tuple[str, str, str]] = Counter()
-    for match in _REQUESTS.finditer(text):
-        labels = dict(_LABEL.findall(match["labels"]))
-        if (
-            labels.get("verb") in ("POST", "PUT", "PATCH", "DELETE")
-            and labels.get("resource") in ("nodes", "pods", "namespaces")
-            and not labels.get("subresource")
-        ):
-            counts[(labels["verb"], labels["resource"], labels["code"])] += int(float(match["value"]))
-    return counts
-
-
-def sent_since(before: Counter, after: Counter) -> dict:
-    return {key: after[key] - before[key] for key in after if after[key] != before[key]}
+    return api_requests(cluster, object_writes_on("nodes", "pods", "namespaces"))
 
 
 def quiet_writes(cluster: LocalCluster, names: list[str]) -> Counter[tuple[str, str, str]]:

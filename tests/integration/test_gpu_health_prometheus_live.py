@@ -16,7 +16,15 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from conftest import ANSIBLE_BIN, REPO_ROOT, LocalCluster, ansible_env, fleet_facts, run_ansible_module
+from conftest import (
+    ANSIBLE_BIN,
+    DCGM_WINDOW,
+    REPO_ROOT,
+    LocalCluster,
+    ansible_env,
+    fleet_facts,
+    run_ansible_module,
+)
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet import prometheus_reads
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dcgm_promql import signal_expr
@@ -31,7 +39,7 @@ pytestmark = pytest.mark.cluster
 GPUS = 4
 # Short, so that a test can give Prometheus more history than the window, as a Prometheus that has run
 # for a while holds: a GPU with no series a window ago counts as having had XID 0 then.
-WINDOW = "8s"
+WINDOW = DCGM_WINDOW
 HISTORY_SECONDS = 10
 XID = "DCGM_FI_DEV_XID_ERRORS"
 # A new XID on a GPU, as the module reads it (per GPU: each XID is a series of its own).
@@ -137,6 +145,17 @@ def test_each_signal_classes_its_node_and_an_old_xid_or_a_workload_xid_does_not(
     assert xid["message"].startswith("GPU 1 (")
     assert [w["xid"] for w in by_name[nodes["xid13"]]["health"]["metrics"]["workload_xids"]] == [13]
     assert after["health"]["failed"] == 3 and after["health"]["degraded"] == 1
+    # The recording rules' series, read with prometheus.recorded, judge every node alike.
+    recorded, warnings = facts_of(cluster, names, prometheus_option(dcgm_prometheus, recorded=True))
+    assert warnings == [] and judged(recorded) == seen
+    assert [
+        w["xid"]
+        for w in {n["name"]: n for n in recorded["nodes"]}[nodes["xid13"]]["health"]["metrics"]["workload_xids"]
+    ] == [13]
+    # Recorded for another window than the read's: no healthy node, and the warning names the rules.
+    other, warnings = facts_of(cluster, names, prometheus_option(dcgm_prometheus, recorded=True, window="9s"))
+    assert {status for status, _ids in judged(other).values()} == {"unknown"}
+    assert any("record_window 9s" in w for w in warnings), warnings
 
 
 def test_an_uncorrectable_counter_that_rises_degrades_and_what_is_not_collected_is_said(

@@ -16,7 +16,6 @@ Every node, pod and the proof namespace made here are deleted again.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.write.ownership
     record_annotation,
 )
 from tests.cluster import fleet as fleet_file
+from tests.cluster.counters import api_requests, object_writes_on, sent_since
 
 pytestmark = [pytest.mark.cluster, pytest.mark.every_release]
 
@@ -47,28 +47,10 @@ PROOF = {"tolerations": [*SAMPLE_TOLERATIONS, {"key": TEST_TAINT["key"], "operat
 FAILING_PROOF = {**PROOF, "annotations": {"kubegpu.test/proof-fails": "true"}}
 GPUS = "2"
 
-_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$", re.MULTILINE)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
-
-def writes(cluster: LocalCluster) -> Counter[tuple[str, str, str]]:
+def writes(cluster: LocalCluster) -> Counter:
     """Write requests on nodes, pods and namespaces (no subresource) answered so far: (verb, resource, code)."""
-    status, text = cluster.api.request("GET", "/metrics")
-    assert status == 200 and isinstance(text, str), f"GET /metrics: {status}"
-    counts: Counter[tuple[str, str, str]] = Counter()
-    for match in _REQUESTS.finditer(text):
-        labels = dict(_LABEL.findall(match["labels"]))
-        if (
-            labels.get("verb") in ("POST", "PUT", "PATCH", "DELETE")
-            and labels.get("resource") in ("nodes", "pods", "namespaces")
-            and not labels.get("subresource")
-        ):
-            counts[(labels["verb"], labels["resource"], labels["code"])] += int(float(match["value"]))
-    return counts
-
-
-def sent_since(before: Counter, after: Counter) -> dict:
-    return {key: after[key] - before[key] for key in after if after[key] != before[key]}
+    return api_requests(cluster, object_writes_on("nodes", "pods", "namespaces"))
 
 
 def gpu_node(name: str) -> dict:

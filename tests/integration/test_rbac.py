@@ -231,9 +231,9 @@ class Run:
         return f"rc {self.rc}\n{self.stdout[-6000:]}\n{self.stderr[-2000:]}"
 
 
-def run_playbook(identity: Identity, playbook: str, extra: dict[str, Any] | None = None) -> Run:
+def run_playbook(identity: Identity, playbook: str, extra: dict[str, Any] | None = None, check: bool = False) -> Run:
     env = ansible_env(identity.kubeconfig, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
-    command = [str(BIN / "ansible-playbook"), str(PLAYBOOKS / playbook)]
+    command = [str(BIN / "ansible-playbook"), str(PLAYBOOKS / playbook), *(["--check"] if check else [])]
     if extra:
         command += ["-e", json.dumps(extra)]
     done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
@@ -368,7 +368,11 @@ def test_the_gpu_health_source_role_lists_and_watches_what_the_source_follows_an
 ):
     identity = identities.make("health-source", cluster_roles=("kubegpu-gpu-health-source",))
     wait_until(lambda: allowed(cluster, identity, "watch", "nodes"), what="the source's binding")
-    for resource, group in (("nodes", ""), ("resourceslices", "resource.k8s.io"), ("devicetaintrules", "resource.k8s.io")):
+    for resource, group in (
+        ("nodes", ""),
+        ("resourceslices", "resource.k8s.io"),
+        ("devicetaintrules", "resource.k8s.io"),
+    ):
         assert allowed(cluster, identity, "list", resource, group), resource
         assert allowed(cluster, identity, "watch", resource, group), resource
     assert not allowed(cluster, identity, "patch", "nodes")
@@ -392,6 +396,20 @@ def test_node_labels_passes_with_the_labeler_role_alone(cluster: LocalCluster, i
     assert labeled["ack-v100"] == "Tesla-V100-SXM2-16GB"
     # Nothing else is needed: a second run reads, decides and sends nothing.
     assert "changed=0" in run_playbook(identity, "node_labels.yml").stdout
+
+
+def test_the_driver_upgrade_plans_with_the_three_roles_its_runbook_names(cluster: LocalCluster, identities):
+    roles = ("kubegpu-driver-upgrade", "kubegpu-node-quarantine", "kubegpu-node-release")
+    identity = identities.make("driver-upgrade", cluster_roles=roles)
+    wait_until(lambda: allowed(cluster, identity, "list", "poddisruptionbudgets", "policy"), what="the roll's binding")
+    extra = {
+        "driver_upgrade_target_version": "999.0.0",
+        "driver_upgrade_mode": "operator",
+        "driver_upgrade_label_selectors": ["type=kwok"],
+    }
+    run = run_playbook(identity, "driver_upgrade.yml", extra, check=True)
+    assert_passes(run)
+    assert "batches in order, the canary first" in run.stdout, run.explain()
 
 
 def test_node_quarantine_passes_with_its_role_alone(cluster: LocalCluster, identities, namespace: str):
