@@ -165,7 +165,8 @@ options:
       - Judge the GPU nodes' health also by the DCGM exporter's metrics, read from this Prometheus (or any server
         of its HTTP query API, such as Thanos Query, Mimir or VictoriaMetrics). For clusters where no cloud agent or
         NVSentinel writes GPU faults on the nodes, as on-premises clusters with the GPU Operator.
-      - Five instant queries over the whole fleet, evaluated at one instant, whatever the number of nodes.
+      - Four instant queries and one label-values read over the whole fleet, about one instant, whatever the
+        number of nodes, sent together while the API server's lists are read.
       - A node turns failed or degraded by an XID that appeared within O(prometheus.window) (the exporter's
         C(DCGM_FI_DEV_XID_ERRORS) is the last XID seen and never resets, so it is judged by a change, and an XID
         of last month does not count; workload XIDs 13, 31, 43, 45 and 68 are listed apart and never a problem),
