@@ -417,7 +417,8 @@ def test_loaded_from_a_folder_an_unreachable_api_server_is_reported_and_tried_ag
     try:
         event = run.wait_event("unreachable", 30, type="source_status", status="api_unreachable")
         assert "127.0.0.1:9" in event["message"] and event["retry_in"] <= 1
-        assert "SOURCE api_unreachable" in run.text()
+        # The rule's debug action prints after the event itself.
+        wait_until(lambda: "SOURCE api_unreachable" in run.text(), 10, 0.2, what="the rule's message")
         time.sleep(2)  # tried again meanwhile, still running
         assert run.process.poll() is None
     finally:
