@@ -44,9 +44,16 @@ cluster-status: venv
 site: venv
 	@$(PY) -m tests.cluster.site --timeout $(TIMEOUT) -- $(ARGS)
 
-# The 30 slowest tests are listed at the end, so a run shows where the suite's time goes.
+# The collection checks (sanity, lint, packaging, docs site) need no cluster: they run beside the unit and
+# integration tests, their output printed after them. The slowest tests are listed at the end of each, so a
+# run shows where the suite's time goes.
 test: venv
-	$(PY) -m pytest --durations=30
+	@mkdir -p build
+	@$(PY) -m pytest -p no:cacheprovider --durations=10 tests/checks >build/test-checks.log 2>&1 & checks=$$!; \
+	$(PY) -m pytest --durations=30 tests/unit tests/integration; suite=$$?; \
+	wait $$checks; checked=$$?; \
+	echo; echo "=== tests/checks, run beside the tests above (build/test-checks.log)"; cat build/test-checks.log; \
+	exit $$(( suite || checked ))
 
 unit: venv
 	$(PY) -m pytest tests/unit
