@@ -41,7 +41,9 @@ description:
     toolkit reads the comma-separated entries case-sensitively, and V(void), V(none) or no entry select none).
     On a DRA node the first and third are not raised; instead V(DRA kubelet-plugin pod missing or not Ready),
     V(DRA kubelet plugin publishes no ResourceSlice), V(GPUs served by both the device plugin and a DRA driver)
-    (a DeviceClass maps an extended resource the node's device plugin advertises to its DRA devices),
+    (the device plugin's GPU resource and a GPU driver's ResourceSlices on one node, mapped by a DeviceClass or
+    not), V(GPUs over-committed: pods hold them through both the device plugin and a DRA driver) (instead,
+    when pods hold GPUs both ways there),
     V(DRA GPU devices tainted NoSchedule or NoExecute) and V(claim allocated to a device no ResourceSlice
     publishes). For the cluster, V(GPU pod Pending: no node can allocate its claims) (the scheduler says
     C(cannot allocate all claims) of a pod with GPU limits or a claim on a GPU DeviceClass) and, with O(prometheus),
@@ -258,6 +260,9 @@ ansible_facts:
                 - C(pods) are the pods the allocated devices are reserved for; C(kubelet_plugin_pods) and
                   C(kubelet_plugin_ready) the driver's kubelet plugin here; C(slices) the ResourceSlices that name the node;
                   C(served_by_both), C(tainted_devices) and C(missing_devices) what its problems are about.
+                - C(served_by_both), per device-plugin resource beside a GPU driver's devices, has C(resource),
+                  C(allocatable), C(driver), C(devices), C(device_class) (the classes mapping it, else V(null)),
+                  C(plugin_pods), C(plugin_gpus), C(claim_pods), C(claimed_devices) and C(over_committed).
               type: dict
               sample:
                 {readable: true, is_dra_node: true, drivers: [gpu.nvidia.com], slices: 1, device_count: 8,
@@ -411,7 +416,8 @@ ansible_facts:
             - "Kinds: V(no_gpu_capacity), V(allocatable_below_capacity), V(no_device_plugin_pod),
               V(device_plugin_not_ready), V(not_default_scheduling_mode), V(allocated_above_allocatable),
               V(gpu_use_outside_scheduler), V(dra_plugin_not_ready), V(dra_no_resource_slices),
-              V(gpus_served_by_device_plugin_and_dra), V(claim_on_unpublished_device), V(dra_devices_tainted),
+              V(gpus_served_by_device_plugin_and_dra), V(gpus_over_committed_by_device_plugin_and_dra),
+              V(claim_on_unpublished_device), V(dra_devices_tainted),
               V(gpu_claims_unallocatable), V(gpu_metric_not_collected) (with O(prometheus): a health metric the DCGM
               exporter does not collect), V(driver_upgrade_stuck), V(driver_upgrade_failed), V(driver_versions_mixed),
               V(driver_pod_not_current)."

@@ -9,9 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
-    class_selects,
+    DevicePluginSide,
     device_key,
     device_model,
+    dual_stack,
     is_gpu_class,
     keeps_pods_away,
     tainted_device_text,
@@ -60,31 +61,20 @@ def holding_pods(
     return sorted(pods)
 
 
-def served_by_both(
-    allocatable: Mapping[str, int], devices: Sequence[Mapping[str, Any]], classes: Iterable[Mapping[str, Any]]
-) -> list[dict[str, str]]:
-    """Extended resources the node's device plugin advertises and a DeviceClass also maps to its DRA devices."""
-    found = []
-    for device_class in classes:
-        resource = device_class["extended_resource"]
-        if resource and allocatable.get(resource, 0) > 0 and any(class_selects(device_class, d) for d in devices):
-            found.append({"resource": resource, "device_class": device_class["name"]})
-    return found
-
-
 def tainted_devices(devices: Iterable[Mapping[str, Any]]) -> list[str]:
     return [tainted_device_text(d) for d in devices if keeps_pods_away(d)]
 
 
 def node_dra_facts(
     name: str,
-    allocatable: Mapping[str, int],
+    device_plugin: DevicePluginSide,
     plugin_pods: Sequence[Mapping[str, Any]],
     fleet: DraFleet,
     every_device: bool = False,
 ) -> dict[str, Any]:
     """The DRA part of one node's facts: the devices listed are those with a taint, or every device with
-    `every_device`; `device_count` counts them all."""
+    `every_device`; `device_count` counts them all. `served_by_both` names each extended resource the
+    device plugin serves here beside a GPU driver's devices, and whether pods hold GPUs both ways."""
     devices = fleet.devices.get(name, [])
     listed = devices if every_device else [d for d in devices if d["taints"]]
     return {
@@ -96,7 +86,7 @@ def node_dra_facts(
         "pods": holding_pods(devices, fleet.holders),
         "kubelet_plugin_pods": sorted(namespaced_name(p) for p in plugin_pods),
         "kubelet_plugin_ready": any(p["ready"] for p in plugin_pods),
-        "served_by_both": served_by_both(allocatable, devices, fleet.classes),
+        "served_by_both": dual_stack(device_plugin, devices, fleet.classes, fleet.holders),
         "tainted_devices": tainted_devices(devices),
         "missing_devices": list(fleet.missing.get(name, [])),
     }

@@ -51,7 +51,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.projectio
     ROLE_UNALLOCATABLE,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.fleet.prometheus_reads import QUERY_NAMES, MetricsRead
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DraObjects, model_from_devices
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
+    DUAL_STACK_MAPPED,
+    DevicePluginSide,
+    DraObjects,
+    model_from_devices,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra_fleet import DraFleet, dra_counts, dra_fleet
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.health import expected_gpus
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
@@ -79,6 +84,7 @@ PROBLEM_OUTSIDE_SCHEDULER = fleet_kinds.OUTSIDE_SCHEDULER
 PROBLEM_DRA_PLUGIN_NOT_READY = fleet_kinds.DRA_PLUGIN_NOT_READY
 PROBLEM_DRA_NO_SLICES = plugin_kinds.DRA_NO_SLICES
 PROBLEM_SERVED_TWICE = fleet_kinds.SERVED_TWICE
+PROBLEM_OVER_COMMITTED = fleet_kinds.OVER_COMMITTED
 PROBLEM_DRA_DEVICE_GONE = fleet_kinds.DRA_DEVICE_GONE
 PROBLEM_DRA_DEVICE_TAINTED = fleet_kinds.DRA_DEVICE_TAINTED
 PROBLEM_CLAIMS_UNALLOCATABLE = fleet_kinds.CLAIMS_UNALLOCATABLE
@@ -156,13 +162,22 @@ def _dra_problems(facts: Mapping[str, Any], options: FleetOptions) -> list[dict[
     if plugins and dra["readable"] and not dra["slices"]:
         problems.append(_problem(PROBLEM_DRA_NO_SLICES, options, plugins=", ".join(plugins)))
     for both in dra["served_by_both"]:
-        fields = {"resource": both["resource"], "device_class": both["device_class"]}
-        problems.append(_problem(PROBLEM_SERVED_TWICE, options, **fields))
+        problems.append(_served_twice(both, options))
     if dra["tainted_devices"]:
         problems.append(_problem(PROBLEM_DRA_DEVICE_TAINTED, options, devices="; ".join(dra["tainted_devices"])))
     if dra["missing_devices"]:
         problems.append(_problem(PROBLEM_DRA_DEVICE_GONE, options, devices="; ".join(dra["missing_devices"])))
     return problems
+
+
+def _served_twice(both: Mapping[str, Any], options: FleetOptions) -> dict[str, Any]:
+    """The risk of GPUs served both ways on a node, or the over-commit when pods hold them both ways."""
+    fields = {k: v for k, v in both.items() if k not in ("plugin_pods", "claim_pods")}
+    if both["over_committed"]:
+        pods = {"plugin_pods": ", ".join(both["plugin_pods"]), "claim_pods": ", ".join(both["claim_pods"])}
+        return _problem(PROBLEM_OVER_COMMITTED, options, **fields, **pods)
+    case = DUAL_STACK_MAPPED if both["device_class"] else ""
+    return _problem(PROBLEM_SERVED_TWICE, options, case, **fields)
 
 
 def node_problems(facts: Mapping[str, Any], options: FleetOptions) -> list[dict[str, str]]:
@@ -243,7 +258,10 @@ def node_facts(
     resources = _resource_table(node, allocated_by_resource, options)
     by_source = {SOURCE_DEVICE_PLUGIN: _plugin_counts(resources), SOURCE_DRA: dra_counts(devices, dra.holders)}
     totals = _sum_sources(by_source)
-    dra_facts = node_dra_facts(node["name"], node["allocatable"], dra_plugin_pods, dra, options.all_dra_devices)
+    plugin_side = DevicePluginSide(
+        node["allocatable"], options.counts, {namespaced_name(p): p["gpus"] for p in holders}
+    )
+    dra_facts = node_dra_facts(node["name"], plugin_side, dra_plugin_pods, dra, options.all_dra_devices)
     dra_facts["is_dra_node"] = is_dra_node(node["name"], dra_plugin_pods, dra)
     facts: dict[str, Any] = {
         "name": node["name"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -452,6 +452,88 @@ def is_gpu_class(device_class: Mapping[str, Any], drivers: frozenset[str] = GPU_
     if device_class["name"] in CHART_DEVICE_CLASSES:
         return True
     return any(cel_terms(e).driver in drivers for e in device_class["selectors"])
+
+
+# --- GPUs served by the device plugin and a DRA driver at once --------------------------------------
+
+# What NVIDIA's DRA driver says of running its GPU kubelet plugin beside the device plugin: its Helm
+# chart refuses resources.gpus.enabled=true unless gpuResourcesEnabledOverride=true, because
+# "this DRA driver cannot be deployed alongside the standard GPU device plugin on the same node"
+# (github.com/NVIDIA/k8s-dra-driver-gpu @ 22407113785e78c7763b4637689a201eb39c6199,
+# deployments/helm/dra-driver-nvidia-gpu/templates/validation.yaml). The scheduler counts the node's
+# extended resource and the slices' devices apart, so it admits pods of both onto the same GPUs.
+# The case of the finding where a DeviceClass also maps the resource to the node's DRA devices.
+DUAL_STACK_MAPPED = "mapped"
+
+
+@dataclass(frozen=True)
+class DevicePluginSide:
+    """What the device plugin serves on one node: the node's allocatable, which of its resources are
+    GPUs, and the pods that hold them (`namespace/name` -> resource -> count)."""
+
+    allocatable: Mapping[str, int]
+    is_gpu_resource: Callable[[str], bool]
+    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+
+def _claim_pods(
+    devices: Sequence[Mapping[str, Any]], holders: Mapping[tuple[str, str, str], Sequence[Mapping[str, Any]]]
+) -> tuple[list[str], int]:
+    """The pods the claims on these devices are reserved for, and how many of the devices are held."""
+    pods: set[str] = set()
+    held = 0
+    for device in devices:
+        claims = holders.get(device_key(device["driver"], device["pool"], device["name"]), [])
+        held += bool(claims)
+        for claim in claims:
+            pods.update(f"{claim['namespace']}/{pod}" for pod in claim["reserved_for"] if pod)
+    return sorted(pods), held
+
+
+def dual_stack(
+    plugin: DevicePluginSide,
+    devices: Sequence[Mapping[str, Any]],
+    classes: Iterable[Mapping[str, Any]],
+    holders: Mapping[tuple[str, str, str], Sequence[Mapping[str, Any]]],
+) -> list[dict[str, Any]]:
+    """Per extended resource the device plugin advertises on a node that a GPU driver's ResourceSlices
+    also publish devices for: the same GPUs offered twice, whether or not a DeviceClass maps the
+    resource to those devices (`device_class` names the classes that do, else None).
+
+    `over_committed` when pods hold GPUs both ways on the node right now: a pod holding the resource
+    and a pod whose claim is allocated on the node's devices; neither side knows of the other's.
+    """
+    gpu_devices = [d for d in devices if d["driver"] in GPU_DRIVERS]
+    if not gpu_devices:
+        return []
+    class_list = list(classes)
+    found = []
+    for resource, amount in sorted(plugin.allocatable.items()):
+        if amount <= 0:
+            continue
+        mapping = [c for c in class_list if c["extended_resource"] == resource]
+        served = [d for d in gpu_devices if any(class_selects(c, d) for c in mapping)]
+        if not served and not plugin.is_gpu_resource(resource):
+            continue
+        mapped = sorted(c["name"] for c in mapping if any(class_selects(c, d) for d in served))
+        served = served or gpu_devices
+        claim_pods, claimed = _claim_pods(served, holders)
+        plugin_pods = sorted(p for p, held in plugin.pods.items() if held.get(resource, 0) > 0)
+        found.append(
+            {
+                "resource": resource,
+                "allocatable": amount,
+                "driver": ", ".join(sorted({d["driver"] for d in served})),
+                "devices": len(served),
+                "device_class": ", ".join(mapped) or None,
+                "over_committed": bool(plugin_pods and claim_pods),
+                "plugin_pods": plugin_pods,
+                "plugin_gpus": sum(plugin.pods[p].get(resource, 0) for p in plugin_pods),
+                "claim_pods": claim_pods,
+                "claimed_devices": claimed,
+            }
+        )
+    return found
 
 
 # --- everything read, for the checks -----------------------------------------------------------------

@@ -9,18 +9,28 @@ from __future__ import annotations
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import CHECK_FLEET, Case, Kind
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DUAL_STACK_MAPPED
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
     ACK_EXCLUSIVE_MODE,
     ACK_SCHEDULE_LABEL,
 )
 
 FLEET = (CHECK_FLEET,)
+# NVIDIA's DRA driver: its GPU kubelet plugin "cannot be deployed alongside the standard GPU device
+# plugin on the same node" (gpu/dra.py names the source).
+_ONE_OF_THE_TWO = (
+    "keep one of the two on this node: NVIDIA's DRA driver says its GPU kubelet plugin cannot be deployed "
+    "alongside the standard GPU device plugin on the same node (label the node "
+    "nvidia.com/gpu.deploy.device-plugin=false for the GPU Operator, or take it out of the DRA kubelet "
+    "plugin's nodeSelector)"
+)
 
 NOT_EXCLUSIVE = "not_default_scheduling_mode"
 OVERALLOCATED = "allocated_above_allocatable"
 OUTSIDE_SCHEDULER = "gpu_use_outside_scheduler"
 DRA_PLUGIN_NOT_READY = "dra_plugin_not_ready"
 SERVED_TWICE = "gpus_served_by_device_plugin_and_dra"
+OVER_COMMITTED = "gpus_over_committed_by_device_plugin_and_dra"
 DRA_DEVICE_GONE = "claim_on_unpublished_device"
 DRA_DEVICE_TAINTED = "dra_devices_tainted"
 CLAIMS_UNALLOCATABLE = "gpu_claims_unallocatable"
@@ -73,11 +83,27 @@ KINDS = (
         SERVED_TWICE,
         ERROR,
         "GPUs served by both the device plugin and a DRA driver",
-        "{resource} is in the node's allocatable (device plugin) and DeviceClass {device_class} "
-        "maps it to the DRA devices published here",
-        "the same GPUs are handed out twice: keep one of the two on this node (label it "
-        "nvidia.com/gpu.deploy.device-plugin=false for the GPU Operator, or take it out of the DRA "
-        "kubelet plugin's nodeSelector)",
+        "{resource} is in the node's allocatable (device plugin) and driver {driver} publishes {devices} "
+        "GPU device(s) here in ResourceSlices: the scheduler counts the two apart, so pods asking either "
+        "way can be given the same GPUs",
+        _ONE_OF_THE_TWO,
+        FLEET,
+        cases={
+            DUAL_STACK_MAPPED: Case(
+                message="{resource} is in the node's allocatable (device plugin) and DeviceClass "
+                "{device_class} maps it to the DRA devices of driver {driver} published here"
+            )
+        },
+    ),
+    Kind(
+        OVER_COMMITTED,
+        ERROR,
+        "GPUs over-committed: pods hold them through both the device plugin and a DRA driver",
+        "{plugin_pods} hold {plugin_gpus} {resource} (device plugin) and {claim_pods} hold claims on "
+        "{claimed_devices} device(s) of driver {driver} (DRA), of the {allocatable} GPU(s) the device plugin "
+        "advertises here: neither side knows of the other's pods",
+        "pods may share a GPU they each believe is theirs: delete the pods of one side so that they are "
+        "scheduled elsewhere, then " + _ONE_OF_THE_TWO,
         FLEET,
     ),
     Kind(
