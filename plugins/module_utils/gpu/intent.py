@@ -8,7 +8,11 @@ Every pattern here keeps to the syntax both engines share."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.cuda_images import (  # noqa: F401
+    KNOWN_IMAGE_FAMILIES,
+    ImageFamily,
+)
 
 # Case-insensitive, searched anywhere in an image reference or a command line.
 GPU_WORDS = r"cuda|nvidia|nvcc|dcgm|tensorrt|triton|gpu|\bcu\d{2,3}\b"
@@ -20,44 +24,7 @@ GPU_NODE_LABEL_RE = re.compile(GPU_NODE_LABEL, re.IGNORECASE)
 DOCKER_HUB_PREFIXES = ("docker.io/", "index.docker.io/", "registry-1.docker.io/")
 
 
-@dataclass(frozen=True)
-class ImageFamily:
-    pattern: re.Pattern[str]
-    description: str
-    tag_pattern: re.Pattern[str] | None = None
-
-
-KNOWN_IMAGE_FAMILIES = (
-    ImageFamily(re.compile(r"^(?:.+/)?nvidia/cuda$"), "the official CUDA image"),
-    ImageFamily(re.compile(r"^nvcr\.io/nvidia/"), "an NVIDIA NGC image, built on the CUDA base image"),
-    # NVIDIA NIM microservices (nvcr.io/nim/<publisher>/<model>), built on the CUDA base image.
-    ImageFamily(re.compile(r"^nvcr\.io/nim/"), "an NVIDIA NIM image, built on the CUDA base image"),
-    # RAPIDS (rapidsai/docker): rapidsai/base and rapidsai/notebooks are built FROM the nvidia/cuda images,
-    # also when mirrored (us-central1-docker.pkg.dev/nv-ai-infra/rapidsai/rapidsai/base in rapidsai/deployment).
-    ImageFamily(
-        re.compile(r"^(?:.+/)?rapidsai/(?:base|notebooks|rapidsai(?:-core)?(?:-dev)?(?:-nightly)?)$"),
-        "a RAPIDS image, built on the CUDA base image",
-    ),
-    # Mirrors of NGC's Triton and Dynamo runtime images, and of the vLLM image, under another registry.
-    ImageFamily(
-        re.compile(r"^(?:.+/)?tritonserver$"), "the Triton Inference Server image, built on the CUDA base image"
-    ),
-    ImageFamily(
-        re.compile(r"^(?:.+/)?ai-dynamo/(?:vllm|sglang|tensorrtllm)-runtime$"),
-        "an NVIDIA Dynamo runtime image, built on the CUDA base image",
-    ),
-    ImageFamily(re.compile(r"^nvidia/"), "an NVIDIA image, built on the CUDA base image"),
-    ImageFamily(re.compile(r"^(?:.+/)?cuda(?:[-_][^/]*)?$"), "a CUDA image"),
-    ImageFamily(re.compile(r"^pytorch/pytorch$"), "the PyTorch image"),
-    ImageFamily(re.compile(r"^tensorflow/tensorflow$"), "the TensorFlow GPU image", re.compile(r"gpu")),
-    ImageFamily(re.compile(r"^(?:.+/)?vllm/vllm-openai$"), "the vLLM image, built on the CUDA base image"),
-    # ray-project/ray docker/base-deps: the GPU tags (-cu121, -gpu) are built FROM the nvidia/cuda images.
-    ImageFamily(
-        re.compile(r"^rayproject/ray(?:-ml|-llm)?$"),
-        "a Ray GPU image, built on the CUDA base image",
-        re.compile(r"(?:^|-)(?:cu\d{2,3}|gpu)(?:-|$)"),
-    ),
-)
+# The CUDA image families (with the source of each) are data in gpu/cuda_images.py; known_family reads them.
 
 
 def image_repository(image: str) -> tuple[str, str]:

@@ -69,8 +69,9 @@ def test_cpu_tags_of_the_same_repositories_are_not(image):
 
 def test_a_cuda_build_tag_is_gpu_intent_for_a_privileged_container():
     c = {"name": "main", "image": "registry.example.com/train:1.0-cu121", "securityContext": {"privileged": True}}
-    (finding,) = findings(pod(c))
+    finding, likely = findings(pod(c))
     assert finding.rule == "KGPU301" and "image registry.example.com/train:1.0-cu121" in finding.message
+    assert likely.rule == "KGPU501" and "a pattern match, not a known family" in likely.message
     plain = dict(c, image="registry.example.com/cucumber:1.0")
     assert [f.rule for f in findings(pod(plain))] == ["KGPU302"]
 

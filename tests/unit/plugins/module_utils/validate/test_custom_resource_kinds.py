@@ -72,11 +72,24 @@ def test_the_same_custom_resource_without_the_bypass_passes(name):
 # Published manifests of the kinds the walker did not read before: each object is walked by the table
 # (no shape search, nothing left unchecked), to these pod specs, with these findings.
 PUBLISHED = {
-    "kserve-huggingfaceserver-multinode.yaml": (["spec", "spec.workerSpec"], []),
+    # KServe's GPU runtime runs its CUDA image with no GPU limit (the limit comes from the InferenceService):
+    # likely CUDA by its name (huggingfaceserver-gpu), and the known family in the chart's rendering.
+    "kserve-huggingfaceserver-multinode.yaml": (
+        ["spec", "spec.workerSpec"],
+        [("KGPU501", "spec.containers[0].image"), ("KGPU501", "spec.workerSpec.containers[0].image")],
+    ),
+    "kserve-chart-huggingfaceserver-multinode.yaml": (
+        ["spec", "spec.workerSpec"],
+        [("KGPU501", "spec.containers[0].image"), ("KGPU501", "spec.workerSpec.containers[0].image")],
+    ),
     "kserve-tritonserver.yaml": (["spec"], []),
     "llmisvc-qwen2-7b-nvidia.yaml": (["spec.template"], []),
     "llmisvc-gpt-oss-pd-disaggregation.yaml": (["spec.template", "spec.prefill.template"], []),
-    "llmisvc-config-default.yaml": (["spec.template", "spec.router.scheduler.template"], []),
+    # llm-d's CUDA image (likely CUDA by its name, llm-d-cuda) in a template without a GPU limit.
+    "llmisvc-config-default.yaml": (
+        ["spec.template", "spec.router.scheduler.template"],
+        [("KGPU501", "spec.template.containers[0].image")],
+    ),
     # The frontend runs the CUDA runtime image without a GPU; the workers' `resources.limits.gpu` is their limit.
     "dynamo-vllm-agg.yaml": (
         ["spec.services.Frontend.extraPodSpec", "spec.services.VllmDecodeWorker.extraPodSpec"],

@@ -39,6 +39,16 @@ EXPECTED = {
     "published/rapids-image-prepuller.yaml": {("KGPU501", "spec.template.spec.initContainers[0].image")},
     "published/nim-list-profiles.yaml": {("KGPU501", "spec.template.spec.containers[0].image")},
     "published/nim-download-all.yaml": {("KGPU501", "spec.template.spec.containers[0].image")},
+    # CUDA images the validator did not know: NCCL tests images in an MPIJob launcher (KGPU501 without a GPU)
+    "published/nccl-tests-h100-mpijob.yaml": {
+        ("KGPU501", "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].image")
+    },
+    "published/nccl-tests-a100-mpijob.yaml": {
+        ("KGPU501", "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].image")
+    },
+    # Text Generation Inference: its CPU build without a GPU, and its CUDA build with its GPU limit: clean.
+    "published/opea-tgi.yaml": set(),
+    "published/opea-tgi-nv.yaml": set(),
     # NVIDIA_VISIBLE_DEVICES through valueFrom in a container that requests no GPU (KGPU104): a ConfigMap key
     # another container writes at run time, and an annotation a scheduler sets at dispatch.
     "published/cobalt-dind-configmap-visible-devices.yaml": {
@@ -68,6 +78,10 @@ EXACT = (
     "published/gpu-operator-coco-pgpu-annotation.yaml",
     "published/gpu-operator-kata-pgpu-workload.yaml",
     "published/coco-pgpu-workload.yaml",
+    "published/nccl-tests-h100-mpijob.yaml",
+    "published/nccl-tests-a100-mpijob.yaml",
+    "published/opea-tgi.yaml",
+    "published/opea-tgi-nv.yaml",
 )
 
 
