@@ -24,15 +24,37 @@ _DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
 _DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$|^[-+]?0$")
 
 
+UNSEEN, STATIC, HELM, OPERATOR = "unseen", "static", "helm", "operator"
+DEPLOYMENT_WORDS = {
+    STATIC: "the static DaemonSet (no MPS_ROOT)",
+    HELM: "the Helm chart's mps.root",
+    OPERATOR: "the GPU Operator's devicePlugin.mps.root",
+}
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the check sees of how the plugin is deployed, which sets some of its flags from outside the
+    config (environment variables override the file, config.go:43-56): nothing (a bare config or a
+    ConfigMap), the static DaemonSet, or the values of the Helm chart or of the GPU Operator."""
+
+    kind: str = UNSEEN
+    mps_root: str = ""  # the MPS_ROOT it sets
+    mig_strategy: str | None = None  # the MIG_STRATEGY it sets, schema.MIG_UNKNOWN if unseen; None: none
+
+
+STATIC_DAEMONSET = Deployment(STATIC)
+
+
 @dataclass
 class Checker:
-    """One config's walk: the release whose schema applies, the config's name, the hits so far."""
+    """One config's walk: the release whose schema applies, the config's name, the deployment, the hits so far."""
 
     release: str = schema.DEFAULT_RELEASE
     config: str = "config"
-    static_manifest: bool = False
-    mps_root_provided: bool = False  # the deployment sets MPS_ROOT (the Helm chart and the GPU Operator do)
+    deployment: Deployment = Deployment()
     hits: list[Hit] = field(default_factory=list)
+    mig_strategy: str = "none"  # the MIG strategy the plugin runs with: the deployment's, else flags.migStrategy
 
     def hit(self, kind: str, path: str, **fields: Any) -> None:
         self.hits.append(
@@ -232,6 +254,7 @@ class Shared:
     name: str
     advertised: str
     replicas: int
+    path: str = ""
 
 
 def check_replicated(check: Checker, section: str, mapping: Mapping[str, Any]) -> tuple[list[Shared], dict[str, Any]]:
@@ -282,7 +305,32 @@ def check_shared_resource(
         return None
     advertised = resource + schema.SHARED_SUFFIX if section.get("renameByDefault") else resource
     check_rename(check, path, read.get("rename"), advertised, strategy)
-    return Shared(resource, advertised, replicas)
+    if not shared_resource_advertised(check, f"{path}.name", resource):
+        return None
+    return Shared(resource, advertised, replicas, path)
+
+
+def shared_resource_advertised(check: Checker, path: str, resource: str) -> bool:
+    """Whether a device resource of the shared name exists under the MIG strategy; the plugin skips a shared
+    resource that none has, and nothing is shared (schema.RULES: config_shared_resource_not_advertised)."""
+    mig = check.mig_strategy
+    if mig not in (*schema.MIG_STRATEGIES, schema.MIG_UNKNOWN) or schema.device_resource(resource, mig):
+        return True
+    if resource.startswith(schema.MIG_RESOURCE_PREFIX):
+        exists = "no MIG resources" if mig == "none" else f"MIG devices as {schema.GPU_RESOURCE}"
+        fix = (
+            f"set flags.migStrategy: mixed to advertise MIG devices as {schema.MIG_RESOURCE_PREFIX}<profile>, "
+            f"or share {schema.GPU_RESOURCE}"
+        )
+    else:
+        exists = f"every GPU as {schema.GPU_RESOURCE}"
+        fix = f"share {schema.GPU_RESOURCE}" + (
+            "; renameByDefault: true advertises it as " + schema.GPU_RESOURCE + schema.SHARED_SUFFIX
+            if resource.endswith(schema.SHARED_SUFFIX)
+            else ""
+        )
+    check.hit("config_shared_resource_not_advertised", path, value=resource, mig=mig, exists=exists, fix=fix)
+    return False
 
 
 def check_replicas(check: Checker, path: str, entry: Mapping[str, Any], strategy: str) -> int | None:
@@ -326,6 +374,8 @@ def check_sharing(check: Checker, sharing: Mapping[str, Any], flags: Mapping[str
     """The sharing strategy the plugin takes (mps wins over timeSlicing, sharing.go) and what it shares."""
     read = section_keys(check, sharing, "sharing", schema.SHARING)
     sections = {name: read[name] for name in ("timeSlicing", "mps") if isinstance(read.get(name), Mapping)}
+    if "timeSlicing" in read and read["timeSlicing"] is None and not wrong_type(check, "sharing.timeSlicing"):
+        sections["timeSlicing"] = {}  # null reaches its decoder (not a pointer); an empty mps: is no MPS
     if len(sections) == 2:
         check.hit("config_sharing_both", "sharing")
     found = {name: check_replicated(check, name, section) for name, section in sections.items()}
@@ -341,6 +391,10 @@ def check_sharing(check: Checker, sharing: Mapping[str, Any], flags: Mapping[str
     return strategy, shared
 
 
+def wrong_type(check: Checker, path: str) -> bool:
+    return any(h.kind == "config_wrong_type" and h.where["path"] == path for h in check.hits)
+
+
 def check_mps(check: Checker, shared: list[Shared], keys: Mapping[str, Any], flags: Mapping[str, Any]) -> None:
     if keys.get("failRequestsGreaterThanOne") is False:
         check.hit(
@@ -350,19 +404,30 @@ def check_mps(check: Checker, shared: list[Shared], keys: Mapping[str, Any], fla
         )
     if not shared:
         return
-    if not flags.get("mpsRoot") and not check.mps_root_provided:
-        check.hit("config_mps_without_root", "flags.mpsRoot")
-    if flags.get("migStrategy") == "mixed":
+    deployment = check.deployment
+    if deployment.kind != UNSEEN and not deployment.mps_root and not flags.get("mpsRoot"):
+        check.hit("config_mps_without_root", "flags.mpsRoot", deployment=DEPLOYMENT_WORDS[deployment.kind])
+    if check.mig_strategy == "mixed":
         check.hit("config_mps_mig_mixed", "flags.migStrategy")
-    if check.static_manifest:
+    if deployment.kind == STATIC:
         check.hit("config_mps_not_deployable", "sharing.mps")
-    for index, item in enumerate(shared):
+    for item in shared:
+        check_mps_replicas(check, item)
         check.hit(
             "config_mps_one_replica_per_container",
-            f"sharing.mps.resources[{index}]",
+            item.path,
             resource=item.advertised,
             replicas=item.replicas,
         )
+
+
+def check_mps_replicas(check: Checker, item: Shared) -> None:
+    """The MPS control daemon's clients per GPU (schema.RULES: config_mps_replicas_over_limit)."""
+    fields = {"value": item.replicas, "most": schema.MPS_MAX_CLIENTS, "fewer": schema.MPS_MAX_CLIENTS_BELOW_7_5}
+    if item.replicas > schema.MPS_MAX_CLIENTS:
+        check.hit("config_mps_replicas_over_limit", f"{item.path}.replicas", **fields)
+    elif item.replicas > schema.MPS_MAX_CLIENTS_BELOW_7_5:
+        check.hit("config_mps_replicas_over_pre_volta_limit", f"{item.path}.replicas", **fields)
 
 
 def check_config(
@@ -370,10 +435,11 @@ def check_config(
     release: str = schema.DEFAULT_RELEASE,
     name: str = "config",
     static_manifest: bool = False,
-    mps_root_provided: bool = False,
+    deployment: Deployment | None = None,
 ) -> tuple[list[Hit], dict[str, Any]]:
-    """The hits of one parsed config document, and what the plugin would advertise with it."""
-    check = Checker(release, name, static_manifest, mps_root_provided)
+    """The hits of one parsed config document, and what the plugin would advertise with it, deployed as
+    the deployment says (static_manifest: NVIDIA's static DaemonSet; neither: the deployment is not seen)."""
+    check = Checker(release, name, STATIC_DAEMONSET if static_manifest else deployment or Deployment())
     summary: dict[str, Any] = {
         "release": release,
         "strategy": schema.STRATEGY_NONE,
@@ -390,6 +456,8 @@ def check_config(
     if version is not None and version != "" and version != schema.VERSION:
         check.hit("config_unknown_version", "version", value=version)
     flags = check_flags(check, top["flags"]) if isinstance(top.get("flags"), Mapping) else {}
+    own = flags.get("migStrategy") if isinstance(flags.get("migStrategy"), str) else None
+    check.mig_strategy = check.deployment.mig_strategy or own or "none"
     if isinstance(top.get("resources"), Mapping):
         check_resource_patterns(check, top["resources"])
     if isinstance(top.get("imex"), Mapping):
@@ -399,7 +467,7 @@ def check_config(
     )
     summary.update(
         strategy=strategy,
-        mig_strategy=flags.get("migStrategy") or "none",
+        mig_strategy=check.mig_strategy if check.mig_strategy != schema.MIG_UNKNOWN else own or "none",
         shared=[{"name": s.name, "advertised": s.advertised, "replicas": s.replicas} for s in shared],
     )
     return check.hits, summary

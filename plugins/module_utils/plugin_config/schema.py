@@ -145,3 +145,95 @@ def home_of(name: str, release: str) -> str | None:
         if name in keys and reads(keys[name], release):
             return f"{section}.{name}" if section else name
     return None
+
+
+# What the plugin, its MPS control daemon and its Helm chart decide beyond the file's schema, each rule
+# with the code it comes from: NVIDIA/k8s-device-plugin at the default release UPSTREAM_TAG (the same
+# code at v0.17.4), and the GPU Operator at OPERATOR_TAG for what the operator's DaemonSet sets.
+UPSTREAM = "NVIDIA/k8s-device-plugin"
+UPSTREAM_TAG, UPSTREAM_COMMIT = "v0.18.2", "fb1242add205d8563f9c604b8ba239607b4083e6"
+OPERATOR = "NVIDIA/gpu-operator"
+OPERATOR_TAG, OPERATOR_COMMIT = "v26.7.0", "10ee5b3638b89e11e949412aafa5ba99279c3721"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One decision of the upstream code the check follows: the kinds it yields, where it is, what it says."""
+
+    kinds: tuple[str, ...]
+    sources: tuple[str, ...]  # path:lines at UPSTREAM_TAG (prefixed with OPERATOR for the GPU Operator)
+    says: str
+
+
+RULES = (
+    Rule(
+        ("config_mps_without_root",),
+        (
+            "cmd/nvidia-device-plugin/main.go:205-211",
+            "cmd/nvidia-device-plugin/main.go:140-142",
+            "api/config/v1/config.go:43-56",
+            "deployments/helm/nvidia-device-plugin/templates/daemonset-device-plugin.yml:138-139",
+            "deployments/helm/nvidia-device-plugin/values.yaml:148-153",
+            "deployments/static/nvidia-device-plugin.yml:43",
+            f"{OPERATOR}:assets/state-device-plugin/0500_daemonset.yaml:85-86",
+            f"{OPERATOR}:controllers/object_controls.go:1606-1617",
+        ),
+        "MPS needs an MPS root (--mps-root, MPS_ROOT or flags.mpsRoot); the Helm chart sets MPS_ROOT from "
+        "mps.root (default /run/nvidia/mps) and the GPU Operator always sets it, the static DaemonSet never: "
+        "the root is judged only where the deployment is seen",
+    ),
+    Rule(
+        ("config_missing_field",),
+        ("api/config/v1/replicas.go:193-196", "api/config/v1/replicas.go:203-205", "api/config/v1/sharing.go:22-24"),
+        "a sharing section without resources (timeSlicing: or mps: {}, or an empty list) is refused: no "
+        "resources specified; an empty mps: is null for its pointer field and means no MPS",
+    ),
+    Rule(
+        ("config_mps_replicas_over_limit", "config_mps_replicas_over_pre_volta_limit"),
+        ("cmd/mps-control-daemon/mps/device.go:34-55", "cmd/mps-control-daemon/mps/manager.go:91-100"),
+        "the MPS control daemon refuses more replicas than MPS clients per GPU: 48 from compute capability "
+        "7.5 on, 16 below",
+    ),
+    Rule(
+        ("config_chart_no_default", "config_chart_name_and_map"),
+        (
+            "deployments/helm/nvidia-device-plugin/templates/validation.yml:22-39",
+            "deployments/helm/nvidia-device-plugin/templates/_helpers.tpl:212-232",
+            "deployments/helm/nvidia-device-plugin/values.yaml:20-28",
+        ),
+        "the chart refuses to render config.map with more than one entry and no default it can infer "
+        "(config.default, or the fallbacks: named, an entry named default; single, one entry; empty), and "
+        "config.name together with config.map",
+    ),
+    Rule(
+        ("config_shared_resource_not_advertised",),
+        (
+            "internal/rm/rm.go:99-106",
+            "internal/rm/rm.go:129-135",
+            "internal/rm/device_map.go:79-81",
+            "internal/rm/device_map.go:301-311",
+            "api/config/v1/config.go:85-91",
+        ),
+        "a shared resource is matched against the device resources: nvidia.com/gpu always (MIG devices too "
+        "under single), nvidia.com/mig-<profile> under mixed only; a name no device has is skipped",
+    ),
+)
+
+# The MPS control daemon's clients per GPU (cmd/mps-control-daemon/mps/device.go:43-49).
+MPS_MAX_CLIENTS = 48
+MPS_MAX_CLIENTS_BELOW_7_5 = 16
+# The Helm chart's defaults (values.yaml:28, :153) and the GPU Operator's MPS root (object_controls.go:185).
+CHART_FALLBACK_STRATEGIES = ("named", "single")
+CHART_MPS_ROOT = OPERATOR_MPS_ROOT = "/run/nvidia/mps"
+# The device resources a shared resource can match (internal/rm/rm.go:99-135).
+GPU_RESOURCE = f"{RESOURCE_PREFIX}/gpu"
+MIG_RESOURCE_PREFIX = f"{RESOURCE_PREFIX}/mig-"
+MIG_UNKNOWN = "?"  # the deployment sets the MIG strategy, and the checker does not see to what
+
+
+def device_resource(name: str, mig_strategy: str) -> bool:
+    """Whether a device resource of this name can exist under the MIG strategy (shared resources are
+    matched against them; internal/rm/device_map.go:301-311)."""
+    if name == GPU_RESOURCE:
+        return True
+    return name.startswith(MIG_RESOURCE_PREFIX) and mig_strategy in ("mixed", MIG_UNKNOWN)

@@ -20,7 +20,12 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.result
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, severity_rank
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_mapping
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config import schema
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config.check import check_config
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.plugin_config.check import (
+    HELM,
+    OPERATOR,
+    Deployment,
+    check_config,
+)
 
 try:
     import yaml
@@ -38,7 +43,7 @@ class ConfigSet:
     default: str | None = None
     source: str = ""
     hits: list[Hit] = field(default_factory=list)
-    mps_root_provided: bool = False  # a Helm chart's values: the chart sets MPS_ROOT on the plugin
+    deployment: Deployment = Deployment()  # Helm or GPU Operator values: what they set on the plugin
 
 
 def parse_text(text: str, name: str) -> tuple[Any, Hit | None]:
@@ -65,14 +70,67 @@ def config_set(doc: Any, source: str, default: str | None = None) -> ConfigSet:
     if "data" in operator:
         data = as_mapping(operator.get("data"))
         chosen = default or operator.get("default") or None
-        return ConfigSet(dict(data), chosen, "GPU Operator devicePlugin.config", mps_root_provided=True)
+        return ConfigSet(
+            dict(data), chosen, "GPU Operator devicePlugin.config", deployment=operator_deployment(mapping)
+        )
     chart = as_mapping(mapping.get("config"))
     if {"map", "name", "default"} & set(chart):
-        chosen = default or chart.get("default") or None
-        if chart.get("name") and not chart.get("map"):
-            chosen = None  # the configs are in the ConfigMap config.name names, not in these values
-        return ConfigSet(dict(as_mapping(chart.get("map"))), chosen, "Helm values config", mps_root_provided=True)
+        return chart_set(mapping, chart, default)
     return ConfigSet({source: doc}, default, source)
+
+
+def operator_deployment(values: Mapping[str, Any]) -> Deployment:
+    """What the GPU Operator sets on the plugin: MPS_ROOT always (its own default where devicePlugin.mps.root
+    is empty), MIG_STRATEGY from mig.strategy (unseen where these values leave it to the ClusterPolicy)."""
+    root = as_mapping(as_mapping(values.get("devicePlugin")).get("mps")).get("root")
+    strategy = as_mapping(values.get("mig")).get("strategy")
+    mig = strategy if isinstance(strategy, str) and strategy else schema.MIG_UNKNOWN
+    return Deployment(OPERATOR, str(root or schema.OPERATOR_MPS_ROOT), mig)
+
+
+def chart_deployment(values: Mapping[str, Any]) -> Deployment:
+    """What the plugin's Helm chart sets on the plugin: MPS_ROOT from mps.root, MIG_STRATEGY from migStrategy
+    where it is a string (templates/daemonset-device-plugin.yml:138-142)."""
+    mps = as_mapping(values.get("mps"))
+    root = mps.get("root") if "root" in mps else schema.CHART_MPS_ROOT
+    strategy = values.get("migStrategy")
+    return Deployment(HELM, str(root or ""), strategy if isinstance(strategy, str) else None)
+
+
+def chart_default(chart: Mapping[str, Any]) -> tuple[str | None, bool]:
+    """The config the chart makes the default, and whether it finds one (templates/_helpers.tpl:212-232)."""
+    configs = as_mapping(chart.get("map"))
+    if chart.get("default"):
+        return str(chart["default"]), True
+    if not configs:
+        return None, True
+    fallbacks = chart.get("fallbackStrategies", schema.CHART_FALLBACK_STRATEGIES) or ()
+    if "named" in fallbacks and "default" in configs:
+        return "default", True
+    if "single" in fallbacks and len(configs) == 1:
+        return str(next(iter(configs))), True
+    return None, "empty" in fallbacks
+
+
+def chart_set(values: Mapping[str, Any], chart: Mapping[str, Any], default: str | None) -> ConfigSet:
+    """The configs of the plugin's Helm values, with what the chart refuses (templates/validation.yml:22-39)."""
+    source = "Helm values config"
+    configs = dict(as_mapping(chart.get("map")))
+    chosen, found = chart_default(chart)
+    hits = []
+    if chart.get("name") and configs:
+        hits.append(Hit("config_chart_name_and_map", {"name": chart["name"]}, {"config": source, "path": "config"}))
+    if not found:
+        fallbacks = chart.get("fallbackStrategies", schema.CHART_FALLBACK_STRATEGIES) or ()
+        fields = {
+            "count": len(configs),
+            "names": ", ".join(sorted(map(str, configs))),
+            "fallbacks": ", ".join(fallbacks),
+        }
+        hits.append(Hit("config_chart_no_default", fields, {"config": source, "path": "config.default"}))
+    if chart.get("name") and not configs:
+        chosen = None  # the configs are in the ConfigMap config.name names, not in these values
+    return ConfigSet(configs, default or chosen, source, hits, chart_deployment(values))
 
 
 def default_hits(configs: ConfigSet) -> list[Hit]:
@@ -101,7 +159,7 @@ def check_set(
             if unparsable:
                 hits.append(unparsable)
                 continue
-        found, summary = check_config(doc, release, name, static_manifest, configs.mps_root_provided)
+        found, summary = check_config(doc, release, name, static_manifest, configs.deployment)
         hits += found
         summaries[name] = summary
     findings = sorted((finding_dict(hit) for hit in hits), key=lambda f: severity_rank(f["severity"]))

@@ -149,10 +149,10 @@ KINDS = (
         "config_mps_without_root",
         ERROR,
         "MPS without an MPS root",
-        "sharing.mps replicates GPUs but flags.mpsRoot is not set; "
+        "sharing.mps replicates GPUs but neither flags.mpsRoot nor {deployment} sets the MPS root; "
         + EXITS.format(error="using MPS requires --mps-root to be specified"),
-        "set flags.mpsRoot (the Helm chart uses /run/nvidia/mps) and run the MPS control daemon that the "
-        "plugin's Helm chart deploys with it",
+        "deploy MPS with the plugin's Helm chart (mps.root, /run/nvidia/mps by default) or the GPU Operator, "
+        "which set the root and run the MPS control daemon, or set flags.mpsRoot",
         CHECKS,
     ),
     Kind(
@@ -207,6 +207,54 @@ KINDS = (
         "sharing.mps needs NVIDIA's MPS control daemon on every node, which the static DaemonSet of {release} "
         "does not run: the plugin waits for it and advertises nothing",
         "share by time-slicing with this deployment, or deploy MPS with the plugin's Helm chart",
+        CHECKS,
+    ),
+    Kind(
+        "config_mps_replicas_over_limit",
+        ERROR,
+        "More MPS replicas than MPS clients per GPU",
+        "{path} is {value}, above the {most} clients an MPS server takes per GPU: the MPS control daemon exits "
+        "(invalid MPS configuration: maximum allowed replicas exceeded: {value} > {most}), and the plugin, which "
+        "waits for it, advertises nothing",
+        "set replicas to {most} or fewer ({fewer} or fewer for GPUs below compute capability 7.5)",
+        CHECKS,
+    ),
+    Kind(
+        "config_mps_replicas_over_pre_volta_limit",
+        WARNING,
+        "More MPS replicas than older GPUs take",
+        "{path} is {value}, above the {fewer} clients an MPS server takes per GPU below compute capability 7.5 "
+        "(V100, P100 and older): on such nodes the MPS control daemon exits and the plugin advertises nothing",
+        "set replicas to {fewer} or fewer where the config reaches GPUs below compute capability 7.5",
+        CHECKS,
+    ),
+    Kind(
+        "config_shared_resource_not_advertised",
+        ERROR,
+        "Shared resource no device has",
+        "{path} is {value!r}, but under migStrategy {mig} the plugin advertises {exists}: it skips the entry, "
+        "and nothing is shared",
+        "{fix}",
+        CHECKS,
+    ),
+    Kind(
+        "config_chart_no_default",
+        ERROR,
+        "Helm values without a default config",
+        "config.map has {count} configs ({names}) and no config.default, and the fallback strategies "
+        "({fallbacks}) infer none: the chart refuses to render (A default config must be provided when more "
+        "than one configuration is set in 'config.map')",
+        "set config.default to one of {names}, name one entry default, or add single or empty to "
+        "config.fallbackStrategies",
+        CHECKS,
+    ),
+    Kind(
+        "config_chart_name_and_map",
+        ERROR,
+        "Helm values with both config.name and config.map",
+        "config.name ({name!r}) and config.map are both set: the chart refuses to render (Only one of "
+        "'config.name' or 'config.map' should ever be set for a given deployment)",
+        "keep config.map to have the chart build the ConfigMap, or config.name to point at one you create",
         CHECKS,
     ),
 )

@@ -31,44 +31,92 @@ BAD = {
         },
         set(),
     ),
+    # Deployed with the static DaemonSet, which sets no MPS root and runs no MPS control daemon.
     "issue-1132-mps.yaml": (
-        {("config_mps_without_root", "issue-1132-mps.yaml", "flags.mpsRoot")},
+        {
+            ("config_mps_without_root", "issue-1132-mps.yaml", "flags.mpsRoot"),
+            ("config_mps_not_deployable", "issue-1132-mps.yaml", "sharing.mps"),
+        },
         {"config_mps_one_replica_per_container"},
     ),
     "issue-1548-gpu-operator-values.yaml": (
         {("config_replicas_below_two", "rtx-2080-ti", "sharing.mps.resources[0].replicas")},
         set(),
     ),
-    "issue-929-mps.yaml": (
-        {("config_mps_without_root", "issue-929-mps.yaml", "flags.mpsRoot")},
+    # The plugin's own tests and docs (sources in each file), each refused by the plugin, its MPS
+    # control daemon or its chart.
+    "plugin-test-empty-time-slicing.yaml": (
+        {("config_missing_field", "plugin-test-empty-time-slicing.yaml", "sharing.timeSlicing")},
+        set(),
+    ),
+    "readme-time-slicing-resources-commented.yaml": ({("config_missing_field", "any", "sharing.timeSlicing")}, set()),
+    "plugin-test-mps-49-replicas.yaml": (
+        {("config_mps_replicas_over_limit", "plugin-test-mps-49-replicas.yaml", "sharing.mps.resources[0].replicas")},
         {"config_mps_one_replica_per_container"},
+    ),
+    "plugin-test-mps-29-replicas-pre-volta.yaml": (
+        set(),
+        {"config_mps_replicas_over_pre_volta_limit", "config_mps_one_replica_per_container"},
+    ),
+    "readme-helm-multiple-configs-no-default.yaml": (
+        {("config_chart_no_default", "Helm values config", "config.default")},
+        set(),
+    ),
+    "chart-values-example-without-default.yaml": (
+        {("config_chart_no_default", "Helm values config", "config.default")},
+        set(),
+    ),
+    "readme-mig-1g-10gb-under-mig-none.yaml": (
+        {
+            (
+                "config_shared_resource_not_advertised",
+                "readme-mig-1g-10gb-under-mig-none.yaml",
+                "sharing.timeSlicing.resources[0].name",
+            )
+        },
+        set(),
+    ),
+    "readme-gpu-shared-as-name.yaml": (
+        {
+            (
+                "config_shared_resource_not_advertised",
+                "readme-gpu-shared-as-name.yaml",
+                "sharing.timeSlicing.resources[0].name",
+            )
+        },
+        set(),
     ),
 }
 ISSUES = ("990", "1433", "1132", "1548", "929")
 # The default config each fixture is checked with (the Helm chart's config.default, the CLI's --default).
 DEFAULTS = {"issue-990-configmap.yaml": "device-plugin-config"}
+# How each fixture is deployed, where its source says (the CLI's --static-daemonset).
+OPTIONS = {"issue-1132-mps.yaml": {"static_manifest": True}}
 
 
 def fixture_verdict(path: Path, **options) -> dict:
     sets = sets_from_text(path.read_text(), path.name, DEFAULTS.get(path.name))
-    return merged([check_set(s, **options) for s in sets])
+    return merged([check_set(s, **{**OPTIONS.get(path.name, {}), **options}) for s in sets])
 
 
-def test_every_issue_has_a_bad_fixture_with_its_source():
+def test_every_issue_has_a_fixture_with_its_source():
     names = {p.name for p in (FIXTURES / "bad").iterdir()}
     assert names == set(BAD)
+    every = {p.name: p for d in ("bad", "good") for p in (FIXTURES / d).iterdir()}
     for issue in ISSUES:
-        (fixture,) = [n for n in names if n.startswith(f"issue-{issue}-")]
-        assert f"NVIDIA/k8s-device-plugin issue {issue}" in (FIXTURES / "bad" / fixture).read_text()
+        (fixture,) = [n for n in every if n.startswith(f"issue-{issue}-")]
+        assert f"NVIDIA/k8s-device-plugin issue {issue}" in every[fixture].read_text()
+    for name, path in every.items():
+        assert "# Source: " in path.read_text(), name
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
-def test_each_issue_fixture_is_caught_with_the_path_and_the_fix(name):
+def test_each_bad_fixture_is_caught_with_the_path_and_the_fix(name):
     verdict = fixture_verdict(FIXTURES / "bad" / name)
     errors = {(f["kind"], f["config"], f["path"]) for f in verdict["findings"] if f["severity"] == "error"}
     others = {f["kind"] for f in verdict["findings"] if f["severity"] != "error"}
     assert (errors, others) == BAD[name]
-    assert verdict["valid"] is False
+    assert verdict["valid"] is not bool(errors)
     assert all(f["remedy"] and f["problem"] for f in verdict["findings"])
 
 
@@ -101,6 +149,37 @@ def test_published_configs_pass_and_say_what_is_advertised(name, shared):
     assert verdict["valid"] is True
     assert verdict["configs"][name]["shared"] == shared
     assert verdict["configs"][name]["strategy"] == ("time-slicing" if shared else "none")
+
+
+# Bare MPS configs: the MPS root is the deployment's (the Helm chart's mps.root, the GPU Operator's), not
+# a field of the file, so a config or a ConfigMap without flags.mpsRoot is valid.
+@pytest.mark.parametrize(
+    "name, advertised, replicas",
+    [
+        ("readme-mps.yaml", "nvidia.com/gpu", 10),
+        ("readme-mps-rename.yaml", "nvidia.com/gpu.shared", 10),
+        ("issue-929-mps.yaml", "nvidia.com/gpu", 10),
+    ],
+)
+def test_published_mps_configs_pass_without_an_mps_root(name, advertised, replicas):
+    verdict = fixture_verdict(FIXTURES / "good" / name)
+    assert [f["kind"] for f in verdict["findings"]] == ["config_mps_one_replica_per_container"]
+    assert verdict["valid"] is True
+    assert verdict["configs"][name]["strategy"] == "mps"
+    assert verdict["configs"][name]["shared"] == [
+        {"name": "nvidia.com/gpu", "advertised": advertised, "replicas": replicas}
+    ]
+
+
+@pytest.mark.parametrize(
+    "name, default",
+    [("chart-values-example.yaml", "default"), ("readme-helm-multiple-configs.yaml", "config0")],
+)
+def test_published_helm_values_with_a_default_the_chart_finds_pass(name, default):
+    (config_set,) = sets_from_text((FIXTURES / "good" / name).read_text(), name)
+    verdict = check_set(config_set)
+    assert verdict["findings"] == []
+    assert verdict["default"] == default
 
 
 def test_mps_root_from_the_helm_chart_is_no_finding():
@@ -235,6 +314,7 @@ def test_every_kind_is_of_this_check_and_found_by_some_case():
     assert all(k.checks == (CHECK_PLUGIN_CONFIG,) for k in kinds.KINDS)
     found = {kind for _text, kind, _path in ONE_MISTAKE}
     found |= {"config_key_not_in_release", "config_mps_not_deployable", "config_mps_one_replica_per_container"}
+    found |= {"config_chart_name_and_map"}  # test_upstream_rules.py
     found |= {k for errors, others in BAD.values() for k in {e[0] for e in errors} | others}
     assert found == {k.id for k in kinds.KINDS}
 
