@@ -11,10 +11,16 @@ description:
   - Checks config files of NVIDIA's device plugin (C(version) V(v1)) against the schema of a pinned
     release, without a cluster, and says for each mistake the key's path and the fix. The plugin reads
     its config only when it starts, so a mistake crash-loops it on every GPU node (a value of the wrong
-    type, an unknown version or MIG strategy, fewer than two replicas, MPS without C(flags.mpsRoot)) or is
-    silently ignored and the capacity is not GPUs x replicas (a key it does not know, C(renameByDefault)
-    under C(flags) instead of C(sharing.timeSlicing), C(rename), C(devices) and the C(resources) section,
-    which these releases ignore).
+    type, an unknown version or MIG strategy, fewer than two replicas, an empty C(sharing.timeSlicing),
+    more MPS replicas than the MPS control daemon's 48 clients per GPU) or is silently ignored and the
+    capacity is not GPUs x replicas (a key it does not know, C(renameByDefault) under C(flags) instead of
+    C(sharing.timeSlicing), C(rename), C(devices) and the C(resources) section, which these releases
+    ignore, a shared resource no device has, such as a MIG resource outside the C(mixed) MIG strategy or
+    C(nvidia.com/gpu.shared)). Helm values the plugin's chart refuses to render (several configs and no
+    default it can infer, C(config.name) with C(config.map)) are errors too.
+  - The MPS root is a deployment setting (the Helm chart's C(mps.root), the GPU Operator's), not a field
+    of the file; it is judged only where the deployment is seen (Helm values, O(static_daemonset)). The
+    rules and the code of the plugin each follows are listed in the collection's docs/plugin-config.md.
   - Reads a config (O(config)), a set of named configs (O(configs), the entries of the plugin's ConfigMap), or files
     (O(src)) and inline documents (O(definition)) that hold one or more YAML documents, each a config, a ConfigMap of
     configs, the values of the plugin's Helm chart (C(config.map), C(config.default)) or those of the GPU Operator's
@@ -27,7 +33,9 @@ description:
     V(config_rename_ignored), V(config_devices_ignored), V(config_resources_ignored), V(config_sharing_both),
     V(config_mps_without_root), V(config_mps_mig_mixed), V(config_mps_fail_requests_ignored),
     V(config_mps_one_replica_per_container) (info), V(config_imex_channels), V(config_default_missing),
-    V(config_mps_not_deployable).
+    V(config_mps_not_deployable), V(config_mps_replicas_over_limit),
+    V(config_mps_replicas_over_pre_volta_limit) (warning), V(config_shared_resource_not_advertised),
+    V(config_chart_no_default), V(config_chart_name_and_map).
   - Fails when a finding is an error, or of the severity O(fail_on) names; with O(fail_on=never) it only reports.
     The same checks run from the command line as C(scripts/gpu-plugin-config-validate).
 author:
@@ -58,7 +66,7 @@ options:
   static_daemonset:
     description:
       - The configs are for NVIDIA's static DaemonSet (as M(kubegpu.scheduling.gpu_device_plugin) deploys it),
-        which runs no MPS control daemon, so MPS sharing is an error.
+        which sets no MPS root and runs no MPS control daemon, so MPS sharing is an error.
     type: bool
     default: false
   report_only:

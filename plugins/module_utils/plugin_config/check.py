@@ -26,9 +26,9 @@ _DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$|^[-+]
 
 UNSEEN, STATIC, HELM, OPERATOR = "unseen", "static", "helm", "operator"
 DEPLOYMENT_WORDS = {
-    STATIC: "the static DaemonSet (no MPS_ROOT)",
-    HELM: "the Helm chart's mps.root",
-    OPERATOR: "the GPU Operator's devicePlugin.mps.root",
+    STATIC: "the static DaemonSet sets no MPS_ROOT and flags.mpsRoot is not set",
+    HELM: "the Helm chart's mps.root is empty, and the chart passes it as MPS_ROOT, which overrides flags.mpsRoot",
+    OPERATOR: "the GPU Operator's MPS root is empty",
 }
 
 
@@ -405,7 +405,8 @@ def check_mps(check: Checker, shared: list[Shared], keys: Mapping[str, Any], fla
     if not shared:
         return
     deployment = check.deployment
-    if deployment.kind != UNSEEN and not deployment.mps_root and not flags.get("mpsRoot"):
+    root = flags.get("mpsRoot") if deployment.kind == STATIC else deployment.mps_root  # the env wins (flags.go:32-49)
+    if deployment.kind != UNSEEN and not root:
         check.hit("config_mps_without_root", "flags.mpsRoot", deployment=DEPLOYMENT_WORDS[deployment.kind])
     if check.mig_strategy == "mixed":
         check.hit("config_mps_mig_mixed", "flags.migStrategy")

@@ -172,6 +172,7 @@ RULES = (
             "cmd/nvidia-device-plugin/main.go:205-211",
             "cmd/nvidia-device-plugin/main.go:140-142",
             "api/config/v1/config.go:43-56",
+            "api/config/v1/flags.go:32-49",
             "deployments/helm/nvidia-device-plugin/templates/daemonset-device-plugin.yml:138-139",
             "deployments/helm/nvidia-device-plugin/values.yaml:148-153",
             "deployments/static/nvidia-device-plugin.yml:43",
@@ -213,6 +214,8 @@ RULES = (
             "internal/rm/device_map.go:79-81",
             "internal/rm/device_map.go:301-311",
             "api/config/v1/config.go:85-91",
+            "deployments/helm/nvidia-device-plugin/templates/daemonset-device-plugin.yml:140-142",
+            f"{OPERATOR}:controllers/object_controls.go:2786-2798",
         ),
         "a shared resource is matched against the device resources: nvidia.com/gpu always (MIG devices too "
         "under single), nvidia.com/mig-<profile> under mixed only; a name no device has is skipped",

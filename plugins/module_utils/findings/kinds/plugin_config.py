@@ -149,7 +149,7 @@ KINDS = (
         "config_mps_without_root",
         ERROR,
         "MPS without an MPS root",
-        "sharing.mps replicates GPUs but neither flags.mpsRoot nor {deployment} sets the MPS root; "
+        "sharing.mps replicates GPUs but the plugin gets no MPS root ({deployment}); "
         + EXITS.format(error="using MPS requires --mps-root to be specified"),
         "deploy MPS with the plugin's Helm chart (mps.root, /run/nvidia/mps by default) or the GPU Operator, "
         "which set the root and run the MPS control daemon, or set flags.mpsRoot",
