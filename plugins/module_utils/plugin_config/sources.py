@@ -5,7 +5,9 @@
 A config comes as the plugin's file itself, as the entries of a ConfigMap (one config per key, the
 way the Helm chart and the GPU Operator mount them), as the values of the plugin's Helm chart
 (``config.map`` and ``config.default``) or as those of the GPU Operator's chart
-(``devicePlugin.config.data`` and ``devicePlugin.config.default``).
+(``devicePlugin.config.data`` and ``devicePlugin.config.default``). Values also say what the deployment
+sets on the plugin (its MPS root and MIG strategy) and what the Helm chart refuses to render; a bare config
+or a ConfigMap says neither (schema.RULES names the code of each).
 """
 
 from __future__ import annotations
