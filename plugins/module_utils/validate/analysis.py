@@ -27,6 +27,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths 
     GPU_PATH_PARENTS,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.intent import GPU_NODE_LABEL_RE
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.other_accelerators import (
+    NVIDIA_WORD_RE,
+    names_other_accelerator,
+    requirement_names_other,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import DEVICE_VARIABLES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping, as_text
@@ -68,6 +73,7 @@ class Mount:
     mount_path: str
     volume: str | None
     host_path: str | None = None  # set for a hostPath volume of GPU devices or driver files
+    read_only: bool = False  # the volume mount says readOnly: true
 
 
 @dataclass(slots=True)
@@ -107,6 +113,7 @@ class PodFacts:
     allow_path: str | None = None  # where the allow annotation is, if the object carries it
     admin_requests: list[tuple[str, str]] = field(default_factory=list)  # (request, path) with admin access
     component: Component | None = None  # the GPU system component the pod spec runs, if it is one
+    other_accelerator: str = ""  # what places the pod on another vendor's accelerator nodes, in words
 
     @property
     def allowed_because(self) -> str:
@@ -135,7 +142,56 @@ def analyse(
     admin = admin_access_requests(site.claim_spec, site.path) if site.claim_spec is not None else []
     # Recognised by every container of the spec, the ephemeral ones a debug session adds included.
     component = components.recognise(site.spec) if containers else None
-    return PodFacts(site, containers, has_gpu, is_gpu, allow_annotation, reason, path, admin, component)
+    other = other_accelerator_placement(site.spec, [n for c in containers for n in _resource_names(c.site)])
+    return PodFacts(site, containers, has_gpu, is_gpu, allow_annotation, reason, path, admin, component, other)
+
+
+def _resource_names(container: ContainerSite) -> list[str]:
+    resources = as_mapping(container.container.get("resources"))
+    names = (*as_mapping(resources.get("limits")), *as_mapping(resources.get("requests")))
+    return [n for n in names if isinstance(n, str)]
+
+
+def other_accelerator_placement(spec: Mapping[str, Any], resource_names: list[str]) -> str:
+    """What confines the pod to another vendor's accelerator nodes (gpu/other_accelerators.py), in
+    words; "" when nothing does, or when the pod also asks for NVIDIA (a resource or runtime class
+    that names it). A node selector entry or a required node affinity, every term of which names
+    one (terms are alternatives), or a resource of another vendor's device plugin."""
+    runtime = spec.get("runtimeClassName")
+    if any(NVIDIA_WORD_RE.search(n) for n in resource_names) or (
+        isinstance(runtime, str) and NVIDIA_WORD_RE.search(runtime)
+    ):
+        return ""
+    for key, value in as_mapping(spec.get("nodeSelector")).items():
+        if isinstance(key, str) and names_other_accelerator(f"{key}={as_text(value)}"):
+            return f"node selector {key}={as_text(value)}"
+    terms = [_other_requirement(t) for t in _required_terms(spec)]
+    if terms and all(terms):
+        return f"node affinity {' or '.join(terms)}"
+    other = [n for n in resource_names if names_other_accelerator(n)]
+    return f"resource {other[0]}" if other else ""
+
+
+def _required_terms(spec: Mapping[str, Any]) -> list[Any]:
+    node_affinity = as_mapping(as_mapping(spec.get("affinity")).get("nodeAffinity"))
+    required = as_mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    return as_list(required.get("nodeSelectorTerms"))
+
+
+def _other_requirement(term: object) -> str:
+    """The requirement of a node selector term that names another vendor's accelerator ("" if none):
+    In or Exists on such a key, or In with only such values."""
+    for expression in as_list(as_mapping(term).get("matchExpressions")):
+        key, operator, values = _requirement(expression)
+        if operator in ("In", "Exists") and requirement_names_other(key, values):
+            return f"{key} in ({', '.join(values)})" if values else f"{key} exists"
+    return ""
+
+
+def _requirement(expression: object) -> tuple[str, str, list[str]]:
+    entry = as_mapping(expression)
+    values = [v for v in as_list(entry.get("values")) if isinstance(v, str)]
+    return as_text(entry.get("key")), as_text(entry.get("operator")), values
 
 
 def pod_claim_names(spec: Mapping[str, Any]) -> set[str]:
@@ -267,16 +323,20 @@ def privilege_escalations(container: ContainerSite) -> list[tuple[str, str]]:
 
 
 def pod_gpu_intent(spec: Mapping[str, Any]) -> list[str]:
+    """Signs in the pod's placement that it means NVIDIA GPUs: GPU label keys in its node selector,
+    node affinity and tolerations, and an NVIDIA runtime class. A label that names another vendor's
+    accelerator (accelerator=huawei-Ascend910, cloud.google.com/gke-tpu-accelerator) is no such sign."""
     signs = []
     for key, value in as_mapping(spec.get("nodeSelector")).items():
-        if isinstance(key, str) and GPU_NODE_LABEL_RE.search(key):
+        gpu_label = isinstance(key, str) and GPU_NODE_LABEL_RE.search(key)
+        if gpu_label and not names_other_accelerator(f"{key}={as_text(value)}"):
             signs.append(f"node selector {key}={value}")
     for key in _affinity_keys(spec):
         signs.append(f"node affinity on {key}")
     for toleration in as_list(spec.get("tolerations")):
         if isinstance(toleration, dict):
             words = f"{as_text(toleration.get('key'))} {as_text(toleration.get('value'))}"
-            if GPU_NODE_LABEL_RE.search(words):
+            if GPU_NODE_LABEL_RE.search(words) and not names_other_accelerator(words):
                 signs.append(f"toleration {words.strip()}")
     runtime = spec.get("runtimeClassName")
     if isinstance(runtime, str) and "nvidia" in runtime.lower():
@@ -295,8 +355,8 @@ def _affinity_keys(spec: Mapping[str, Any]) -> Iterator[str]:
     ]
     for term in (*required, *preferred):
         for expression in as_list(as_mapping(term).get("matchExpressions")):
-            key = as_mapping(expression).get("key")
-            if isinstance(key, str) and GPU_NODE_LABEL_RE.search(key):
+            key, _operator, values = _requirement(expression)
+            if GPU_NODE_LABEL_RE.search(key) and not requirement_names_other(key, values):
                 yield key
 
 
@@ -363,5 +423,6 @@ def host_path_mounts(container: ContainerSite, volumes: Mapping[str, tuple[int, 
         if entry is not None:
             volume_index, host_path = entry
             where = f"{spec_path}.volumes[{volume_index}].hostPath.path"
-            found.append(Mount(where, as_text(mount.get("mountPath")), mount.get("name"), host_path))
+            read_only = mount.get("readOnly") is True
+            found.append(Mount(where, as_text(mount.get("mountPath")), mount.get("name"), host_path, read_only))
     return found

@@ -42,6 +42,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.quantity i
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import ContainerSite, key_path
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analysis import (
     ContainerFacts,
+    Mount,
     PodFacts,
     pod_gpu_intent,
 )
@@ -118,8 +119,42 @@ def gpu_mounts(pod: PodFacts, host_path: bool) -> Iterator[Hit]:
 def parent_mounts(pod: PodFacts) -> Iterator[Hit]:
     for c in pod.containers:
         for mount in c.parent_mounts:
-            fields = dict(who=c.who, volume=mount.volume, mount_path=mount.mount_path, host_path=mount.host_path)
-            yield Hit(c.site, mount.path, dict(fields, effect=_host_path_effect(c)))
+            reach = parent_mount_reach(c, pod, mount)
+            if reach is not None:
+                fields = dict(who=c.who, volume=mount.volume, mount_path=mount.mount_path, host_path=mount.host_path)
+                yield Hit(c.site, mount.path, dict(fields, effect=reach))
+
+
+def parent_mount_reach(c: ContainerFacts, pod: PodFacts, mount: Mount) -> str | None:
+    """How a hostPath of / or of a directory above the GPU paths gives the container GPU devices, in
+    words; None when it does not. The device nodes under such a mount open only where the
+    container's device cgroup allows them: runc and containerd allow an unprivileged container
+    only its default devices (/dev/null, /dev/zero, ...) and the ones its GPUs were assigned, so
+    /dev/nvidia* reached through a hostPath gives EPERM; a privileged container (or one with
+    SYS_ADMIN or ALL) is allowed every device. So the mount reaches GPUs when the container is
+    privileged; else, on a node of another vendor's accelerator, none are there; else when the
+    mount is writable (it can change the driver root and the files that decide which GPUs
+    containers get), or when the container shows GPU intent (the driver files are what it reads
+    the mount for)."""
+    if c.escalations:
+        how = ", ".join(what for _path, what in c.escalations)
+        return (
+            f"it runs with {how}, which allows it every device node of its node, so through the mount it opens "
+            "/dev/nvidia* of GPUs the scheduler gave to other pods"
+        )
+    if pod.other_accelerator:
+        return None
+    if not mount.read_only:
+        return (
+            "the mount is writable, so the container can change the driver root and the host files that decide which "
+            "GPUs containers get"
+        )
+    signs = gpu_intent(c, pod)
+    if signs:
+        return (
+            f"it shows GPU intent ({'; '.join(signs)}) and reads the driver through the mount; {_host_path_effect(c)}"
+        )
+    return None
 
 
 def _host_path_effect(c: ContainerFacts) -> str:

@@ -486,13 +486,16 @@ def test_parents_of_the_gpu_paths(host_path, parent):
     assert parent_of_gpu_paths(host_path) is parent
 
 
-def test_a_host_root_mount_is_an_error_with_or_without_a_gpu_limit():
+def test_a_host_root_mount_is_an_error_writable_or_beside_a_gpu_limit():
     volumes = [{"name": "root", "hostPath": {"path": "/"}}, {"name": "logs", "hostPath": {"path": "/var/log"}}]
-    mounts = [{"name": "root", "mountPath": "/host", "readOnly": True}, {"name": "logs", "mountPath": "/logs"}]
-    for limits in (None, {GPU: 1}):
+    read_only = [{"name": "root", "mountPath": "/host", "readOnly": True}, {"name": "logs", "mountPath": "/logs"}]
+    writable = [{"name": "root", "mountPath": "/host"}, {"name": "logs", "mountPath": "/logs"}]
+    for mounts, limits in ((writable, None), (read_only, {GPU: 1})):
         [finding] = check(pod(container(volumeMounts=mounts, limits=limits), volumes=volumes)).findings
         assert (finding.rule, finding.path, finding.severity) == ("KGPU203", "spec.volumes[0].hostPath.path", "error")
         assert "hostPath / (volume 'root') at /host" in finding.message
+    # Read-only, unprivileged and with no sign of GPU use: its device cgroup opens no GPU (test_host_path_reach.py).
+    assert check(pod(container(volumeMounts=read_only), volumes=volumes)).findings == []
     assert check(pod(container(), volumes=volumes)).findings == []
 
 
