@@ -111,11 +111,52 @@ options:
     description:
       - The env that image configs set, as a map of image reference (or glob) to a map of variable to
         value. See the examples.
-      - Takes precedence over the known image families (official CUDA, NGC, NIM, RAPIDS, Triton, Dynamo
-        runtime, PyTorch, TensorFlow GPU, vLLM and Ray GPU images), which are treated as setting C(NVIDIA_VISIBLE_DEVICES=all). Map an image to V({})
-        to say its config sets nothing.
+      - Takes precedence over the image's config read from its registry (O(image_registry)) and over the
+        known image families (official CUDA, NGC, NIM, RAPIDS, Triton, Dynamo runtime, PyTorch, TensorFlow
+        GPU, vLLM and LMCache's vLLM, Hugging Face TGI CUDA builds, NCCL tests, KServe's Hugging Face GPU
+        server and Ray GPU images, each with its Dockerfile in C(gpu/cuda_images.py)), which are treated as setting
+        C(NVIDIA_VISIBLE_DEVICES=all). Map an image to V({}) to say its config sets nothing.
+      - An image whose name or tag says CUDA (C(cuda12), C(cu121), C(-gpu)) and no other platform (C(-cpu), C(rocm))
+        is likely CUDA; its V(KGPU501) says this is a pattern match, not a known family.
     type: dict
     default: {}
+  image_registry:
+    description:
+      - An optional read of each image's own config from its registry (OCI distribution API), so that the image,
+        not its name, says whether it sets C(NVIDIA_VISIBLE_DEVICES). Off by default, so the check stays offline.
+      - Per image it sends C(GET /v2/<name>/manifests/<tag or digest>) (the linux/amd64 image of an index) and
+        C(GET /v2/<name>/blobs/<config digest>) to its registry, anonymously, with a bearer token from the
+        registry's C(WWW-Authenticate) realm, or with the credentials of O(image_registry.docker_config).
+      - A config that sets C(NVIDIA_VISIBLE_DEVICES) (or a legacy C(CUDA_VERSION)) decides V(KGPU501), its digest
+        in the message; one that sets neither lifts the verdict from the name (a note says so). A registry that
+        cannot be reached or an image it lacks is a note naming both and the error; the verdict from the name
+        stands. With the read on, O(jobs) is not used (one process reads each image once).
+    type: dict
+    default: {}
+    suboptions:
+      read:
+        description: Read image configs from their registries.
+        type: bool
+        default: false
+      timeout:
+        description: Seconds each registry request may take.
+        type: float
+        default: 5
+      budget:
+        description: Seconds all registry reads of the run may take together; images met after it is spent keep the verdict from their names.
+        type: float
+        default: 30
+      insecure_registries:
+        description: Registries (C(host:port)) read over plain HTTP instead of HTTPS.
+        type: list
+        elements: str
+        default: []
+      cache_dir:
+        description: A directory where the configs read are kept by digest, for the next runs; unset, they are kept in memory for this run only.
+        type: path
+      docker_config:
+        description: A pull secret's C(.dockerconfigjson) file, whose credentials go to their registry (or its token realm).
+        type: path
   allow_annotation:
     description:
       - Annotation on an object (or its pod template) that allows its findings, for legitimate exceptions
@@ -175,8 +216,8 @@ notes:
     Any of these it may not read is a note (for the policies, V(unknown) with the reason), never a failure.
   - Offline, an C(envFrom) source that is not among the manifests is assumed to set no NVIDIA variable,
     unless its C(prefix) leads to one (V(KGPU103), V(KGPU104)); live mode reads it.
-  - The image config env is not fetched from registries; O(image_env) and the known image families stand
-    in for it.
+  - The image config env is not fetched from registries unless O(image_registry.read) is on; O(image_env),
+    the known image families and names that say CUDA stand in for it.
 seealso:
   - name: Alibaba ACK, use the default Kubernetes GPU scheduling
     description: The guide that lists the ways to bypass the scheduler's GPU accounting.
@@ -382,6 +423,7 @@ api_requests:
   sample: 14
 """
 
+from dataclasses import replace
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
@@ -423,6 +465,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manife
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.parallel import usable_cpus
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.reads import live_report
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.registry_reads import (
+    IMAGE_REGISTRY_OPTIONS,
+    registry_reader,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report import (
     ReportWriteError,
     failed,
@@ -447,6 +493,7 @@ def argument_spec() -> dict[str, Any]:
             namespaces={"type": "list", "elements": "str"},
             skip_rules={"type": "list", "elements": "str", "default": []},
             image_env={"type": "dict", "default": {}},
+            image_registry={"type": "dict", "default": {}, "options": IMAGE_REGISTRY_OPTIONS},
             allow_annotation={"type": "str", "default": DEFAULT_ALLOW_ANNOTATION},
             report_json={"type": "path"},
             report_sarif={"type": "path"},
@@ -483,13 +530,14 @@ def validate(module: AnsibleModule) -> tuple[Report, dict[str, Any] | None, int]
         raise OptionError("max_file_size must be positive")
     if params["jobs"] is not None and params["jobs"] < 1:
         raise OptionError("jobs must be 1 or more")
-    config = rule_config(params)
+    config = replace(rule_config(params), image_reader=(reader := registry_reader(params["image_registry"])))
     reports = []
     admission = None
     requests = 0
     if params["src"] or params["definition"] is not None:
         manifests = load_manifests(params["src"] or [], params["definition"], params["max_file_size"])
         jobs = params["jobs"] if params["jobs"] is not None else default_jobs(len(manifests.paths), usable_cpus())
+        jobs = jobs if reader is None else 1
         reports.append(offline_report(manifests, config, jobs))
     if params["live"]:
         client = module_client(module)
@@ -498,6 +546,7 @@ def validate(module: AnsibleModule) -> tuple[Report, dict[str, Any] | None, int]
         admission = read_enforcement(client)
         requests = client.request_count
     report = merge_reports(reports)
+    report.notes.extend(reader.notes if reader is not None else ())
     if admission is not None:
         report.notes.append(enforcement_summary(admission))
     return report, admission, requests

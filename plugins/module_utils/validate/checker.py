@@ -21,7 +21,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.analysis import analyse
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.env import EnvSources, NoEnvSources
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.findings import Allowed, Finding
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import ImageCatalogue
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import ConfigReader, ImageCatalogue
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.rules import (
     CHECKS,
     DEFAULT_ALLOW_ANNOTATION,
@@ -37,6 +37,8 @@ class RuleConfig:
     allow_annotation: str = DEFAULT_ALLOW_ANNOTATION
     skip_rules: frozenset[str] = frozenset()
     components: ComponentCatalogue = field(default=BUILTIN_CATALOGUE, compare=False)
+    # The read of each image's own config from its registry (validate/registry_reads.py); None: offline.
+    image_reader: ConfigReader | None = field(default=None, compare=False)
 
 
 def unknown_rules(rule_ids: Iterable[str]) -> list[str]:
@@ -50,7 +52,7 @@ class PodChecker:
     def __init__(self, config: RuleConfig | None = None, sources: EnvSources | None = None) -> None:
         self.config = config or RuleConfig()
         self.sources: EnvSources = sources or NoEnvSources()
-        self.images = ImageCatalogue(self.config.image_env)
+        self.images = ImageCatalogue(self.config.image_env, self.config.image_reader)
         self.rules = [(rule, CHECKS[rule]) for rule in RULES if rule not in self.config.skip_rules]
         self._matcher = gpu_resource_matcher(self.config.gpu_resources)
         self._gpu_names: dict[str, bool] = {}

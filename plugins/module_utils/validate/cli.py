@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, BinaryIO, TextIO
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.components import (
@@ -28,6 +29,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manife
     read_text,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.parallel import usable_cpus
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.registry_reads import registry_reader
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report import (
     FAIL_ON_CHOICES,
     ReportWriteError,
@@ -64,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "gpu-pod-validate -",
     )
     _add_rule_options(parser)
+    _add_registry_options(parser)
     _add_output_options(parser)
     parser.add_argument("--list-rules", action="store_true", help="print the rules and exit")
     return parser
@@ -110,6 +113,35 @@ def _add_rule_options(parser: argparse.ArgumentParser) -> None:
         "--no-system-components",
         action="store_true",
         help="judge the known GPU system components (device plugins, GPU Operator operands...) like any workload",
+    )
+
+
+def _add_registry_options(parser: argparse.ArgumentParser) -> None:
+    """The optional read of each image's config from its registry (gpu_pod_validate's image_registry)."""
+    group = parser.add_argument_group("image registry (off by default: the check stays offline)")
+    group.add_argument(
+        "--registry-read",
+        action="store_true",
+        help="read each image's config from its registry: its NVIDIA_VISIBLE_DEVICES decides KGPU501",
+    )
+    group.add_argument("--registry-timeout", type=float, default=5, metavar="S", help="seconds per request (5)")
+    group.add_argument("--registry-budget", type=float, default=30, metavar="S", help="seconds for all reads (30)")
+    group.add_argument(
+        "--insecure-registry", action="append", default=[], metavar="HOST:PORT", help="a registry read over HTTP"
+    )
+    group.add_argument("--registry-cache-dir", metavar="DIR", help="keep the configs read here, by digest")
+    group.add_argument("--docker-config", metavar="FILE", help="a pull secret's .dockerconfigjson for credentials")
+
+
+def registry_option(args: argparse.Namespace) -> dict[str, Any]:
+    """The CLI's registry flags as gpu_pod_validate's image_registry option."""
+    return dict(
+        read=args.registry_read,
+        timeout=args.registry_timeout,
+        budget=args.registry_budget,
+        insecure_registries=args.insecure_registry,
+        cache_dir=args.registry_cache_dir,
+        docker_config=args.docker_config,
     )
 
 
@@ -216,7 +248,8 @@ def run(
             raise UsageError("--jobs must be 1 or more")
         if not HAS_YAML:
             raise UsageError("PyYAML is required (pip install PyYAML)")
-        config = rule_config(args)
+        reader = registry_reader(registry_option(args))
+        config = replace(rule_config(args), image_reader=reader)
     except OptionError as exc:
         stderr.write(f"gpu-pod-validate: error: {exc}\n")
         return EXIT_USAGE
@@ -225,7 +258,8 @@ def run(
         stdin = sys.stdin.buffer
     manifests = load_manifests(args.paths, None, args.max_file_size, stdin)
     jobs = args.jobs if args.jobs is not None else default_jobs(len(manifests.paths), usable_cpus())
-    report = offline_report(manifests, config, jobs)
+    report = offline_report(manifests, config, jobs if reader is None else 1)
+    report.notes.extend(reader.notes if reader is not None else ())
     summary = summarize(report)
     try:
         if args.json_file:
