@@ -331,7 +331,7 @@ findings:
           V(several_device_plugin_pods), V(device_plugin_not_ready), V(device_plugin_restarting),
           V(no_gpu_capacity), V(allocatable_below_capacity), V(gpu_count_differs_from_labels),
           V(no_dra_kubelet_plugin_pod), V(dra_kubelet_plugin_not_ready), V(dra_no_resource_slices),
-          V(host_facts_failed), V(host_not_a_node), V(host_gpus_not_advertised), V(driver_not_found),
+          V(gpus_served_by_device_plugin_and_dra), V(host_facts_failed), V(host_not_a_node), V(host_gpus_not_advertised), V(driver_not_found),
           V(nvidia_smi_failed), V(host_gpu_count_differs_from_capacity), V(toolkit_config_not_found),
           V(toolkit_config_unreadable), V(toolkit_accepts_visible_devices_env),
           V(toolkit_volume_mounts_disabled) (docs/findings.md has their severities and titles)."

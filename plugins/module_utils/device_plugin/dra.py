@@ -14,10 +14,17 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.f
     KIND_DRA_NOT_READABLE,
     KIND_DRA_PLUGIN_NOT_READY,
     KIND_NO_DRA_PLUGIN_POD,
+    KIND_SERVED_TWICE,
     found,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_plugins import is_dra_deployment
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import current_pools, devices_by_node
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
+    DevicePluginSide,
+    current_pools,
+    devices_by_node,
+    dual_stack,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.options import FleetOptions
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import namespaced_name
 
 
@@ -70,6 +77,19 @@ def dra_node_findings(node: Mapping[str, Any], layout: DraLayout) -> list[dict[s
     if pods and layout.readable and not layout.slices.get(name):
         findings.append(found(KIND_DRA_NO_SLICES, subject, name, namespace=pods[0]["namespace"], name=pods[0]["name"]))
     return findings
+
+
+def served_twice_findings(node: Mapping[str, Any], layout: DraLayout, options: FleetOptions) -> list[dict[str, Any]]:
+    """The device plugin's GPU resource in the node's allocatable beside a GPU driver's devices in its
+    ResourceSlices: the same GPUs offered twice (gpu/dra.py decides it, for the fleet facts too, which
+    also read the claims and classes this check does not)."""
+    name = node["name"]
+    plugin = DevicePluginSide(node["allocatable"], options.counts)
+    fields = ("resource", "allocatable", "driver", "devices")
+    return [
+        found(KIND_SERVED_TWICE, f"node {name}", name, **{key: entry[key] for key in fields})
+        for entry in dual_stack(plugin, layout.devices.get(name, []), (), {})
+    ]
 
 
 def dra_node_summary(name: str, layout: DraLayout) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.catalogue import KINDS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import device_plugin as kinds
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds import fleet as fleet_kinds
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import Hit
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.results import plugin_finding
 
@@ -29,6 +30,8 @@ KIND_NO_DRA_PLUGIN_POD = kinds.NO_DRA_PLUGIN_POD
 KIND_DRA_PLUGIN_NOT_READY = kinds.DRA_PLUGIN_NOT_READY
 KIND_DRA_NO_SLICES = kinds.DRA_NO_SLICES
 KIND_DRA_NOT_READABLE = kinds.DRA_NOT_READABLE
+# Declared with the fleet's kinds, for both checks.
+KIND_SERVED_TWICE = fleet_kinds.SERVED_TWICE
 KIND_NODE_NOT_READY = kinds.NODE_NOT_READY
 KIND_NO_PLUGIN_POD = kinds.NO_PLUGIN_POD
 KIND_SEVERAL_PLUGIN_PODS = kinds.SEVERAL_PLUGIN_PODS

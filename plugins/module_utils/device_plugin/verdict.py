@@ -20,6 +20,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.d
     dra_node_findings,
     dra_node_summary,
     is_dra_plugin_pod,
+    served_twice_findings,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.device_plugin.findings import (
     KIND_NO_DEVICE_PLUGIN,
@@ -181,7 +182,7 @@ def node_verdicts(
         if name not in fleet.dra_only:
             findings += node_findings(node, pods, daemonsets, fleet.static_seen, options)
         if name in fleet.dra.nodes:
-            findings += dra_node_findings(node, fleet.dra)
+            findings += dra_node_findings(node, fleet.dra) + served_twice_findings(node, fleet.dra, options)
     return summaries, findings
 
 

@@ -3,11 +3,19 @@
 """The fleet facts' own problem kinds (gpu_node_facts): a problem's ``problem`` is its kind's title,
 its ``reason`` the message, its ``remedy`` the remedy. The kinds the device-plugin check reports too
 (no_gpu_capacity, allocatable_below_capacity, no_device_plugin_pod, device_plugin_not_ready,
-dra_no_resource_slices) are declared once, in kinds/device_plugin.py, for both checks."""
+dra_no_resource_slices) are declared once, in kinds/device_plugin.py, for both checks;
+gpus_served_by_device_plugin_and_dra, which the device-plugin check reports too, is declared here
+for both, so that its id stays the fleet's."""
 
 from __future__ import annotations
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import CHECK_FLEET, Case, Kind
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.kinds.device_plugin import FLEET_CASE
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.registry import (
+    CHECK_DEVICE_PLUGIN,
+    CHECK_FLEET,
+    Case,
+    Kind,
+)
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.findings.severity import ERROR, WARNING
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import DUAL_STACK_MAPPED
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models import (
@@ -18,6 +26,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.models impo
 FLEET = (CHECK_FLEET,)
 # NVIDIA's DRA driver: its GPU kubelet plugin "cannot be deployed alongside the standard GPU device
 # plugin on the same node" (gpu/dra.py names the source).
+_BOTH_WAYS = (
+    "{resource} is in the node's allocatable (device plugin) and driver {driver} publishes {devices} "
+    "GPU device(s) here in ResourceSlices: the scheduler counts the two apart, so pods asking either "
+    "way can be given the same GPUs"
+)
 _ONE_OF_THE_TWO = (
     "keep one of the two on this node: NVIDIA's DRA driver says its GPU kubelet plugin cannot be deployed "
     "alongside the standard GPU device plugin on the same node (label the node "
@@ -83,16 +96,15 @@ KINDS = (
         SERVED_TWICE,
         ERROR,
         "GPUs served by both the device plugin and a DRA driver",
-        "{resource} is in the node's allocatable (device plugin) and driver {driver} publishes {devices} "
-        "GPU device(s) here in ResourceSlices: the scheduler counts the two apart, so pods asking either "
-        "way can be given the same GPUs",
+        _BOTH_WAYS,
         _ONE_OF_THE_TWO,
-        FLEET,
+        (CHECK_FLEET, CHECK_DEVICE_PLUGIN),
         cases={
+            FLEET_CASE: Case(message=_BOTH_WAYS),
             DUAL_STACK_MAPPED: Case(
                 message="{resource} is in the node's allocatable (device plugin) and DeviceClass "
                 "{device_class} maps it to the DRA devices of driver {driver} published here"
-            )
+            ),
         },
     ),
     Kind(

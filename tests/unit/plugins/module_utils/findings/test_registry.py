@@ -126,6 +126,7 @@ def test_the_kinds_fleet_and_device_plugin_both_report_are_declared_once_for_bot
         "no_device_plugin_pod",
         "device_plugin_not_ready",
         "dra_no_resource_slices",
+        "gpus_served_by_device_plugin_and_dra",
     }
     assert all("fleet" in KINDS[kind].cases for kind in shared)
 
