@@ -80,7 +80,7 @@ def test_the_docs_give_every_rule_its_sources_and_the_release():
 )
 def test_an_mps_root_the_deployment_sets_or_the_check_cannot_see_is_no_finding(text):
     assert ("config_mps_without_root", "flags.mpsRoot") not in kinds_of(text)
-    assert not [k for k, _ in kinds_of(text) if KINDS[k].severity == "error"]
+    assert not [kind for kind, _path in kinds_of(text) if KINDS[kind].severity == "error"]
 
 
 def test_an_empty_mps_root_in_helm_values_is_an_error_even_with_flags_mps_root():
