@@ -168,15 +168,21 @@ def config_env(config: Mapping[str, Any]) -> dict[str, str]:
     return env
 
 
+def gpu_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The NVIDIA and CUDA variables of an image's env: all that is kept of a config (the rest may hold
+    what the image's author did not mean to share)."""
+    return {name: value for name, value in env.items() if _GPU_VARIABLE.match(name)}
+
+
 def registry_verdict(env: Mapping[str, str], registry: str, digest: str) -> ImageEnv | None:
     """What the image's own config says: its NVIDIA and CUDA variables where it has any (the rules read
     NVIDIA_VISIBLE_DEVICES, or a legacy CUDA_VERSION), else nothing: a verdict from its name is lifted."""
-    gpu_env = {name: value for name, value in env.items() if _GPU_VARIABLE.match(name)}
-    if not gpu_env:
+    gpu_vars = gpu_env(env)
+    if not gpu_vars:
         return None
-    value = gpu_env.get(VISIBLE_DEVICES)
+    value = gpu_vars.get(VISIBLE_DEVICES)
     says = f"sets {VISIBLE_DEVICES}={value}" if value is not None else f"sets no {VISIBLE_DEVICES}"
-    return ImageEnv(gpu_env, f"the image's config {says}, read from the registry {registry}, digest {digest}")
+    return ImageEnv(gpu_vars, f"the image's config {says}, read from the registry {registry}, digest {digest}")
 
 
 def lifted_note(image: str, registry: str, digest: str) -> str:

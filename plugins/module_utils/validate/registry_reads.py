@@ -34,6 +34,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.regist
     config_digest,
     config_env,
     docker_config_credentials,
+    gpu_env,
     lifted_note,
     not_read,
     parse_challenge,
@@ -119,7 +120,7 @@ class RegistryReader:
         body, _type = self._get(ref, ref.blob_path(digest), "application/json, */*")
         if "sha256:" + hashlib.sha256(body).hexdigest() != digest:
             raise ReadError(f"the config blob does not match its digest {digest}")
-        env = config_env(_json(body))
+        env = gpu_env(config_env(_json(body)))
         self._store(digest, env)
         return env
 
