@@ -143,7 +143,7 @@ def denying(cluster: LocalCluster, workspace: str):
 
 
 def corpus_objects():
-    for folder in ("bad", "good", "system"):
+    for folder in ("bad", "good", "system", "impostors"):
         for path in sorted((CORPUS / folder).glob("*.yaml")):
             documents, error = parse_text(path.read_text(), path.name)
             assert error is None
@@ -332,6 +332,9 @@ PRIVILEGED_CASES = [
     ({"privileged": True}, {"env": [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}]}, {}),
     ({"privileged": True}, {"command": ["python", "-c", "import torch; torch.cuda.init()"]}, {}),
     ({"privileged": True}, {}, {"nodeSelector": {"accelerator": "nvidia-tesla-t4"}}),
+    # Another vendor's accelerator named in the node selector: no sign of NVIDIA GPU use.
+    ({"privileged": True}, {}, {"nodeSelector": {"accelerator": "huawei-Ascend910"}}),
+    ({"privileged": True}, {}, {"tolerations": [{"key": "amd.com/gpu", "operator": "Exists"}]}),
     ({"privileged": True}, {}, {"tolerations": [{"key": "sku", "value": "gpu", "effect": "NoSchedule"}]}),
     ({"privileged": True}, {}, {"runtimeClassName": "nvidia"}),
     (

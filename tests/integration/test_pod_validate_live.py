@@ -110,7 +110,7 @@ def test_live_audit_finds_every_bypass_the_api_server_admits(cluster: LocalClust
         ),
         pod(
             "host-root",
-            container(volumeMounts=[{"name": "root", "mountPath": "/host", "readOnly": True}]),
+            container(volumeMounts=[{"name": "root", "mountPath": "/host"}]),
             volumes=[{"name": "root", "hostPath": {"path": "/"}}],
         ),
         pod(

@@ -16,12 +16,17 @@ import re
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths import (
     DRIVER_FILE_PREFIXES,
     GPU_HOST_DIRS,
+    GPU_PATH_PARENTS,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.intent import (
     DOCKER_HUB_PREFIXES,
     GPU_NODE_LABEL,
     GPU_WORDS,
     KNOWN_IMAGE_FAMILIES,
+)
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.other_accelerators import (
+    NVIDIA_WORD,
+    OTHER_ACCELERATOR,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.resources import DEFAULT_GPU_RESOURCE_PATTERNS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
@@ -73,6 +78,8 @@ GPU_HOST_PATH_REGEX = (
     f"|(.*/)?{_alternatives(DRIVER_FILE_PREFIXES)}[^/]*)/*$"
 )
 DEVICE_LIST_MOUNT_REGEX = f"^{_alternatives(DEVICE_LIST_MOUNT_ROOTS)}(/.*)?$"
+# validate/analysis.py parent_of_gpu_paths, on the path as written (trailing slashes allowed).
+GPU_PARENT_PATH_REGEX = "^(" + "|".join(GPU_PATH_PARENTS) + ")/*$"
 _DEVICE_VARIABLE_LIST = "[" + ", ".join(cel_string(v) for v in DEVICE_VARIABLES) + "]"
 
 
@@ -115,6 +122,21 @@ _ESCALATION = (
 )
 _GPU_WORDS = cel_string(f"(?i)({GPU_WORDS})")
 _GPU_LABEL = cel_string(f"(?i)({GPU_NODE_LABEL})")
+_OTHER = cel_string(f"(?i)({OTHER_ACCELERATOR})")
+_NVIDIA = cel_string(f"(?i){NVIDIA_WORD}")
+
+
+def _names_other(text: str) -> str:
+    """gpu/other_accelerators.py names_other_accelerator over a CEL string."""
+    return f"({text}.matches({_OTHER}) && !{text}.matches({_NVIDIA}))"
+
+
+# gpu/other_accelerators.py requirement_names_other over a node selector requirement x.
+_REQUIREMENT_VALUE = "(x.key + '=' + v)"
+_REQUIREMENT_OTHER = (
+    f"({_names_other('x.key')} || (x.?values.orValue([]).size() > 0 && "
+    f"x.values.all(v, {_names_other(_REQUIREMENT_VALUE)})))"
+)
 _HUB = "^(?:(?:" + "|".join(re.escape(p.rstrip("/")) for p in DOCKER_HUB_PREFIXES) + ")/)?(?:library/)?"
 
 
@@ -159,17 +181,43 @@ _CONTAINER_GPU_INTENT = " || ".join(
         "m.mountPath.matches(variables.deviceListMountRegex))",
     )
 )
+_SELECTOR_ENTRY = "(k + '=' + string(variables.spec.nodeSelector[k]))"
+_TOLERATION_WORDS = "(string(t.?key.orValue('')) + ' ' + string(t.?value.orValue('')))"
+# validate/analysis.py pod_gpu_intent: a label that names another vendor's accelerator is no sign.
 _POD_GPU_INTENT = " || ".join(
     (
-        f"variables.spec.?nodeSelector.orValue({{}}).exists(k, k.matches({_GPU_LABEL}))",
+        f"variables.spec.?nodeSelector.orValue({{}}).exists(k, k.matches({_GPU_LABEL}) && "
+        f"!{_names_other(_SELECTOR_ENTRY)})",
         "variables.spec.?affinity.?nodeAffinity.?requiredDuringSchedulingIgnoredDuringExecution.?nodeSelectorTerms"
-        f".orValue([]).exists(t, t.?matchExpressions.orValue([]).exists(x, x.key.matches({_GPU_LABEL})))",
+        f".orValue([]).exists(t, t.?matchExpressions.orValue([]).exists(x, x.key.matches({_GPU_LABEL}) && "
+        f"!{_REQUIREMENT_OTHER}))",
         "variables.spec.?affinity.?nodeAffinity.?preferredDuringSchedulingIgnoredDuringExecution.orValue([])"
-        f".exists(p, p.?preference.?matchExpressions.orValue([]).exists(x, x.key.matches({_GPU_LABEL})))",
-        "variables.spec.?tolerations.orValue([]).exists(t, "
-        f"(string(t.?key.orValue('')) + ' ' + string(t.?value.orValue(''))).matches({_GPU_LABEL}))",
+        f".exists(p, p.?preference.?matchExpressions.orValue([]).exists(x, x.key.matches({_GPU_LABEL}) && "
+        f"!{_REQUIREMENT_OTHER}))",
+        f"variables.spec.?tolerations.orValue([]).exists(t, {_TOLERATION_WORDS}.matches({_GPU_LABEL}) && "
+        f"!{_names_other(_TOLERATION_WORDS)})",
         "string(variables.spec.?runtimeClassName.orValue('')).lowerAscii().contains('nvidia')",
     )
+)
+_RESOURCE_NAMES = "(c.?resources.?limits.orValue({}).map(k, k) + c.?resources.?requests.orValue({}).map(k, k))"
+# validate/analysis.py other_accelerator_placement: a node selector entry, a required node affinity every
+# term of which names another vendor's accelerator, or its resource; never beside NVIDIA's.
+_OTHER_ACCELERATOR = (
+    f"!(variables.containers.exists(c, {_RESOURCE_NAMES}.exists(k, k.matches({_NVIDIA}))) || "
+    f"string(variables.spec.?runtimeClassName.orValue('')).matches({_NVIDIA})) && ("
+    f"variables.spec.?nodeSelector.orValue({{}}).exists(k, {_names_other(_SELECTOR_ENTRY)}) || "
+    "[variables.spec.?affinity.?nodeAffinity.?requiredDuringSchedulingIgnoredDuringExecution.?nodeSelectorTerms"
+    ".orValue([])].exists(terms, terms.size() > 0 && terms.all(t, t.?matchExpressions.orValue([]).exists(x, "
+    f"(x.operator == 'In' || x.operator == 'Exists') && {_REQUIREMENT_OTHER}))) || "
+    f"variables.containers.exists(c, {_RESOURCE_NAMES}.exists(k, {_names_other('k')})))"
+)
+# validate/rules.py parent_mount_reach, for each container c that mounts such a volume: the mount reaches
+# GPUs when c is privileged; else not on another vendor's accelerator nodes; else when it is writable or c
+# shows GPU intent. Privilege and intent are worked out once per container (bound as esc and intent).
+_PARENT_MOUNTS = (
+    f"[{_ESCALATION}].map(esc, [variables.podGpuIntent || {_CONTAINER_GPU_INTENT}].map(intent, "
+    "{'name': dyn(c.name), 'volumes': dyn(c.volumeMounts.filter(m, m.name in variables.parentHostVolumes && "
+    "(esc || !variables.otherAccelerator && (!m.?readOnly.orValue(false) || intent))).map(m, m.name))})[0])[0]"
 )
 
 # The variables of one pod template, in order: each may read only the ones before it and
@@ -192,12 +240,25 @@ POD_VARIABLES: tuple[tuple[str, str], ...] = (
         + ")).map(v, v.name)",
     ),
     ("deviceListMountRegex", cel_string(DEVICE_LIST_MOUNT_REGEX)),
+    (
+        "parentHostVolumes",
+        "variables.spec.?volumes.orValue([]).filter(v, has(v.hostPath) && v.hostPath.path.matches("
+        + cel_string(GPU_PARENT_PATH_REGEX)
+        + ")).map(v, v.name)",
+    ),
+    ("otherAccelerator", _OTHER_ACCELERATOR),
     ("podGpuIntent", _POD_GPU_INTENT),
     # The privileged containers (privileged, SYS_ADMIN or ALL capabilities) that show GPU intent, by name.
     (
         "privilegedGpuIntent",
         f"variables.containers.filter(c, ({_ESCALATION}) && (variables.podGpuIntent || {_CONTAINER_GPU_INTENT}))"
         ".map(c, c.name)",
+    ),
+    # The containers whose hostPath volumes of / or a parent of the GPU paths reach GPUs, with those volumes.
+    (
+        "gpuParentMounts",
+        "variables.containers.filter(c, c.?volumeMounts.orValue([]).exists(m, m.name in variables.parentHostVolumes))"
+        f".map(c, {_PARENT_MOUNTS}).filter(p, p.volumes.size() > 0)",
     ),
     (
         "deviceEnv",

@@ -22,17 +22,10 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.device_anno
     DEVICE_ANNOTATION_PREFIXES,
     GKE_DEVICE_ANNOTATION_PREFIX,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths import GPU_PATH_PARENTS
 
 VALIDATOR = (CHECK_VALIDATOR,)
 _CDI_KEY = " || ".join(
     [f"k.startsWith('{p}')" for p in DEVICE_ANNOTATION_PREFIXES] + [f"k == '{k}'" for k in DEVICE_ANNOTATION_KEYS]
-)
-# KGPU203's host paths, as written with trailing slashes (validate/analysis.py parent_of_gpu_paths).
-_PARENT_PATH_REGEX = "^(" + "|".join(GPU_PATH_PARENTS) + ")/*$"
-_PARENT_VOLUME = (
-    "variables.spec.?volumes.orValue([]).exists(v, v.name == m.name && has(v.hostPath) && "
-    f"string(v.hostPath.path).matches('{_PARENT_PATH_REGEX}'))"
 )
 
 
@@ -147,19 +140,20 @@ KINDS = (
         "KGPU203",
         ERROR,
         "A hostPath volume of / or of a directory above the GPU device nodes or driver files is mounted into a "
-        "container",
+        "container that is privileged, mounts it writable or shows GPU intent",
         "{who} mounts hostPath {host_path} (volume {volume!r}) at {mount_path}, which holds the node's /dev/nvidia* "
         "device nodes or its driver root under it: {effect}",
         "Mount only the host directory the container needs, never / or a parent of /dev, /run/nvidia or the driver "
-        "install directory; request GPUs in resources.limits if the container uses them. A GPU system component "
-        "that needs the host root gets the allow annotation with a reason.",
+        "install directory; an agent that must read the host's root mounts it readOnly: true, unprivileged and "
+        "with no sign of GPU use. A container that uses GPUs requests them in resources.limits and gets the driver "
+        "from the NVIDIA container toolkit. A GPU system component that needs the host root gets the allow "
+        "annotation with a reason.",
         VALIDATOR,
         "gpu-parent-host-path",
         admission=Admission(
-            f"variables.containers.filter(c, c.?volumeMounts.orValue([]).exists(m, {_PARENT_VOLUME}))"
-            '.map(c, "container \'" + c.name + "\' mounts hostPath volume " + '
-            f"c.volumeMounts.filter(m, {_PARENT_VOLUME}).map(m, m.name).join(', ') + "
-            '" of / or a directory above the GPU device nodes or driver files")'
+            'variables.gpuParentMounts.map(p, "container \'" + p.name + "\' mounts hostPath volume " + '
+            "p.volumes.join(', ') + \" of / or a directory above the GPU device nodes or driver files, \" + "
+            '"privileged, writable or with GPU intent")'
         ),
     ),
     Kind(
