@@ -46,6 +46,11 @@ EXPECTED = {
     "published/nccl-tests-a100-mpijob.yaml": {
         ("KGPU501", "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].image")
     },
+    # Text Generation Inference's CUDA image without a GPU limit (KGPU501): Datashim's model-serving Pod and
+    # Deployment, and a Pod on a GPU node pool that shards over the node's GPUs without asking for them.
+    "published/datashim-tgi-pod.yaml": {("KGPU501", "spec.containers[0].image")},
+    "published/datashim-tgi-stable.yaml": {("KGPU501", "spec.template.spec.containers[0].image")},
+    "published/cheshire-cat-tgi-pod.yaml": {("KGPU501", "spec.containers[0].image")},
     # Text Generation Inference: its CPU build without a GPU, and its CUDA build with its GPU limit: clean.
     "published/opea-tgi.yaml": set(),
     "published/opea-tgi-nv.yaml": set(),
@@ -88,6 +93,9 @@ EXACT = (
     "published/gpu-operator-kata-pgpu-workload.yaml",
     "published/coco-pgpu-workload.yaml",
     "published/nccl-tests-h100-mpijob.yaml",
+    "published/datashim-tgi-pod.yaml",
+    "published/datashim-tgi-stable.yaml",
+    "published/cheshire-cat-tgi-pod.yaml",
     "published/nccl-tests-a100-mpijob.yaml",
     "published/opea-tgi.yaml",
     "published/opea-tgi-nv.yaml",
