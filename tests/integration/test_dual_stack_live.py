@@ -5,7 +5,8 @@ plugin, in its shape: tests/cluster/dra.py). On one node a pod asks for `nvidia.
 another holds a ResourceClaim for one GPU of DeviceClass gpu.nvidia.com: the real kube-scheduler
 binds both, since it counts the extended resource and the slice's devices apart (one GPU, two
 holders), and gpu_node_facts calls that over-commit, naming both pods. The other node, with no
-pods, shows the risk only. Everything made here is deleted, and waited for, at the end.
+pods, shows the risk only; gpu_device_plugin_validate, which reads no claims, flags both nodes by the
+same rule. Everything made here is deleted, and waited for, at the end.
 """
 
 from __future__ import annotations
@@ -131,7 +132,11 @@ def dual_stack(cluster: LocalCluster) -> Iterator[dict[str, Any]]:
         wait_until(bound, 30, 0.2, what="both pods bound")
         status, result, _done = run_ansible_module(cluster.kubeconfig, "gpu_node_facts")
         assert status == "SUCCESS", result.get("msg")
-        yield {"namespace": namespace, "pods": pods, "facts": fleet_facts(result)}
+        status, checked, _done = run_ansible_module(
+            cluster.kubeconfig, "gpu_device_plugin_validate", {"fail_on": "never"}
+        )
+        assert status == "SUCCESS", checked.get("msg")
+        yield {"namespace": namespace, "pods": pods, "facts": fleet_facts(result), "check": checked}
     finally:
         delete_all(cluster, made)
 
@@ -180,3 +185,8 @@ def test_the_idle_node_shows_the_risk_only(cluster: LocalCluster, dual_stack):
     kinds = [p["kind"] for p in idle["problems"]]
     assert SERVED_TWICE in kinds and OVER_COMMITTED not in kinds
     assert idle["gpu_sources"] == ["device_plugin", "dra"]
+
+
+def test_the_device_plugin_check_flags_both_nodes_by_the_same_rule(dual_stack):
+    found = {(f["where"].get("node"), f["kind"]) for f in dual_stack["check"]["findings"]}
+    assert {(BUSY, SERVED_TWICE), (IDLE, SERVED_TWICE)} <= found
