@@ -8,6 +8,7 @@ Not a cluster test: it starts its own service, as the Prometheus harness tests d
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import io
@@ -27,6 +28,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.docume
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manifests import Document
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.registry import RegistrySettings
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.registry_reads import RegistryReader
+from tests.unit.plugins.modules.test_gpu_pod_validate import run_module
 
 REGISTRY_BIN = Path("/usr/bin/docker-registry")
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -260,6 +262,26 @@ def test_the_cli_reads_the_registry_and_keeps_configs_in_its_cache_dir(registry:
     offline = io.StringIO()
     assert cli_run(["--fail-on", "never", str(manifest)], stdout=offline, stderr=io.StringIO()) == 0
     assert "KGPU501" not in offline.getvalue()  # offline stays the default: a name that says nothing
+
+
+def test_the_module_reads_with_the_image_registry_option(registry: Registry, tmp_path: Path) -> None:
+    pull_secret = tmp_path / "dockerconfig.json"
+    auth = base64.b64encode(b"robot:unused").decode()
+    pull_secret.write_text(json.dumps({"auths": {registry.host: {"auth": auth}}}), encoding="utf-8")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"containers": [{"name": "main", "image": f"{registry.host}/acme/trainer:1.0"}]},
+    }
+    option = {"read": True, "insecure_registries": [registry.host], "docker_config": str(pull_secret)}
+    code, result = run_module({"definition": pod, "image_registry": option, "fail_on": "never"})
+    assert code == 0, result
+    (finding,) = result["findings"]
+    assert finding["rule"] == "KGPU501" and f"read from the registry {registry.host}" in finding["message"]
+    assert "robot" not in json.dumps(result)
+    code, offline = run_module({"definition": pod, "fail_on": "never"})
+    assert code == 0 and offline["findings"] == []
 
 
 def test_with_the_registry_stopped_a_note_names_it_and_the_offline_verdict_stands(registry: Registry) -> None:
