@@ -33,8 +33,8 @@ description:
     V(KGPU201) error, a hostPath of C(/dev), C(/dev/nvidia*), C(/dev/char), C(/run/nvidia) or driver
     files is mounted, with or without a GPU limit (the toolkit injects the driver for the GPUs assigned).
     V(KGPU202) error, a mount under C(/var/run/nvidia-container-devices).
-    V(KGPU203) error, a hostPath of C(/) or of a directory above the GPU paths (C(/run), C(/var/run),
-    C(/usr/local), C(/home/kubernetes/bin) and up) is mounted, with or without a GPU limit.
+    V(KGPU203) error, a hostPath of C(/) or a parent of the GPU paths (C(/run), C(/home) and up) in a privileged
+    container, or, off other vendors' accelerator nodes, writable or beside GPU intent.
     V(KGPU301) error, a privileged (or C(SYS_ADMIN)/C(ALL)) container shows GPU intent. V(KGPU302) warning,
     a privileged container without GPU signs. V(KGPU401) to V(KGPU407) errors, GPU requests without
     limits, requests not equal to limits, quantities that are not whole, negative or malformed, GPUs in

@@ -130,8 +130,8 @@ def parent_mount_reach(c: ContainerFacts, pod: PodFacts, mount: Mount) -> str | 
     words; None when it does not. The device nodes under such a mount open only where the
     container's device cgroup allows them: runc and containerd allow an unprivileged container
     only its default devices (/dev/null, /dev/zero, ...) and the ones its GPUs were assigned, so
-    /dev/nvidia* reached through a hostPath gives EPERM; a privileged container (or one with
-    SYS_ADMIN or ALL) is allowed every device. So the mount reaches GPUs when the container is
+    /dev/nvidia* reached through a hostPath gives EPERM; a privileged container is allowed every
+    device, and SYS_ADMIN (or ALL) lets one lift its device cgroup. So the mount reaches GPUs when the container is
     privileged; else, on a node of another vendor's accelerator, none are there; else when the
     mount is writable (it can change the driver root and the files that decide which GPUs
     containers get), or when the container shows GPU intent (the driver files are what it reads
@@ -139,7 +139,7 @@ def parent_mount_reach(c: ContainerFacts, pod: PodFacts, mount: Mount) -> str | 
     if c.escalations:
         how = ", ".join(what for _path, what in c.escalations)
         return (
-            f"it runs with {how}, which allows it every device node of its node, so through the mount it opens "
+            f"it runs with {how}, which lets it open every device node of its node, so through the mount it reaches "
             "/dev/nvidia* of GPUs the scheduler gave to other pods"
         )
     if pod.other_accelerator:
