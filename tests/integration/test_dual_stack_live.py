@@ -109,7 +109,7 @@ def dual_stack(cluster: LocalCluster) -> Iterator[dict[str, Any]]:
     try:
         uids = {n: create(cluster, made, "/api/v1/nodes", node(n))["metadata"]["uid"] for n in (BUSY, IDLE)}
         if not exists(cluster, f"{RESOURCE}/deviceclasses/{GPU_CLASS}"):
-            chart_class = next(c for c in cluster_dra.device_classes() if c["metadata"]["name"] == GPU_CLASS)
+            (chart_class,) = [c for c in cluster_dra.device_classes() if c["metadata"]["name"] == GPU_CLASS]
             create(cluster, made, f"{RESOURCE}/deviceclasses", chart_class)
         for name, uid in uids.items():
             create(cluster, made, f"{RESOURCE}/resourceslices", cluster_dra.resource_slice(name, ONE_H100, uid))
