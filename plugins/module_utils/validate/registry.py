@@ -68,12 +68,12 @@ def parse_image(image: str) -> ImageRef:
     the first part is a registry when it has a dot or a port or is localhost, else Docker Hub (whose
     one-part names are under library/); no tag is the tag latest."""
     ref = image.strip()
-    name, _, digest = ref.partition("@")
+    name, _at, digest = ref.partition("@")
     slash, colon = name.rfind("/"), name.rfind(":")
     tag = ""
     if colon > slash:
         name, tag = name[:colon], name[colon + 1 :]
-    first, _, rest = name.partition("/")
+    first, _slash, rest = name.partition("/")
     if rest and ("." in first or ":" in first or first == "localhost"):
         registry, repository = first, rest
     else:
@@ -112,7 +112,7 @@ def parse_challenge(header: str | None) -> Challenge | None:
     """A WWW-Authenticate header: Bearer realm="...",service="...",scope="..." or Basic realm="..."."""
     if not header:
         return None
-    scheme, _, rest = header.strip().partition(" ")
+    scheme, _space, rest = header.strip().partition(" ")
     return Challenge(scheme.lower(), dict(_CHALLENGE_PARAM.findall(rest)))
 
 
@@ -148,7 +148,7 @@ def docker_config_credentials(data: Any, where: str) -> dict[str, tuple[str, str
         user, password = entry.get("username"), entry.get("password")
         if isinstance(entry.get("auth"), str):
             try:
-                user, _, password = base64.b64decode(entry["auth"]).decode("utf-8").partition(":")
+                user, _colon, password = base64.b64decode(entry["auth"]).decode("utf-8").partition(":")
             except (binascii.Error, UnicodeDecodeError):
                 raise OptionError(f"{where}: the auth of {key} is not base64 of user:password") from None
         if isinstance(user, str) and isinstance(password, str):
@@ -163,7 +163,7 @@ def config_env(config: Mapping[str, Any]) -> dict[str, str]:
     env: dict[str, str] = {}
     for line in lines or []:
         if isinstance(line, str):
-            name, _, value = line.partition("=")
+            name, _equals, value = line.partition("=")
             env[name] = value
     return env
 
