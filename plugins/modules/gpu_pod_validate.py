@@ -127,10 +127,9 @@ options:
       - Per image it sends C(GET /v2/<name>/manifests/<tag or digest>) (the linux/amd64 image of an index) and
         C(GET /v2/<name>/blobs/<config digest>) to its registry, anonymously, with a bearer token from the
         registry's C(WWW-Authenticate) realm, or with the credentials of O(image_registry.docker_config).
-      - A config that sets C(NVIDIA_VISIBLE_DEVICES) (or a legacy C(CUDA_VERSION)) decides V(KGPU501), its digest
-        in the message; one that sets neither lifts the verdict from the name (a note says so). A registry that
-        cannot be reached or an image it lacks is a note naming both and the error; the verdict from the name
-        stands. With the read on, O(jobs) is not used (one process reads each image once).
+      - A config that sets C(NVIDIA_VISIBLE_DEVICES) (or a legacy C(CUDA_VERSION)) decides V(KGPU501), with its digest;
+        one that sets neither lifts the verdict from the name (a note says so). A registry or image that cannot be
+        read is a note naming the registry and the error, and the name's verdict stands. O(jobs) is not used.
     type: dict
     default: {}
     suboptions:
@@ -393,7 +392,8 @@ report_text:
 notes:
   description:
     - Remarks on the run, such as ConfigMaps or Secrets the cluster did not let the module read, custom
-      resource lists it was not allowed, and each pod spec C(checked by shape) with its path.
+      resource lists it was not allowed, each pod spec C(checked by shape) with its path, and with
+      O(image_registry.read) each image config that could not be read or that lifted a verdict from a name.
     - In live mode, one line saying which of the collection's admission policies are in force.
   returned: always
   type: list
