@@ -10,6 +10,7 @@ decided in registry.py."""
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import time
@@ -185,6 +186,8 @@ class RegistryReader:
             raise ReadError(f"could not connect: {exc.reason}") from None
         except (TimeoutError, OSError) as exc:
             raise ReadError(f"could not connect: {exc}") from None
+        except (http.client.HTTPException, ValueError) as exc:
+            raise ReadError(f"a broken answer ({exc.__class__.__name__})") from None
         if len(body) > MAX_DOCUMENT:
             raise ReadError(f"a response over {MAX_DOCUMENT} bytes")
         return body, media_type
