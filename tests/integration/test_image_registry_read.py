@@ -1,6 +1,7 @@
 """The validator's optional read of an image's own config from its registry, against a real OCI registry:
 Debian's docker-registry (distribution 2.8.2, /usr/bin/docker-registry) on 127.0.0.1, on a free port, with
-its storage in a temporary directory. The test pushes images through the registry API (a config blob and
+its storage in a temporary directory and basic auth (htpasswd, bcrypt) on every request, so that each read
+answers the registry's challenge with a pull secret's credentials. The test pushes images through the registry API (a config blob and
 an empty layer, then the manifest): one whose config sets NVIDIA_VISIBLE_DEVICES=all, one whose config sets
 nothing under a name that says CUDA, and an index whose linux/amd64 image sets the variable (its arm64
 image does not). Pods are judged by tag and by digest, and with the registry stopped.
@@ -16,10 +17,12 @@ import json
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import bcrypt
 import pytest
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.checker import RuleConfig
@@ -31,6 +34,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.regist
 from tests.unit.plugins.modules.test_gpu_pod_validate import run_module
 
 REGISTRY_BIN = Path("/usr/bin/docker-registry")
+USER, PASSWORD = "robot", "pull-only-test-password"
+BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -63,11 +68,15 @@ class Registry:
         self.sizes: dict[str, int] = {}
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
+        htpasswd = root / "htpasswd"
+        hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
+        htpasswd.write_text(f"{USER}:{hashed}\n", encoding="utf-8")
         config = root / "config.yml"
         config.write_text(
             "version: 0.1\n"
             "log: {level: error, accesslog: {disabled: true}}\n"
             f"storage: {{filesystem: {{rootdirectory: {root / 'storage'}}}}}\n"
+            f"auth: {{htpasswd: {{realm: kubegpu-test, path: {htpasswd}}}}}\n"
             f"http: {{addr: {self.host}}}\n",
             encoding="utf-8",
         )
@@ -83,9 +92,11 @@ class Registry:
                 err = self.process.stderr.read().decode() if self.process.stderr else ""
                 pytest.fail(f"docker-registry exited with {self.process.returncode}: {err}")
             try:
-                with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1) as response:
-                    if response.status == 200:
-                        return
+                with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1):
+                    pass
+            except urllib.error.HTTPError as exc:
+                if exc.code == 401:  # up, and asking for credentials
+                    return
             except OSError:
                 time.sleep(0.05)
         pytest.fail(f"docker-registry did not answer on {self.host} within {timeout} s")
@@ -100,7 +111,8 @@ class Registry:
                 self.process.wait()
 
     def _request(self, method: str, url: str, data: bytes, content_type: str) -> urllib.request.addinfourl:
-        request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": content_type})
+        headers = {"Content-Type": content_type, "Authorization": BASIC}
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         return urllib.request.urlopen(request, timeout=10)
 
     def push_blob(self, name: str, data: bytes) -> str:
@@ -179,8 +191,12 @@ def judged(reader: RegistryReader, *images: str):
     return validate_documents(documents, RuleConfig(image_reader=reader)).findings
 
 
-def reader_for(registry: Registry, **settings) -> RegistryReader:
-    return RegistryReader(RegistrySettings(read=True, insecure_registries=(registry.host,), **settings))
+def reader_for(registry: Registry, credentials: bool = True, **settings) -> RegistryReader:
+    """A reader of the test registry, with the pull secret's credentials for it (or none)."""
+    secret = {registry.host: (USER, PASSWORD)} if credentials else {}
+    return RegistryReader(
+        RegistrySettings(read=True, insecure_registries=(registry.host,), credentials=secret, **settings)
+    )
 
 
 def test_the_images_own_config_decides_by_tag_and_by_digest(registry: Registry) -> None:
@@ -193,8 +209,9 @@ def test_the_images_own_config_decides_by_tag_and_by_digest(registry: Registry) 
         assert "the image's config sets NVIDIA_VISIBLE_DEVICES=all" in finding.message
         assert f"read from the registry {registry.host}, digest sha256:" in finding.message
     assert reader.notes == []
-    # One config blob read for both (cached by its digest): two manifests, one config.
-    assert reader.requests == 3
+    # The registry's challenge once (then its credentials for the repository), two manifests, one config
+    # blob for both (cached by its digest).
+    assert reader.requests == 4
 
 
 def test_a_config_without_the_variable_lifts_a_name_only_verdict(registry: Registry) -> None:
@@ -238,6 +255,16 @@ def test_a_missing_image_is_a_note_and_the_offline_verdict_stands(registry: Regi
     assert note.endswith("the verdict from its name stands")
 
 
+def test_without_the_pull_secret_the_challenge_is_a_note_and_the_offline_verdict_stands(registry: Registry) -> None:
+    reader = reader_for(registry, credentials=False)
+    image = f"{registry.host}/acme/trainer-cu121:1.0"
+    (finding,) = judged(reader, image)
+    assert "a pattern match, not a known family" in finding.message
+    (note,) = reader.notes
+    assert f"could not be read from the registry {registry.host} (HTTP 401" in note
+    assert "asks for credentials that were not given" in note
+
+
 def test_the_cli_reads_the_registry_and_keeps_configs_in_its_cache_dir(registry: Registry, tmp_path: Path) -> None:
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(
@@ -245,11 +272,15 @@ def test_the_cli_reads_the_registry_and_keeps_configs_in_its_cache_dir(registry:
         f"spec: {{containers: [{{name: main, image: '{registry.host}/acme/trainer:1.0'}}]}}\n",
         encoding="utf-8",
     )
+    pull_secret = tmp_path / "dockerconfig.json"
+    pull_secret.write_text(json.dumps({"auths": {registry.host: {"username": USER, "password": PASSWORD}}}))
     cache = tmp_path / "cache"
     args = [
         "--registry-read",
         "--insecure-registry",
         registry.host,
+        "--docker-config",
+        str(pull_secret),
         "--registry-cache-dir",
         str(cache),
         "--fail-on",
@@ -266,7 +297,7 @@ def test_the_cli_reads_the_registry_and_keeps_configs_in_its_cache_dir(registry:
 
 def test_the_module_reads_with_the_image_registry_option(registry: Registry, tmp_path: Path) -> None:
     pull_secret = tmp_path / "dockerconfig.json"
-    auth = base64.b64encode(b"robot:unused").decode()
+    auth = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     pull_secret.write_text(json.dumps({"auths": {registry.host: {"auth": auth}}}), encoding="utf-8")
     pod = {
         "apiVersion": "v1",
@@ -279,7 +310,7 @@ def test_the_module_reads_with_the_image_registry_option(registry: Registry, tmp
     assert code == 0, result
     (finding,) = result["findings"]
     assert finding["rule"] == "KGPU501" and f"read from the registry {registry.host}" in finding["message"]
-    assert "robot" not in json.dumps(result)
+    assert PASSWORD not in json.dumps(result) and auth not in json.dumps(result)
     code, offline = run_module({"definition": pod, "fail_on": "never"})
     assert code == 0 and offline["findings"] == []
 
