@@ -1,8 +1,8 @@
 """The validator's optional read of an image's own config from its registry, against a real OCI registry:
-Debian's docker-registry (distribution 2.8.2, /usr/bin/docker-registry) on 127.0.0.1, on a free port, with
-its storage in a temporary directory and basic auth (htpasswd, bcrypt) on every request, so that each read
-answers the registry's challenge with a pull secret's credentials. The test pushes images through the registry API (a config blob and
-an empty layer, then the manifest): one whose config sets NVIDIA_VISIBLE_DEVICES=all, one whose config sets
+Debian's docker-registry (distribution 2.8.2, /usr/bin/docker-registry) on 127.0.0.1, on a free port, its
+storage in a temporary directory, basic auth (htpasswd, bcrypt) on every request, which each read answers
+with a pull secret's credentials. The test pushes images through the registry API (a config blob and an
+empty layer, then the manifest): one whose config sets NVIDIA_VISIBLE_DEVICES=all, one whose config sets
 nothing under a name that says CUDA, and an index whose linux/amd64 image sets the variable (its arm64
 image does not). Pods are judged by tag and by digest, and with the registry stopped.
 Not a cluster test: it starts its own service, as the Prometheus harness tests do."""
