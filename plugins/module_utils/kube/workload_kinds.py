@@ -86,6 +86,17 @@ class WorkloadKind:
     versions: tuple[str, ...]  # served versions the live audit tries, preferred first
     templates: tuple[TemplatePath, ...]
     namespaced: bool = True
+    # The templates are overlays: partial pod specs the operator merges into another object's before any
+    # pod exists, so what they leave out (a GPU limit above all) that object may give. KServe merges each
+    # LLMInferenceServiceConfig an LLMInferenceService names in `spec.baseRefs` (and the well-known ones)
+    # under the service's own spec, the service taking precedence (kserve/kserve
+    # pkg/controller/v1alpha2/llmisvc/config_merge.go, combineBaseRefsConfig and mergeSpecs, a strategic
+    # merge of LLMInferenceServiceSpec, at aaac4e294dae2c7b1aa1886447793f3aa1c30912). The Trainer applies a
+    # TrainJob's trainer fields, `runtimePatches` and `podTemplateOverrides` to its runtime's pods, whose
+    # containers keep their resources unless `resourcesPerNode` gives the trainer's (kubeflow/trainer
+    # pkg/apis/trainer/v1alpha1/trainjob_types.go, "custom patches applied to the TrainJob's Runtime";
+    # a ContainerPatch has no resources; at 8c0f5059bd51ec3ba6d6a6a7b2e1471de7bc13b3).
+    overlay: bool = False
 
 
 def _replica_specs(field: str) -> tuple[TemplatePath, ...]:
@@ -174,6 +185,7 @@ WORKLOAD_KINDS: tuple[WorkloadKind, ...] = (
         "trainjobs",
         ("v1alpha1",),
         TRAINJOB_TEMPLATES,
+        overlay=True,
     ),
     WorkloadKind(
         "trainer.kubeflow.org",
@@ -254,6 +266,7 @@ WORKLOAD_KINDS: tuple[WorkloadKind, ...] = (
         "llminferenceserviceconfigs",
         KSERVE_LLM_VERSIONS,
         _llm_service(),
+        overlay=True,
     ),
     WorkloadKind("nvidia.com", "DynamoGraphDeployment", "dynamographdeployments", DYNAMO_VERSIONS, DYNAMO_TEMPLATES),
     WorkloadKind(
@@ -266,3 +279,9 @@ WORKLOAD_KINDS: tuple[WorkloadKind, ...] = (
 )
 
 WORKLOAD_KIND_BY_NAME: dict[tuple[str, str], WorkloadKind] = {(k.group, k.kind): k for k in WORKLOAD_KINDS}
+
+
+def is_overlay(group: str, kind: str) -> bool:
+    """Whether the kind's templates are overlays merged into another object's (WorkloadKind.overlay)."""
+    known = WORKLOAD_KIND_BY_NAME.get((group, kind))
+    return known is not None and known.overlay

@@ -35,9 +35,11 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.other_accel
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.toolkit import DEVICE_LIST_MOUNT_ROOTS
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import DEVICE_VARIABLES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.plain import as_list, as_mapping, as_text
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workload_kinds import is_overlay
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
     ContainerSite,
     PodSpecSite,
+    api_group,
     iter_containers,
     join_path,
     key_path,
@@ -114,6 +116,9 @@ class PodFacts:
     admin_requests: list[tuple[str, str]] = field(default_factory=list)  # (request, path) with admin access
     component: Component | None = None  # the GPU system component the pod spec runs, if it is one
     other_accelerator: str = ""  # what places the pod on another vendor's accelerator nodes, in words
+    # An overlay template, merged into another object's before any pod exists (kube/workload_kinds.py):
+    # what it lacks, a GPU limit above all, that object may give, so only what it holds is judged.
+    merged: bool = False
 
     @property
     def allowed_because(self) -> str:
@@ -143,7 +148,8 @@ def analyse(
     # Recognised by every container of the spec, the ephemeral ones a debug session adds included.
     component = components.recognise(site.spec) if containers else None
     other = other_accelerator_placement(site.spec, [n for c in containers for n in _resource_names(c.site)])
-    return PodFacts(site, containers, has_gpu, is_gpu, allow_annotation, reason, path, admin, component, other)
+    merged = is_overlay(api_group(site.ref.api_version), site.ref.kind)
+    return PodFacts(site, containers, has_gpu, is_gpu, allow_annotation, reason, path, admin, component, other, merged)
 
 
 def _resource_names(container: ContainerSite) -> list[str]:

@@ -353,6 +353,17 @@ def allow_annotation_without_reason(pod: PodFacts) -> Iterator[Hit]:
         yield Hit(None, pod.allow_path, dict(annotation=pod.allow_annotation))
 
 
+def whole_pod(check: Check) -> Check:
+    """A check that judges what a pod spec lacks (a GPU limit, a GPU at all), run on whole pod specs only:
+    an overlay template (PodFacts.merged) lacks what the object it is merged into may give. The rest judge
+    what a template holds (a device variable, a privileged container, a hostPath), overlay or not."""
+
+    def judged(pod: PodFacts) -> Iterable[Hit]:
+        return () if pod.merged else check(pod)
+
+    return judged
+
+
 # The check of each validator kind (findings/kinds/validator.py), by kind id.
 CHECKS: dict[str, Check] = {
     "KGPU101": partial(gpu_selections, with_gpu=False),
@@ -364,17 +375,17 @@ CHECKS: dict[str, Check] = {
     "KGPU203": parent_mounts,
     "KGPU301": partial(privileged_containers, with_intent=True),
     "KGPU302": partial(privileged_containers, with_intent=False),
-    "KGPU401": request_without_limit,
+    "KGPU401": whole_pod(request_without_limit),
     "KGPU402": request_not_equal_limit,
     "KGPU403": quantity_issue("KGPU403"),
     "KGPU404": quantity_issue("KGPU404"),
     "KGPU405": quantity_issue("KGPU405"),
     "KGPU406": pod_level_gpu_resources,
     "KGPU407": ephemeral_container_gpu_resources,
-    "KGPU501": image_selects_gpus,
-    "KGPU601": nvidia_runtime_class_without_gpu,
-    "KGPU602": device_annotation_without_gpu,
-    "KGPU603": gke_device_injection_without_gpu,
+    "KGPU501": whole_pod(image_selects_gpus),
+    "KGPU601": whole_pod(nvidia_runtime_class_without_gpu),
+    "KGPU602": whole_pod(device_annotation_without_gpu),
+    "KGPU603": whole_pod(gke_device_injection_without_gpu),
     "KGPU604": device_annotation_beside_gpu,
     "KGPU701": admin_access_outside_system_namespaces,
     "KGPU901": allow_annotation_without_reason,

@@ -14,7 +14,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.live_objec
     live_custom_lists,
     served_group_versions,
 )
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workload_kinds import WORKLOAD_KINDS
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workload_kinds import WORKLOAD_KINDS, is_overlay
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.workloads import (
     find_pod_spec_shapes,
     iter_containers,
@@ -85,11 +85,10 @@ PUBLISHED = {
     "kserve-tritonserver.yaml": (["spec"], []),
     "llmisvc-qwen2-7b-nvidia.yaml": (["spec.template"], []),
     "llmisvc-gpt-oss-pd-disaggregation.yaml": (["spec.template", "spec.prefill.template"], []),
-    # llm-d's CUDA image (likely CUDA by its name, llm-d-cuda) in a template without a GPU limit.
-    "llmisvc-config-default.yaml": (
-        ["spec.template", "spec.router.scheduler.template"],
-        [("KGPU501", "spec.template.containers[0].image")],
-    ),
+    # llm-d's CUDA image (likely CUDA by its name, llm-d-cuda) without a GPU limit, in configs: overlays merged
+    # into the LLMInferenceServices that name them, which give the limit, so no KGPU501.
+    "llmisvc-config-default.yaml": (["spec.template", "spec.router.scheduler.template"], []),
+    "llmisvc-config-llm-template.yaml": (["spec.template"], []),
     # The frontend runs the CUDA runtime image without a GPU; the workers' `resources.limits.gpu` is their limit.
     "dynamo-vllm-agg.yaml": (
         ["spec.services.Frontend.extraPodSpec", "spec.services.VllmDecodeWorker.extraPodSpec"],
@@ -224,6 +223,58 @@ def test_a_trainjob_with_only_patches_is_checked_without_a_note_on_its_trainer()
     found, result = finding_paths(job)
     assert found == [("KGPU101", "spec.podTemplateOverrides[0].spec.containers[0].env[0].value")]
     assert result.not_checked == []
+
+
+def llm_workload(kind, container, **pod):
+    return obj("serving.kserve.io/v1alpha2", kind, {"template": {"containers": [container], **pod}})
+
+
+CUDA = {"name": "main", "image": "ghcr.io/llm-d/llm-d-cuda:v0.9.0"}
+
+
+def test_an_llm_inference_service_config_is_not_judged_for_the_gpu_limit_the_service_gives():
+    assert finding_paths(llm_workload("LLMInferenceServiceConfig", CUDA))[0] == []
+    assert finding_paths(llm_workload("LLMInferenceService", CUDA))[0] == [
+        ("KGPU501", "spec.template.containers[0].image")
+    ]
+    requested = {**CUDA, "resources": {"requests": {"nvidia.com/gpu": "1"}}}
+    assert finding_paths(llm_workload("LLMInferenceServiceConfig", requested))[0] == []
+    assert [r for r, _ in finding_paths(llm_workload("LLMInferenceService", requested))[0]] == ["KGPU401", "KGPU501"]
+
+
+def test_an_llm_inference_service_config_is_judged_for_what_its_template_holds():
+    privileged = {**CUDA, "securityContext": {"privileged": True}}
+    assert finding_paths(llm_workload("LLMInferenceServiceConfig", privileged))[0] == [
+        ("KGPU301", "spec.template.containers[0].securityContext.privileged")
+    ]
+    mounted = {**CUDA, "volumeMounts": [{"name": "dev", "mountPath": "/dev"}]}
+    config = llm_workload("LLMInferenceServiceConfig", mounted, volumes=[{"name": "dev", "hostPath": {"path": "/dev"}}])
+    assert finding_paths(config)[0] == [("KGPU201", "spec.template.volumes[0].hostPath.path")]
+    # NVIDIA_VISIBLE_DEVICES=all is a bypass whether the service gives the container a GPU limit or not.
+    selecting = {**CUDA, "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}
+    assert finding_paths(llm_workload("LLMInferenceServiceConfig", selecting))[0] == [
+        ("KGPU101", "spec.template.containers[0].env[0].value")
+    ]
+    limited = {**selecting, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    assert finding_paths(llm_workload("LLMInferenceServiceConfig", limited))[0] == [
+        ("KGPU102", "spec.template.containers[0].env[0].value")
+    ]
+
+
+def test_a_trainjob_trainer_is_not_judged_for_the_gpu_limit_its_runtime_gives():
+    job = obj(
+        "trainer.kubeflow.org/v1alpha1",
+        "TrainJob",
+        {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "nvidia/cuda:12.4.1-runtime-ubuntu22.04"}},
+    )
+    assert finding_paths(job)[0] == []
+
+
+def test_only_the_overlay_kinds_of_the_table_are_overlays():
+    overlays = sorted(k.kind for k in WORKLOAD_KINDS if k.overlay)
+    assert overlays == ["LLMInferenceServiceConfig", "TrainJob"]
+    assert is_overlay("serving.kserve.io", "LLMInferenceServiceConfig")
+    assert not is_overlay("serving.kserve.io", "LLMInferenceService") and not is_overlay("apps", "Deployment")
 
 
 def env_bypass(name="main"):
