@@ -239,7 +239,8 @@ def test_an_llm_inference_service_config_is_not_judged_for_the_gpu_limit_the_ser
     ]
     requested = {**CUDA, "resources": {"requests": {"nvidia.com/gpu": "1"}}}
     assert finding_paths(llm_workload("LLMInferenceServiceConfig", requested))[0] == []
-    assert [r for r, _ in finding_paths(llm_workload("LLMInferenceService", requested))[0]] == ["KGPU401", "KGPU501"]
+    found = finding_paths(llm_workload("LLMInferenceService", requested))[0]
+    assert [rule for rule, _path in found] == ["KGPU401", "KGPU501"]
 
 
 def test_an_llm_inference_service_config_is_judged_for_what_its_template_holds():
