@@ -454,14 +454,22 @@ def namespace(cluster: LocalCluster) -> str:
 
 
 @pytest.fixture
-def unlabeled_nodes(cluster: LocalCluster):
+def node_labeling_kept(cluster: LocalCluster):
+    """Each node's accelerator label and ownership record, put back after the test: after one that runs the site
+    playbook (which labels the GPU nodes) on a cluster `make site` has not labeled yet, or one that unlabels them."""
+    found = cluster.node_labeling()
+    yield cluster
+    cluster.set_node_labeling(found)
+
+
+@pytest.fixture
+def unlabeled_nodes(node_labeling_kept: LocalCluster):
     """Every node without the accelerator label and its ownership record, as before the first
     labeling run; afterwards each node gets back the label and record it had (`make site` labels
     the GPU nodes)."""
-    found = cluster.node_labeling()
-    cluster.set_node_labeling({name: (None, None) for name in found})
-    yield cluster
-    cluster.set_node_labeling(found)
+    cluster = node_labeling_kept
+    cluster.set_node_labeling({name: (None, None) for name in cluster.node_labeling()})
+    return cluster
 
 
 # --- Prometheus scraping simulated DCGM exporters (tests/cluster/prometheus.py) ------------------

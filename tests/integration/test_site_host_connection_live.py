@@ -134,12 +134,12 @@ def inventory(tmp_path: Path, host: str, ssh: dict[str, Any]) -> Path:
 
 
 def test_site_checks_each_gpu_host_over_its_own_connection(
-    cluster: LocalCluster, ssh_host: dict[str, Any], tmp_path: Path
+    cluster: LocalCluster, node_labeling_kept: LocalCluster, ssh_host: dict[str, Any], tmp_path: Path
 ):
     node = next(s for s in gpu_specs(cluster) if served_by_plugin(cluster, s) and s["gpus"])
     assert shutil.which("nvidia-smi") is None or Path(shutil.which("nvidia-smi") or "").parent != ssh_host["bin"]
-    # The sample workload is asked absent under a name of its own: the run writes no pod (the node labels are
-    # the site's own, set already on this cluster).
+    # The sample workload is asked absent under a name of its own: the run writes no pod; the node labels it sets
+    # where `make site` has not are taken back after.
     extra = {
         "device_plugin_check_toolkit_config_paths": [str(ssh_host["config"])],
         "sample_workload_state": "absent",

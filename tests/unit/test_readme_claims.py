@@ -322,10 +322,11 @@ def test_every_role_variable_the_docs_name_is_in_its_argument_spec():
 
 
 # Options of other commands the docs give: ansible-playbook and ansible-inventory, docker, kubectl, apt-get,
-# and the local cluster's `python -m tests.cluster up`.
+# systemctl, and the local cluster's `python -m tests.cluster up`.
 OTHER_COMMANDS_OPTIONS = {"--check", "--diff", "--forks", "--graph", "--list", "--gpus", "--timeout"}
 OTHER_COMMANDS_OPTIONS |= {"--ignore-not-found", "--all", "--no-install-recommends", "--clusterrole", "--role"}
 OTHER_COMMANDS_OPTIONS |= {"--serviceaccount", "--runtime-config", "--plugin-docs"}  # kube-apiserver, antsibull-docs
+OTHER_COMMANDS_OPTIONS |= {"--now"}
 
 
 def test_every_command_line_option_the_readme_gives_exists():
