@@ -44,15 +44,16 @@ cluster-status: venv
 site: venv
 	@$(PY) -m tests.cluster.site --timeout $(TIMEOUT) -- $(ARGS)
 
-# The collection checks (sanity, lint, packaging, docs site) need no cluster: they run beside the unit and
-# integration tests, their output printed after them. The slowest tests are listed at the end of each, so a
+# The unit tests and the collection checks (sanity, lint, packaging, docs site) need no cluster: they run beside
+# the integration tests, their output printed after them. The slowest tests are listed at the end of each, so a
 # run shows where the suite's time goes.
 test: venv
 	@mkdir -p build
-	@$(PY) -m pytest -p no:cacheprovider --durations=10 tests/checks >build/test-checks.log 2>&1 & checks=$$!; \
-	$(PY) -m pytest --durations=30 tests/unit tests/integration; suite=$$?; \
-	wait $$checks; checked=$$?; \
-	echo; echo "=== tests/checks, run beside the tests above (build/test-checks.log)"; cat build/test-checks.log; \
+	@$(PY) -m pytest -p no:cacheprovider --durations=10 tests/unit tests/checks >build/test-beside.log 2>&1 & beside=$$!; \
+	$(PY) -m pytest --durations=30 tests/integration; suite=$$?; \
+	wait $$beside; checked=$$?; \
+	echo; echo "=== tests/unit and tests/checks, run beside the tests above (build/test-beside.log)"; \
+	cat build/test-beside.log; \
 	exit $$(( suite || checked ))
 
 unit: venv
