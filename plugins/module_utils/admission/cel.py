@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.cuda_images import KNOWN_IMAGE_FAMILIES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.host_paths import (
     DRIVER_FILE_PREFIXES,
     GPU_HOST_DIRS,
@@ -22,7 +23,6 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.intent impo
     DOCKER_HUB_PREFIXES,
     GPU_NODE_LABEL,
     GPU_WORDS,
-    KNOWN_IMAGE_FAMILIES,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.other_accelerators import (
     NVIDIA_WORD,

@@ -10,6 +10,7 @@ from typing import Any
 
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.dra import (
     DevicePluginSide,
+    claim_holders,
     device_key,
     device_model,
     dual_stack,
@@ -50,17 +51,6 @@ def device_facts(
     }
 
 
-def holding_pods(
-    devices: Sequence[Mapping[str, Any]], holders: Mapping[tuple[str, str, str], list[Mapping[str, Any]]]
-) -> list[str]:
-    """The pods a node's allocated devices are reserved for, as `namespace/name`."""
-    pods: set[str] = set()
-    for device in devices:
-        for claim in holders.get(device_key(device["driver"], device["pool"], device["name"]), []):
-            pods.update(f"{claim['namespace']}/{pod}" for pod in claim["reserved_for"] if pod)
-    return sorted(pods)
-
-
 def tainted_devices(devices: Iterable[Mapping[str, Any]]) -> list[str]:
     return [tainted_device_text(d) for d in devices if keeps_pods_away(d)]
 
@@ -83,7 +73,7 @@ def node_dra_facts(
         "slices": fleet.slice_counts.get(name, 0),
         "device_count": len(devices),
         "devices": [device_facts(d, fleet.holders) for d in listed],
-        "pods": holding_pods(devices, fleet.holders),
+        "pods": claim_holders(devices, fleet.holders)[0],
         "kubelet_plugin_pods": sorted(namespaced_name(p) for p in plugin_pods),
         "kubelet_plugin_ready": any(p["ready"] for p in plugin_pods),
         "served_by_both": dual_stack(device_plugin, devices, fleet.classes, fleet.holders),

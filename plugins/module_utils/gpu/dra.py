@@ -462,6 +462,7 @@ def is_gpu_class(device_class: Mapping[str, Any], drivers: frozenset[str] = GPU_
 # (github.com/NVIDIA/k8s-dra-driver-gpu @ 22407113785e78c7763b4637689a201eb39c6199,
 # deployments/helm/dra-driver-nvidia-gpu/templates/validation.yaml). The scheduler counts the node's
 # extended resource and the slices' devices apart, so it admits pods of both onto the same GPUs.
+
 # The case of the finding where a DeviceClass also maps the resource to the node's DRA devices.
 DUAL_STACK_MAPPED = "mapped"
 
@@ -476,10 +477,11 @@ class DevicePluginSide:
     pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
-def _claim_pods(
+def claim_holders(
     devices: Sequence[Mapping[str, Any]], holders: Mapping[tuple[str, str, str], Sequence[Mapping[str, Any]]]
 ) -> tuple[list[str], int]:
-    """The pods the claims on these devices are reserved for, and how many of the devices are held."""
+    """The pods the claims on these devices are reserved for (`namespace/name`), and how many of the
+    devices are held."""
     pods: set[str] = set()
     held = 0
     for device in devices:
@@ -517,7 +519,7 @@ def dual_stack(
             continue
         mapped = sorted(c["name"] for c in mapping if any(class_selects(c, d) for d in served))
         served = served or gpu_devices
-        claim_pods, claimed = _claim_pods(served, holders)
+        claim_pods, claimed = claim_holders(served, holders)
         plugin_pods = sorted(p for p, held in plugin.pods.items() if held.get(resource, 0) > 0)
         found.append(
             {

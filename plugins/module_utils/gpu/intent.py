@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.cuda_images import (  # noqa: F401
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.cuda_images import (
     KNOWN_IMAGE_FAMILIES,
     ImageFamily,
 )
@@ -24,14 +24,18 @@ GPU_NODE_LABEL_RE = re.compile(GPU_NODE_LABEL, re.IGNORECASE)
 DOCKER_HUB_PREFIXES = ("docker.io/", "index.docker.io/", "registry-1.docker.io/")
 
 
-# The CUDA image families (with the source of each) are data in gpu/cuda_images.py; known_family reads them.
+def split_reference(image: str) -> tuple[str, str, str]:
+    """Name, tag and digest of an image reference, as written (tag and digest empty where it has none)."""
+    name, _at, digest = image.strip().partition("@")
+    slash, colon = name.rfind("/"), name.rfind(":")
+    if colon > slash:
+        return name[:colon], name[colon + 1 :], digest
+    return name, "", digest
 
 
 def image_repository(image: str) -> tuple[str, str]:
     """Repository (lower case, Docker Hub defaults removed) and tag of an image reference."""
-    ref = image.strip().split("@", 1)[0]
-    slash, colon = ref.rfind("/"), ref.rfind(":")
-    repo, tag = (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, "")
+    repo, tag, _digest = split_reference(image)
     repo = repo.lower()
     for prefix in DOCKER_HUB_PREFIXES:
         if repo.startswith(prefix):

@@ -29,6 +29,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.manife
     read_text,
 )
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.parallel import usable_cpus
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.registry import RegistrySettings
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.registry_reads import registry_reader
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.report import (
     FAIL_ON_CHOICES,
@@ -124,8 +125,13 @@ def _add_registry_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="read each image's config from its registry: its NVIDIA_VISIBLE_DEVICES decides KGPU501",
     )
-    group.add_argument("--registry-timeout", type=float, default=5, metavar="S", help="seconds per request (5)")
-    group.add_argument("--registry-budget", type=float, default=30, metavar="S", help="seconds for all reads (30)")
+    timeout, budget = RegistrySettings.timeout, RegistrySettings.budget
+    group.add_argument(
+        "--registry-timeout", type=float, default=timeout, metavar="S", help=f"seconds per request ({timeout:g})"
+    )
+    group.add_argument(
+        "--registry-budget", type=float, default=budget, metavar="S", help=f"seconds for all reads ({budget:g})"
+    )
     group.add_argument(
         "--insecure-registry", action="append", default=[], metavar="HOST:PORT", help="a registry read over HTTP"
     )

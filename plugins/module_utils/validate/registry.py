@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.intent import DOCKER_HUB_PREFIXES
+from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.intent import DOCKER_HUB_PREFIXES, split_reference
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.gpu.visible_devices import VISIBLE_DEVICES
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.kube.errors import OptionError
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images import ImageEnv, NotRead
@@ -67,12 +67,7 @@ def parse_image(image: str) -> ImageRef:
     """The registry, repository and reference of an image reference, as a container runtime reads it:
     the first part is a registry when it has a dot or a port or is localhost, else Docker Hub (whose
     one-part names are under library/); no tag is the tag latest."""
-    ref = image.strip()
-    name, _at, digest = ref.partition("@")
-    slash, colon = name.rfind("/"), name.rfind(":")
-    tag = ""
-    if colon > slash:
-        name, tag = name[:colon], name[colon + 1 :]
+    name, tag, digest = split_reference(image)
     first, _slash, rest = name.partition("/")
     if rest and ("." in first or ":" in first or first == "localhost"):
         registry, repository = first, rest

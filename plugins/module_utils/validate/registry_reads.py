@@ -29,6 +29,7 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.images
 from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.registry import (
     INDEX_TYPES,
     MANIFEST_ACCEPT,
+    Challenge,
     ImageRef,
     RegistrySettings,
     basic_header,
@@ -48,8 +49,8 @@ from ansible_collections.kubegpu.scheduling.plugins.module_utils.validate.regist
 # The image_registry option of gpu_pod_validate (and the CLI's --registry-* flags): off by default.
 IMAGE_REGISTRY_OPTIONS: dict[str, dict[str, Any]] = dict(
     read={"type": "bool", "default": False},
-    timeout={"type": "float", "default": 5},
-    budget={"type": "float", "default": 30},
+    timeout={"type": "float", "default": RegistrySettings.timeout},
+    budget={"type": "float", "default": RegistrySettings.budget},
     insecure_registries={"type": "list", "elements": "str", "default": []},
     cache_dir={"type": "path"},
     docker_config={"type": "path"},
@@ -58,7 +59,12 @@ MAX_DOCUMENT = 4 * 1024 * 1024  # a manifest, index or config larger than this i
 
 
 class ReadError(Exception):
-    """One registry read failed; the message says how, without credentials."""
+    """One registry read failed; the message says how, without credentials. `unreachable` when the registry
+    could not be reached at all (or the budget is spent): its other images are not tried."""
+
+    def __init__(self, message: str, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 class RegistryReader:
@@ -90,7 +96,7 @@ class RegistryReader:
         except ReadError as exc:
             failed = not_read(image, ref.registry, str(exc))
             self.notes.append(failed.reason)
-            if "could not connect" in str(exc) or "budget" in str(exc):
+            if exc.unreachable:
                 self._down[ref.registry] = failed.reason
             return failed
         verdict = registry_verdict(env, ref.registry, digest)
@@ -151,7 +157,7 @@ class RegistryReader:
         except urllib.error.HTTPError as exc:
             raise ReadError(f"HTTP {exc.code} for {path} after authenticating") from None
 
-    def _token(self, challenge: Any, ref: ImageRef, credentials: tuple[str, str] | None) -> str:
+    def _token(self, challenge: Challenge, ref: ImageRef, credentials: tuple[str, str] | None) -> str:
         try:
             url = token_url(challenge, ref)
             body, _type = self._open(url, "application/json", basic_header(credentials) if credentials else None)
@@ -170,7 +176,7 @@ class RegistryReader:
         as they are (the caller reads a 401's challenge); others become a ReadError."""
         left = (self._deadline or time.monotonic()) - time.monotonic()
         if left <= 0:
-            raise ReadError(f"the registry read's budget of {self.settings.budget:g} s is spent")
+            raise ReadError(f"the registry read's budget of {self.settings.budget:g} s is spent", unreachable=True)
         request = urllib.request.Request(url, headers={"Accept": accept})
         if authorization:
             # Not sent on to where a blob read is redirected (a storage URL signs itself).
@@ -183,9 +189,9 @@ class RegistryReader:
         except urllib.error.HTTPError:
             raise
         except urllib.error.URLError as exc:
-            raise ReadError(f"could not connect: {exc.reason}") from None
+            raise ReadError(f"could not connect: {exc.reason}", unreachable=True) from None
         except (TimeoutError, OSError) as exc:
-            raise ReadError(f"could not connect: {exc}") from None
+            raise ReadError(f"could not connect: {exc}", unreachable=True) from None
         except (http.client.HTTPException, ValueError) as exc:
             raise ReadError(f"a broken answer ({exc.__class__.__name__})") from None
         if len(body) > MAX_DOCUMENT:
@@ -235,8 +241,8 @@ def registry_settings(option: Mapping[str, Any] | None, where: str = "image_regi
     option = option or {}
     settings = RegistrySettings(
         read=bool(option.get("read")),
-        timeout=float(option.get("timeout") or 5),
-        budget=float(option.get("budget") or 30),
+        timeout=float(option.get("timeout") or RegistrySettings.timeout),
+        budget=float(option.get("budget") or RegistrySettings.budget),
         insecure_registries=tuple(option.get("insecure_registries") or ()),
         cache_dir=option.get("cache_dir") or None,
     )
